@@ -1,0 +1,9 @@
+"""Keras layers of tfdpmech."""
+
+from .batch_min_max import BatchMinMax
+from .bounded_lrn import BoundedLRN
+from .input_noise import InputNoise
+from .perturbed_bias import PerturbedBias
+from .unit_clip import UnitClip
+
+__all__ = ["BatchMinMax", "BoundedLRN", "InputNoise", "PerturbedBias", "UnitClip"]

@@ -1,0 +1,62 @@
+"""Per-unit batch min-max normalisation for fully connected hidden layers."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="tfdpmech")
+class BatchMinMax(keras.layers.Layer):
+    """Min-max normalise each unit over the batch into [0, 1] (AdLM §III-B, dense layers).
+
+    Training: ``(h - min_batch) / (max_batch - min_batch + epsilon)`` per unit, and moving
+    estimates of min and max are updated. Inference: the moving estimates are used, so the
+    output of one example does not depend on the rest of its batch (spec §8.7 item 11); it may
+    then leave [0, 1] slightly, which is why :class:`UnitClip` must follow before the output.
+
+    Args:
+        momentum: decay of the moving min/max. The first updates use a running average
+            (rate ``max(1 - momentum, 1/(step + 1))``) so the estimates start from real data.
+        epsilon: guards the division when a unit is constant over the batch.
+
+    Input shape: ``(batch, units)``. Output shape: same.
+    """
+
+    lrp_passthrough = True
+
+    def __init__(self, momentum: float = 0.99, epsilon: float = 1e-7, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+        if not epsilon > 0:
+            raise ValueError(f"epsilon must be > 0, got {epsilon}")
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+
+    def build(self, input_shape):
+        units = int(input_shape[-1])
+        self.moving_min = self.add_weight(name="moving_min", shape=(units,), initializer="zeros", trainable=False)
+        self.moving_max = self.add_weight(name="moving_max", shape=(units,), initializer="ones", trainable=False)
+        self.steps = self.add_weight(name="steps", shape=(), initializer="zeros", trainable=False)
+        super().build(input_shape)
+
+    def call(self, inputs, training=None):
+        if training:
+            lo = tf.reduce_min(inputs, axis=0)
+            hi = tf.reduce_max(inputs, axis=0)
+            rate = tf.maximum(1.0 - self.momentum, 1.0 / (self.steps + 1.0))
+            self.moving_min.assign(self.moving_min + rate * (tf.stop_gradient(lo) - self.moving_min))
+            self.moving_max.assign(self.moving_max + rate * (tf.stop_gradient(hi) - self.moving_max))
+            self.steps.assign_add(1.0)
+        else:
+            lo, hi = self.moving_min, self.moving_max
+        return (inputs - lo) / (hi - lo + self.epsilon)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(momentum=self.momentum, epsilon=self.epsilon)
+        return config

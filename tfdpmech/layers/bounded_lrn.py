@@ -1,0 +1,66 @@
+"""Bounded local response normalisation (AdLM Eq. 22)."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from ..validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="tfdpmech")
+class BoundedLRN(keras.layers.Layer):
+    """AlexNet-style LRN whose output is bounded in [0, 1] for non-negative inputs.
+
+    Implements AdLM Eq. 22 (Phan et al., ICDM'17), channels last::
+
+        out[..., k] = h[..., k] / max(h[..., k], (q + alpha * sum_{m in window(k)} h[..., m]^2) ** beta)
+
+    The window covers channels ``k - size//2 .. k + size//2`` clipped to the valid range,
+    and the sum is not divided by ``size`` (AlexNet convention). Because the denominator is at
+    least the numerator, non-negative (post-ReLU) inputs map into [0, 1]. Apply it after ReLU:
+    negative inputs are not bounded.
+
+    Args:
+        q: additive constant (paper: 2).
+        size: window length l over channels (paper: 5).
+        alpha: scale of the squared sum (paper: 1e-4).
+        beta: exponent (paper: 0.75).
+
+    Input shape: ``(batch, ..., channels)``. Output shape: same.
+
+    Example:
+        >>> x = keras.layers.ReLU()(keras.layers.Conv2D(8, 3)(keras.Input((6, 6, 1))))
+        >>> y = BoundedLRN()(x)
+    """
+
+    lrp_passthrough = True
+
+    def __init__(self, q: float = 2.0, size: int = 5, alpha: float = 1e-4, beta: float = 0.75, **kwargs):
+        super().__init__(**kwargs)
+        if not q > 0:
+            raise ValueError(f"q must be > 0 so the denominator never vanishes, got {q}")
+        if not alpha >= 0 or not beta > 0:
+            raise ValueError(f"alpha must be >= 0 and beta > 0, got alpha={alpha}, beta={beta}")
+        self.q = float(q)
+        self.size = check_positive_int(size, "size")
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+
+    def call(self, inputs):
+        half = self.size // 2
+        squares = tf.square(inputs)
+        channels = tf.shape(inputs)[-1]
+        rank = inputs.shape.rank
+        padded = tf.pad(squares, [[0, 0]] * (rank - 1) + [[half, half]])
+        window_sum = tf.add_n([padded[..., k : k + channels] for k in range(2 * half + 1)])
+        denom = tf.pow(self.q + self.alpha * window_sum, self.beta)
+        return inputs / tf.maximum(inputs, denom)  # Eq. 22
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(q=self.q, size=self.size, alpha=self.alpha, beta=self.beta)
+        return config

@@ -1,0 +1,65 @@
+"""Fresh Laplace noise on the inputs at every training step (AdLM reproduction mode)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..noise import tf_laplace
+
+
+@keras.saving.register_keras_serializable(package="tfdpmech")
+class InputNoise(keras.layers.Layer):
+    """Add one Laplace draw per feature, shared by the batch and redrawn every training step.
+
+    This is the ``shared_per_step`` mode of AdLM: what the authors' MNIST code does, used only to
+    reproduce their numbers. The model then reads the raw training data at every step, so no
+    per-record guarantee follows from the paper's lemmas (spec §9 A1, A13); the ledger records the
+    release as *claimed*. At inference the layer is the identity.
+
+    Args:
+        scales: per-feature Laplace scales ``b_j = Δ_h0 / (|L|·β_j·ε2)``, shape = input shape
+            without the batch axis.
+        seed: seed of the ``tf.random.Generator``; None draws from OS entropy.
+
+    Input shape: ``(batch, *scales.shape)``. Output shape: same.
+    """
+
+    lrp_passthrough = True
+
+    def __init__(self, scales=None, seed: int | None = None, feature_shape=None, **kwargs):
+        super().__init__(**kwargs)
+        if scales is not None:
+            scales = np.asarray(scales, dtype=np.float32)
+            if not np.all(np.isfinite(scales)) or np.any(scales < 0):
+                raise ValueError("scales must be finite and >= 0")
+            feature_shape = scales.shape
+        if feature_shape is None:
+            raise ValueError("pass scales (or feature_shape when deserialising)")
+        self.feature_shape = tuple(int(s) for s in feature_shape)
+        self._scales_init = scales
+        self.seed = seed
+        self._generator = (
+            tf.random.Generator.from_seed(seed) if seed is not None else tf.random.Generator.from_non_deterministic_state()
+        )
+
+    def build(self, input_shape):
+        if tuple(input_shape[1:]) != self.feature_shape:
+            raise ValueError(f"InputNoise scales have shape {self.feature_shape}, inputs {tuple(input_shape[1:])}")
+        init = keras.initializers.Constant(self._scales_init) if self._scales_init is not None else "zeros"
+        self.scales = self.add_weight(name="scales", shape=self.feature_shape, initializer=init, trainable=False)
+        super().build(input_shape)
+
+    def call(self, inputs, training=None):
+        if not training:
+            return inputs
+        return inputs + tf_laplace(self.feature_shape, self.scales, self._generator, inputs.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(seed=self.seed, feature_shape=list(self.feature_shape))
+        return config

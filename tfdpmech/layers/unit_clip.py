@@ -1,0 +1,44 @@
+"""Hard bound on the last hidden layer, which the loss sensitivity needs."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="tfdpmech")
+class UnitClip(keras.layers.Layer):
+    """Clip activations to ``[low, high]`` (default [0, 1]).
+
+    The sensitivity ``Δ_F = M(|h| + |h|²/4)`` of the Taylor loss (AdLM Lemma 5) holds only if
+    every unit of the last hidden layer lies in [0, 1] (|h| <= 1 suffices). Putting this layer
+    right before the output layer makes that bound hold by construction and lets
+    :func:`tfdpmech.models.check_bounded_last_hidden` verify it.
+
+    Args:
+        low, high: the bounds; must satisfy ``-1 <= low < high <= 1``.
+
+    Input shape: any. Output shape: same.
+    """
+
+    lrp_passthrough = True
+
+    def __init__(self, low: float = 0.0, high: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        if not (-1.0 <= float(low) < float(high) <= 1.0):
+            raise ValueError(
+                f"UnitClip needs -1 <= low < high <= 1 for the loss sensitivity to hold, got low={low}, high={high}"
+            )
+        self.low = float(low)
+        self.high = float(high)
+
+    def call(self, inputs):
+        return tf.clip_by_value(inputs, self.low, self.high)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(low=self.low, high=self.high)
+        return config

@@ -1,0 +1,388 @@
+"""AdLM and ILM: adaptive (or uniform) Laplace noise drawn once, before ``model.fit``.
+
+Phan, Wu, Hu, Dou, "Adaptive Laplace Mechanism: Differential Privacy Preservation in Deep
+Learning", ICDM'17 (correction version, arXiv:1709.05750). Spec: ``specs/seed_000_adlm.md``.
+
+Algorithm 1, as steps of :class:`AdLM`:
+
+1. :meth:`AdLM.fit_relevance` (lines 1–7): LRP relevance averaged over the private data, plus
+   ``Lap(Δ_R/ε1)``, ``Δ_R = 2d/n``.
+2. :meth:`AdLM.perturb` (lines 8–19): budget ratios β (Eq. 16), noisy inputs
+   ``x̄_ij = x_ij + (1/|L|)·Lap(Δ_h0/(β_j ε2))``, noisy bias constant ``b̄``, and noisy Taylor
+   coefficients ``ϕ̄ = ϕ + (1/|L|)·Lap(Δ_F/ε3)``. Raw data is not kept.
+3. ``model.fit(private_data.to_dataset(), ...)`` with :meth:`AdLM.loss` (lines 20–30).
+
+Privacy (spec §8.5, §9): the paper claims ``ε1 + ε2 + ε3`` (Theorem 1). In the default
+``per_example_frozen`` mode the trained model is post-processing of per-record Laplace releases,
+which proves ``ε1 + |L|·d·ε2/Δ_h0 + 2|L|·ε3/Δ_F`` per record (the relevance term only if the
+relevance model is independent of the private data). The shared modes reproduce the authors'
+code; no per-record guarantee follows for them and the ledger says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..allocation import BudgetAllocation, get_allocation
+from ..callbacks import PrivacyBudget
+from ..layers import InputNoise, PerturbedBias
+from ..ledger import PrivacyLedger, Release
+from ..losses.taylor_cross_entropy import PHI2, TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
+from ..models import check_bounded_last_hidden, first_affine_layer
+from ..noise import laplace, make_rng, noise_fingerprint
+from ..validation import (
+    check_batch_size,
+    check_budget_split,
+    check_choice,
+    check_epsilon,
+    check_one_hot,
+    check_unit_interval,
+)
+
+__all__ = [
+    "AdLM",
+    "ILM",
+    "PrivateData",
+    "NOISE_MODES",
+    "DELTA_H0_POLICIES",
+    "first_layer_geometry",
+    "first_layer_sensitivity",
+]
+
+NOISE_MODES = ("per_example_frozen", "shared_frozen", "shared_per_step")
+DELTA_H0_POLICIES = ("paper_literal", "fan_in", "reference_code", "shared_input")
+PHI2_FLOOR = 1e-3  # keeps the perturbed quadratic convex when order 2 is perturbed (§8.7.4)
+
+
+def first_layer_geometry(layer) -> dict:
+    """Counts of the first affine layer that the Δ_h0 policies use.
+
+    Returns:
+        dict with ``d`` (input features), ``fan_in`` (inputs of one neuron), ``neurons`` (all
+        output units) and ``positions`` (neurons of one output map; all units for Dense).
+    """
+    in_shape = tuple(int(s) for s in layer.input.shape[1:])
+    out_shape = tuple(int(s) for s in layer.output.shape[1:])
+    d = int(np.prod(in_shape))
+    if isinstance(layer, keras.layers.Conv2D):
+        kh, kw = layer.kernel_size
+        fan_in = kh * kw * in_shape[-1]
+        positions = out_shape[0] * out_shape[1]
+    else:
+        fan_in = in_shape[-1]
+        positions = out_shape[-1]
+    return {"d": d, "fan_in": int(fan_in), "neurons": int(np.prod(out_shape)), "positions": int(positions)}
+
+
+def first_layer_sensitivity(policy: str, *, d: int, fan_in: int, neurons: int, positions: int) -> float:
+    """Δ_h0 under an explicit counting policy (Lemma 3; spec §9 A4).
+
+    * ``paper_literal``: ``2·|h0|·d`` with |h0| all output neurons (Eq. 18 read literally).
+    * ``fan_in``: ``2·|h0|·fan_in``.
+    * ``reference_code``: ``2·positions·fan_in``, the authors' code (MNIST: 2·14·14·25 = 9800).
+    * ``shared_input``: ``d`` (Lemma 4's batch-sum argument: one noisy x̄ shared by all neurons).
+    """
+    check_choice(policy, "delta_h0_policy", DELTA_H0_POLICIES)
+    return float(
+        {
+            "paper_literal": 2 * neurons * d,
+            "fan_in": 2 * neurons * fan_in,
+            "reference_code": 2 * positions * fan_in,
+            "shared_input": d,
+        }[policy]
+    )
+
+
+@dataclasses.dataclass
+class PrivateData:
+    """The once-perturbed training data: the only data training may read.
+
+    Attributes:
+        x_bar: perturbed features (``shared_per_step``: the raw features, see the ledger).
+        phi_bar: perturbed Taylor coefficients, shape (n, M, 3).
+        batch_size: the batch size the noise was calibrated for.
+        noise_mode: one of :data:`NOISE_MODES`.
+        fingerprint: hash of the frozen noise draw.
+    """
+
+    x_bar: np.ndarray
+    phi_bar: np.ndarray
+    batch_size: int
+    noise_mode: str
+    fingerprint: str
+
+    @property
+    def n(self) -> int:
+        return int(self.x_bar.shape[0])
+
+    def to_dataset(self, batch_size: int | None = None, *, shuffle: bool = True, seed: int | None = None):
+        """A ``tf.data.Dataset`` of ``(x̄, ϕ̄)`` batches of exactly the calibrated size.
+
+        Raises:
+            ValueError: ``batch_size`` differs from the one the noise was calibrated for.
+        """
+        if batch_size is not None and batch_size != self.batch_size:
+            raise ValueError(
+                f"batch_size={batch_size} differs from the batch size the noise was calibrated for "
+                f"({self.batch_size}); perturb again with the batch size you want to train with"
+            )
+        ds = tf.data.Dataset.from_tensor_slices((self.x_bar, self.phi_bar))
+        if shuffle:
+            ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
+        # drop_remainder: every batch has exactly |L| records (spec §4.5)
+        return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+class AdLM:
+    """The Adaptive Laplace Mechanism as a once-only preprocessing step for a Keras model.
+
+    Args:
+        eps1, eps2, eps3: budgets of the relevance, first-layer and loss steps.
+        batch_size: |L|; training must use exactly this batch size.
+        epsilon: optional total; if given, ``eps1 + eps2 + eps3`` must equal it.
+        noise_mode: ``per_example_frozen`` (default, Algorithm 1 literally, provable per-record
+            bound), ``shared_frozen`` or ``shared_per_step`` (the authors' code; reproduction,
+            claimed only).
+        delta_h0_policy: how Δ_h0 counts neurons and inputs, see :func:`first_layer_sensitivity`.
+        perturb_orders: Taylor orders that get noise; ``(1,)`` by default (the only
+            label-dependent order, §9 A3), ``(0, 1, 2)`` for the literal paper.
+        relevance_floor: floor on relevance before Eq. 16 (§9 A7).
+        bias_noise: perturb the bias constant (line 14; no privacy role, §9 A8).
+        seed: seed of the numpy Generator; None uses OS entropy.
+        ledger: a :class:`PrivacyLedger` to record into (a new one by default).
+
+    Example:
+        >>> adlm = AdLM(0.075, 0.075, 0.15, batch_size=500, seed=0)          # doctest: +SKIP
+        >>> adlm.fit_relevance(public_model, x_train, y_train)               # doctest: +SKIP
+        >>> model = tfdpmech.models.mnist_cnn()                              # doctest: +SKIP
+        >>> data = adlm.perturb(x_train, y_train, model); del x_train, y_train  # doctest: +SKIP
+        >>> model.compile("adam", loss=adlm.loss())                          # doctest: +SKIP
+        >>> model.fit(data.to_dataset(), epochs=30, callbacks=[adlm.callback(model)])  # doctest: +SKIP
+    """
+
+    name = "adlm"
+    allocation_name = "relevance"
+
+    def __init__(self, eps1, eps2, eps3, batch_size, *, epsilon=None, noise_mode="per_example_frozen",
+                 delta_h0_policy="reference_code", perturb_orders=(1,), relevance_floor=1e-5,
+                 bias_noise=True, seed=None, ledger: PrivacyLedger | None = None):
+        parts = {"eps2": eps2, "eps3": eps3}
+        if self.allocation_name == "relevance" or eps1 is not None:
+            parts = {"eps1": eps1, **parts}
+        split = check_budget_split(epsilon, parts)
+        self.eps1 = split.get("eps1")
+        self.eps2, self.eps3 = split["eps2"], split["eps3"]
+        self.batch_size = check_batch_size(batch_size)
+        self.noise_mode = check_choice(noise_mode, "noise_mode", NOISE_MODES)
+        self.delta_h0_policy = check_choice(delta_h0_policy, "delta_h0_policy", DELTA_H0_POLICIES)
+        orders = tuple(sorted(set(perturb_orders)))
+        if not orders or any(o not in (0, 1, 2) for o in orders):
+            raise ValueError(f"perturb_orders must be a non-empty subset of (0, 1, 2), got {perturb_orders!r}")
+        self.perturb_orders = orders
+        self.relevance_floor = float(relevance_floor)
+        self.bias_noise = bool(bias_noise)
+        self.seed = seed
+        self._rng = make_rng(seed)
+        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.relevance = None
+        self.relevance_proven = None
+        self.sensitivities: dict = {}
+
+    @classmethod
+    def from_total(cls, epsilon, batch_size, *, split=(0.25, 0.25, 0.5), **kwargs) -> "AdLM":
+        """Split a total ε into (ε1, ε2, ε3) by ``split`` (default 1:1:2, the authors' MNIST code)."""
+        epsilon = check_epsilon(epsilon)
+        if len(split) != 3 or not math.isclose(sum(split), 1.0) or min(split) <= 0:
+            raise ValueError(f"split must be three positive fractions summing to 1, got {split!r}")
+        return cls(*(epsilon * s for s in split), batch_size, epsilon=epsilon, **kwargs)
+
+    # Step 1 -- lines 1-7 --------------------------------------------------------------------
+    def fit_relevance(self, relevance_model, x, y, *, trained_on_private_data: bool = False, mu: float = 1.0,
+                      start: str = "true_class_logit", batch_size: int = 256) -> np.ndarray:
+        """Private relevance ``R̄`` of the input features (Eqs. 10–12), costing ε1.
+
+        Args:
+            relevance_model: a trained, noise-free Keras model (Dense/Conv2D/pooling/ReLU).
+            x, y: the private training data the relevance is averaged over.
+            trained_on_private_data: True if ``relevance_model`` saw these records; then the
+                ε1 bound does not hold (spec §9 A5) and the ledger marks the step *claimed*.
+        """
+        from ..relevance import private_relevance
+
+        check_unit_interval(x, "x")
+        self.relevance, release = private_relevance(
+            relevance_model, x, y, self.eps1, rng_or_seed=self._rng, mu=mu, start=start,
+            model_trained_on_private_data=trained_on_private_data, ledger=self.ledger, batch_size=batch_size,
+        )
+        self.relevance_proven = release.guarantee == "proven"
+        return self.relevance
+
+    def allocation(self) -> BudgetAllocation:
+        """The budget-ratio strategy (relevance-based for AdLM)."""
+        return get_allocation(self.allocation_name, self.relevance, floor=self.relevance_floor)
+
+    def loss(self) -> TaylorCrossEntropy:
+        """The Taylor loss, calibrated to this mechanism's batch size."""
+        return TaylorCrossEntropy(batch_size=self.batch_size)
+
+    def callback(self, model: keras.Model | None = None, verbose: int = 1) -> PrivacyBudget:
+        """A :class:`PrivacyBudget` callback that logs claimed and provable ε and guards frozen noise."""
+        frozen = []
+        if model is not None:
+            frozen = [layer.b_bar for layer in model.layers if isinstance(layer, PerturbedBias)]
+            frozen += [layer.scales for layer in model.layers if isinstance(layer, InputNoise)]
+        return PrivacyBudget(self.ledger, frozen_weights=frozen, verbose=verbose)
+
+    # Step 2 and Step 4 noise -- lines 8-19 ----------------------------------------------------
+    def perturb(self, x, y, model: keras.Model) -> PrivateData:
+        """Perturb the training data once and configure ``model``'s frozen noise.
+
+        Args:
+            x: features in [0, 1], shape (n, *model input shape).
+            y: one-hot labels, shape (n, M).
+            model: the Keras model to train: first Dense/Conv2D is h_0 (``use_bias=False`` followed
+                by :class:`PerturbedBias`), last hidden layer bounded by :class:`UnitClip`.
+
+        Returns:
+            :class:`PrivateData`; no reference to ``x`` or ``y`` is kept.
+
+        Raises:
+            ValueError: data out of range or not one-hot, fewer records than one batch, a model
+                whose last hidden layer is not bounded, missing relevance for AdLM, or a model
+                without the layers the noise mode needs.
+        """
+        x = check_unit_interval(x, "x")
+        feature_shape = tuple(int(s) for s in model.input_shape[1:])
+        if x.shape[1:] != feature_shape:
+            raise ValueError(f"x has feature shape {x.shape[1:]}, the model expects {feature_shape}")
+        num_classes = int(model.output_shape[-1])
+        y = check_one_hot(y, "y", num_classes=num_classes)
+        n = x.shape[0]
+        if y.shape[0] != n:
+            raise ValueError(f"x has {n} records but y has {y.shape[0]}; pass matching arrays")
+        check_batch_size(self.batch_size, "batch_size", n=n)
+        hidden = check_bounded_last_hidden(model)
+        if model.layers[-1].use_bias:
+            hidden += 1  # the output bias is a constant-1 hidden unit for Δ_F (§9 A11)
+
+        geometry = first_layer_geometry(first_affine_layer(model))
+        delta_h0 = first_layer_sensitivity(self.delta_h0_policy, **geometry)  # Lemma 3
+        delta_f = loss_sensitivity(num_classes, hidden)  # Lemma 5
+        beta = self.allocation().ratios(feature_shape)  # Eq. 16
+        scales = delta_h0 / (self.batch_size * beta * self.eps2)  # lines 12-13
+        self.sensitivities = {"delta_h0": delta_h0, "delta_F": delta_f, **geometry, "last_hidden": hidden}
+
+        x_bar = self._perturb_features(x, scales, model)
+        self._perturb_bias(model, delta_h0)
+        phi_bar = self._perturb_coefficients(y, delta_f)
+        fingerprint = noise_fingerprint(np.concatenate([x_bar.ravel()[:4096], phi_bar.ravel()[:4096]]))
+        self._record_releases(n, int(np.prod(feature_shape)), beta, scales, delta_h0, delta_f, fingerprint)
+        return PrivateData(x_bar, phi_bar, self.batch_size, self.noise_mode, fingerprint)
+
+    def _perturb_features(self, x, scales, model) -> np.ndarray:
+        if self.noise_mode == "shared_per_step":
+            noise_layers = [layer for layer in model.layers if isinstance(layer, InputNoise)]
+            if not noise_layers:
+                raise ValueError(
+                    "noise_mode='shared_per_step' needs an InputNoise layer in the model; "
+                    "build it with tfdpmech.models.mnist_cnn(input_noise=True)"
+                )
+            noise_layers[0].scales.assign(scales.reshape(noise_layers[0].feature_shape).astype(np.float32))
+            return x.astype(np.float32, copy=True)
+        shape = x.shape if self.noise_mode == "per_example_frozen" else x.shape[1:]
+        return (x + laplace(scales, shape, self._rng)).astype(np.float32)  # line 13
+
+    def _perturb_bias(self, model, delta_h0) -> None:
+        layers = [layer for layer in model.layers if isinstance(layer, PerturbedBias)]
+        if not layers:
+            if self.bias_noise:
+                raise ValueError(
+                    "bias_noise=True needs a PerturbedBias layer after the first affine layer "
+                    "(Conv2D/Dense with use_bias=False); use tfdpmech.models.mnist_cnn or pass bias_noise=False"
+                )
+            return
+        layer = layers[0]
+        b_bar = np.ones(layer.units)
+        if self.bias_noise:
+            b_bar += laplace(delta_h0 / (self.batch_size * self.eps2), layer.units, self._rng)  # line 14
+        layer.b_bar.assign(b_bar.astype(np.float32))
+
+    def _perturb_coefficients(self, y, delta_f) -> np.ndarray:
+        phi = taylor_coefficients(y).astype(np.float64)
+        orders = list(self.perturb_orders)
+        scale = delta_f / (self.batch_size * self.eps3)  # lines 18-19
+        shape = (phi.shape[0], phi.shape[1], len(orders))
+        if self.noise_mode != "per_example_frozen":
+            shape = shape[1:]  # one draw per class and order, shared by all records
+        phi[..., orders] += laplace(scale, shape, self._rng)
+        if 2 in orders:
+            phi[..., 2] = np.maximum(phi[..., 2], PHI2_FLOOR)  # post-processing, keeps the loss bounded below
+        return phi.astype(np.float32)
+
+    # Ledger -----------------------------------------------------------------------------------
+    def _record_releases(self, n, d, beta, scales, delta_h0, delta_f, fingerprint) -> None:
+        per_record = self.noise_mode == "per_example_frozen"
+        reproduction = not per_record
+        common = {"noise_mode": self.noise_mode, "batch_size": self.batch_size, "n": n,
+                  "allocation": self.allocation_name, "fingerprint": fingerprint}
+        # features: per record, Σ_j c_j / b_j with c_j = 1 (x in [0, 1]) = |L|·ε2·Σβ/Δ_h0
+        feat_provable = float(np.sum(1.0 / scales)) if per_record else None
+        feat_basis = (
+            "Laplace mechanism on each record's features (range 1 per feature); the model is "
+            "post-processing of x̄ (spec §9 A1)" if per_record else
+            "none: a noise draw shared by all records is revealed by one known record (spec §9 A1); "
+            "Lemma 4 bounds only the batch sum"
+        )
+        self.ledger.record(Release(
+            component="first_layer_inputs", mechanism="laplace", epsilon_claimed=self.eps2,
+            epsilon_provable=feat_provable, basis=feat_basis, sensitivity=delta_h0,
+            noise_scale=float(np.min(scales)), per_epoch=self.noise_mode == "shared_per_step",
+            reproduction=reproduction,
+            details={**common, "delta_h0_policy": self.delta_h0_policy, "scale_min": float(np.min(scales)),
+                     "scale_max": float(np.max(scales)), "beta_sum": float(beta.sum()),
+                     "bias_noise": self.bias_noise, **self.sensitivities},
+        ))
+        coef_scale = delta_f / (self.batch_size * self.eps3)
+        # labels: replacing a record moves ϕ^(1) = 1/2 - y by 1 in two classes (L1 = 2)
+        coef_provable = 2.0 / coef_scale if per_record else None
+        self.ledger.record(Release(
+            component="loss_coefficients", mechanism="laplace", epsilon_claimed=self.eps3,
+            epsilon_provable=coef_provable,
+            basis=("Laplace mechanism on each record's label coefficients, L1 sensitivity 2 "
+                   "(orders 0 and 2 do not depend on the data)") if per_record else
+                  "none: coefficient noise shared by all records is data-independent (spec §9 A2)",
+            sensitivity=delta_f, noise_scale=coef_scale, reproduction=reproduction,
+            details={**common, "perturb_orders": list(self.perturb_orders)},
+        ))
+
+    def report(self, epochs: int | None = None) -> dict:
+        """Claimed and provable ε, the mode and the sensitivities."""
+        return {"mechanism": self.name, "noise_mode": self.noise_mode, **self.ledger.to_dict(epochs),
+                "sensitivities": self.sensitivities}
+
+
+class ILM(AdLM):
+    """The Identical Laplace Mechanism (AdLM App. C): the same noise scale on every feature.
+
+    No relevance step, so ε1 is not spent: the total is ``eps2 + eps3`` (spec §9 A14).
+    """
+
+    name = "ilm"
+    allocation_name = "uniform"
+
+    def __init__(self, eps2, eps3, batch_size, **kwargs):
+        super().__init__(None, eps2, eps3, batch_size, **kwargs)
+
+    @classmethod
+    def from_total(cls, epsilon, batch_size, *, split=(0.25, 0.25, 0.5), **kwargs) -> "ILM":
+        """ILM with the same ε2, ε3 as :meth:`AdLM.from_total` would use; ε1 stays unspent."""
+        epsilon = check_epsilon(epsilon)
+        return cls(epsilon * split[1], epsilon * split[2], batch_size, **kwargs)
+
+    def fit_relevance(self, *args, **kwargs):
+        raise ValueError("ILM uses the same budget for every feature and needs no relevance; use AdLM for that")

@@ -1,0 +1,116 @@
+"""The papers' reference architectures and structural checks on Keras models."""
+
+from __future__ import annotations
+
+import keras
+
+from .layers import BatchMinMax, BoundedLRN, InputNoise, PerturbedBias, UnitClip
+from .validation import check_positive_int
+
+__all__ = ["mnist_cnn", "mlp", "first_affine_layer", "check_bounded_last_hidden"]
+
+AFFINE = (keras.layers.Dense, keras.layers.Conv2D)
+
+
+def _private_head(hidden_units: int, num_classes: int):
+    # FC → ReLU → batch min-max (AdLM §III-B) → UnitClip (the verifiable bound for Δ_F) → logits
+    return [
+        keras.layers.Dense(hidden_units, activation="relu", name="hidden"),
+        BatchMinMax(name="hidden_minmax"),
+        UnitClip(name="hidden_clip"),
+        keras.layers.Dense(num_classes, use_bias=False, name="logits"),
+    ]
+
+
+def mnist_cnn(num_classes: int = 10, *, input_shape=(28, 28, 1), hidden_units: int = 25,
+              input_noise: bool = False, name: str = "adlm_mnist_cnn") -> keras.Sequential:
+    """The AdLM paper's MNIST network (§IV, App. G): conv 32 5×5 → conv 64 5×5 → dense 25 → M.
+
+    Layout: ``[InputNoise] → Conv2D(32, 5×5, no bias) → PerturbedBias → ReLU → BoundedLRN →
+    MaxPool 2×2 → Conv2D(64, 5×5) → ReLU → BoundedLRN → MaxPool 2×2 → Flatten → Dense(25, ReLU)
+    → BatchMinMax → UnitClip → Dense(M, no bias)``. The output is logits; train with
+    :class:`tfdpmech.losses.TaylorCrossEntropy` and predict with ``argmax``.
+
+    Args:
+        num_classes: M.
+        input_shape: image shape, channels last.
+        hidden_units: width of the last hidden layer ``|h_(k)|`` (paper: 25).
+        input_noise: add an :class:`InputNoise` layer for the ``shared_per_step`` reproduction mode.
+    """
+    check_positive_int(num_classes, "num_classes", minimum=2)
+    check_positive_int(hidden_units, "hidden_units")
+    layers = [keras.Input(tuple(input_shape))]
+    if input_noise:
+        layers.append(InputNoise(feature_shape=tuple(input_shape), name="input_noise"))
+    layers += [
+        keras.layers.Conv2D(32, 5, padding="same", use_bias=False, name="private_affine"),
+        PerturbedBias(name="private_bias"),
+        keras.layers.ReLU(),
+        BoundedLRN(),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(64, 5, padding="same", activation="relu"),
+        BoundedLRN(),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Flatten(),
+    ]
+    return keras.Sequential(layers + _private_head(hidden_units, num_classes), name=name)
+
+
+def mlp(num_classes: int = 10, *, input_shape=(28, 28, 1), first_units: int = 128, hidden_units: int = 25,
+        input_noise: bool = False, name: str = "adlm_mlp") -> keras.Sequential:
+    """A small MLP with the same private first layer and bounded head as :func:`mnist_cnn`."""
+    check_positive_int(first_units, "first_units")
+    layers = [keras.Input(tuple(input_shape)), keras.layers.Flatten()]
+    if input_noise:
+        layers.append(InputNoise(feature_shape=(int(_prod(input_shape)),), name="input_noise"))
+    layers += [
+        keras.layers.Dense(first_units, use_bias=False, name="private_affine"),
+        PerturbedBias(name="private_bias"),
+        keras.layers.ReLU(),
+    ]
+    return keras.Sequential(layers + _private_head(hidden_units, num_classes), name=name)
+
+
+def _prod(shape) -> int:
+    out = 1
+    for s in shape:
+        out *= int(s)
+    return out
+
+
+def first_affine_layer(model: keras.Model):
+    """Return the first ``Dense``/``Conv2D`` layer: the private affine transformation ``h_0``.
+
+    Raises:
+        ValueError: the model has no such layer.
+    """
+    for layer in model.layers:
+        if isinstance(layer, AFFINE):
+            return layer
+    raise ValueError("the model has no Dense or Conv2D layer to act as the private first affine layer h_0")
+
+
+def check_bounded_last_hidden(model: keras.Model) -> int:
+    """Check the layer feeding the output is bounded in [-1, 1] and return its width ``|h_(k)|``.
+
+    AdLM's loss sensitivity (Lemma 5) holds only if every unit of the last hidden layer lies in
+    [0, 1] (|·| <= 1 suffices); the last layer must be a ``Dense`` producing the logits.
+
+    Raises:
+        ValueError: the last layer is not a Dense, or the layer before it is not a
+            :class:`~tfdpmech.layers.UnitClip`.
+    """
+    layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
+    if len(layers) < 2 or not isinstance(layers[-1], keras.layers.Dense):
+        raise ValueError(
+            f"model {model.name!r} must end with a Dense output layer producing the logits; got "
+            f"{type(layers[-1]).__name__ if layers else 'no layers'}"
+        )
+    before = layers[-2]
+    if not isinstance(before, UnitClip):
+        raise ValueError(
+            f"the last hidden layer of model {model.name!r} is {type(before).__name__} ({before.name!r}), "
+            "which is not bounded; the loss sensitivity needs it in [0, 1]. Insert tfdpmech.layers.UnitClip() "
+            "right before the output Dense layer"
+        )
+    return int(layers[-1].kernel.shape[0])
