@@ -184,13 +184,22 @@ class PrivacyLedger:
 
     @classmethod
     def load(cls, path) -> "PrivacyLedger":
-        """Read a ledger written by :meth:`save`."""
+        """Read a ledger written by :meth:`save`.
+
+        Raises:
+            ValueError: the file is not valid JSON or does not hold a ledger.
+        """
         with open(path) as fh:
             try:
                 data = json.load(fh)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"ledger file {path!s} is not valid JSON: {exc}") from exc
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(
+                f"ledger file {path!s} does not hold a ledger written by PrivacyLedger.save: {exc!r}"
+            ) from exc
 
     def __len__(self) -> int:
         return len(self._releases)

@@ -7,7 +7,7 @@ import keras
 from .layers import BatchMinMax, BoundedLRN, InputNoise, PerturbedBias, UnitClip
 from .validation import check_positive_int
 
-__all__ = ["mnist_cnn", "mlp", "first_affine_layer", "check_bounded_last_hidden"]
+__all__ = ["mnist_cnn", "mlp", "standard_cnn", "standard_mlp", "first_affine_layer", "check_bounded_last_hidden"]
 
 AFFINE = (keras.layers.Dense, keras.layers.Conv2D)
 
@@ -69,6 +69,39 @@ def mlp(num_classes: int = 10, *, input_shape=(28, 28, 1), first_units: int = 12
         keras.layers.ReLU(),
     ]
     return keras.Sequential(layers + _private_head(hidden_units, num_classes), name=name)
+
+
+def standard_cnn(num_classes: int = 10, *, input_shape=(28, 28, 1), hidden_units: int = 25,
+                 name: str = "mnist_cnn") -> keras.Sequential:
+    """The same conv 32 5×5 → conv 64 5×5 → dense 25 → M network with standard Keras layers only.
+
+    For the non-private softmax baseline and DP-SGD, whose per-example gradients need layers that
+    do not mix records of a batch (no batch min-max) and that tensorflow-privacy knows.
+    Outputs logits (use ``from_logits=True``).
+    """
+    check_positive_int(num_classes, "num_classes", minimum=2)
+    return keras.Sequential([
+        keras.Input(tuple(input_shape)),
+        keras.layers.Conv2D(32, 5, padding="same", activation="relu"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(64, 5, padding="same", activation="relu"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Flatten(),
+        keras.layers.Dense(hidden_units, activation="relu"),
+        keras.layers.Dense(num_classes),
+    ], name=name)
+
+
+def standard_mlp(num_classes: int = 10, *, input_shape=(28, 28, 1), first_units: int = 128,
+                 name: str = "mlp") -> keras.Sequential:
+    """Flatten → Dense(first_units, ReLU) → Dense(M) logits, standard layers only (see :func:`standard_cnn`)."""
+    check_positive_int(num_classes, "num_classes", minimum=2)
+    return keras.Sequential([
+        keras.Input(tuple(input_shape)),
+        keras.layers.Flatten(),
+        keras.layers.Dense(first_units, activation="relu"),
+        keras.layers.Dense(num_classes),
+    ], name=name)
 
 
 def _prod(shape) -> int:

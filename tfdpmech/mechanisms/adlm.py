@@ -52,6 +52,7 @@ __all__ = [
     "DELTA_H0_POLICIES",
     "first_layer_geometry",
     "first_layer_sensitivity",
+    "provable_epsilon_per_record",
 ]
 
 NOISE_MODES = ("per_example_frozen", "shared_frozen", "shared_per_step")
@@ -96,6 +97,16 @@ def first_layer_sensitivity(policy: str, *, d: int, fan_in: int, neurons: int, p
             "shared_input": d,
         }[policy]
     )
+
+
+def provable_epsilon_per_record(*, eps2, eps3, batch_size, d, delta_h0, delta_f, eps1=0.0) -> float:
+    """Per-record ε of ``per_example_frozen`` AdLM: ``ε1 + |L|·d·ε2/Δ_h0 + 2|L|·ε3/Δ_F`` (spec §8.5).
+
+    Each record's features get Laplace noise of scale ``Δ_h0/(|L|β_j ε2)`` with ``Σβ = d`` and
+    range 1 per feature; its order-1 label coefficients ``1/2 - y`` change by 1 in two classes.
+    Pass ``eps1=0`` when the relevance step has no proven bound (and report none instead).
+    """
+    return float(eps1 + batch_size * d * eps2 / delta_h0 + 2.0 * batch_size * eps3 / delta_f)
 
 
 @dataclasses.dataclass
