@@ -70,7 +70,17 @@ class RelevanceAllocation(BudgetAllocation):
 
     def ratios(self, feature_shape) -> np.ndarray:
         feature_shape = tuple(int(s) for s in feature_shape)
-        if self.relevance.shape != feature_shape and self.relevance.size != int(np.prod(feature_shape)):
+        # Accept the exact shape, a flat vector of d entries, or the same shape up to axes of
+        # length 1 (e.g. (28, 28) for (28, 28, 1)). Any other reshape would silently move the
+        # relevance of one feature onto another, e.g. (3, 2) onto (2, 3).
+        def squeezed(shape):
+            return tuple(s for s in shape if s != 1)
+
+        same_size = self.relevance.size == int(np.prod(feature_shape))
+        compatible = same_size and (
+            self.relevance.ndim == 1 or squeezed(self.relevance.shape) == squeezed(feature_shape)
+        )
+        if not compatible:
             raise ValueError(
                 f"relevance has shape {self.relevance.shape} but the inputs have feature shape {feature_shape}; "
                 "compute it with tfdpmech.relevance.private_relevance on the same inputs"

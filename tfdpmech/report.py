@@ -19,15 +19,23 @@ FILES = ("results.json", "results.md", "accuracy_vs_epsilon.png", "accuracy_vs_e
 
 
 def check_writable(out: str) -> None:
-    """Raise ValueError if ``out`` cannot be created or written (before any work is done)."""
+    """Raise ValueError if ``out`` cannot be created or written (checked before any work is done).
+
+    Probes by creating and removing a temporary directory in the nearest existing ancestor, so
+    nothing is left behind.
+    """
     path = os.path.abspath(out)
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"--out {out!r} exists and is not a directory; choose another path")
     probe = path
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out!r} cannot be written ({probe!r} is not writable); choose another path")
+    try:
+        if not os.path.isdir(probe):
+            raise OSError(f"{probe!r} is not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=".tfdpmech-probe-", dir=probe))
+    except OSError as exc:
+        raise ValueError(f"--out {out!r} cannot be written ({exc}); choose another path") from None
 
 
 def _mean_std(values):

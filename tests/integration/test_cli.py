@@ -1,0 +1,75 @@
+"""The `tfdpmech compare` command: a tiny real run, and one-line errors for bad arguments."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tfdpmech.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_cli(*args, timeout=600):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    return subprocess.run([sys.executable, "-m", "tfdpmech", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", "adlm,nope"], "unknown method"),
+    (["--dataset", "imagenet"], "unknown dataset"),
+    (["--epsilons", ""], "ε list is empty"),
+    (["--epsilons", "1,-2"], "epsilon must be finite and > 0"),
+    (["--delta", "1.5"], "delta must lie in (0, 1)"),
+    (["--out", "/proc/forbidden/results"], "cannot be written"),
+    (["--out", "{tmp}/a_file/results"], "cannot be written"),
+])
+def test_bad_arguments_one_line_no_traceback(args, message, tmp_path, capsys):
+    (tmp_path / "a_file").write_text("not a directory")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    out = ["--out", str(tmp_path / "r")] if "--out" not in args else []
+    assert main(["compare", *args, *out]) == 2  # returns instead of raising: no traceback
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("tfdpmech: error")
+    assert not (tmp_path / "r").exists()  # nothing half-written
+    assert [p.name for p in tmp_path.iterdir()] == ["a_file"]  # the writability probe left nothing
+
+
+def test_dpsgd_without_tensorflow_privacy_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow_privacy", None)  # makes the import fail
+    assert main(["compare", "--methods", "dpsgd", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "needs tensorflow_privacy" in err and "pip install" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_tiny_comparison_writes_the_four_files(tmp_path):
+    methods = "nonprivate,adlm,ilm,adlm_shared"
+    try:
+        import tensorflow_privacy  # noqa: F401
+        methods += ",dpsgd"
+    except ImportError:
+        pass
+    out = tmp_path / "run"
+    result = run_cli("compare", "--methods", methods, "--epsilons", "1,8", "--epochs", "2", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "[1/" in result.stdout and "left" in result.stdout  # progress lines
+    for name in ("results.json", "results.md", "accuracy_vs_epsilon.png", "accuracy_vs_epoch.png"):
+        assert (out / name).stat().st_size > 0
+    results = json.loads((out / "results.json").read_text())
+    runs = results["runs"]
+    assert len(runs) == 1 + 3 * 2 + (2 if "dpsgd" in methods else 0)
+    by = {(r["method"], r["epsilon_target"]): r for r in runs}
+    assert by[("adlm_shared", 1.0)]["epsilon_provable"] is None
+    assert by[("adlm", 8.0)]["epsilon_provable"] > 0
+    assert by[("adlm", 8.0)]["epsilon_claimed"] == pytest.approx(8.0)
+    assert by[("ilm", 8.0)]["epsilon_claimed"] == pytest.approx(6.0)  # ε1 unspent
+    for r in runs:
+        assert len(r["test_accuracy_per_epoch"]) == 2 and 0 <= r["test_accuracy"] <= 1
+        assert r["examples_per_second"] > 0 and r["peak_memory_bytes"] > 0
+    table = (out / "results.md").read_text()
+    assert "none proven" in table and "claimed ε" in table and "provable ε" in table

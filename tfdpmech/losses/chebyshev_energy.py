@@ -1,0 +1,478 @@
+"""pCDBN's Chebyshev-expanded, perturbed CRBM energy and its training modes (spec §3.4, §4, §8.4).
+
+Modes (spec §8.1):
+
+* ``"exact"`` — CDBN baseline: exact-sigmoid CRBM trained by persistent contrastive divergence on
+  the data. No DP.
+* ``"noiseless"`` — TCDBN baseline: the polynomial energy Ê (Eq. 14) without noise, mini-batch
+  contrastive training on the data. No DP.
+* ``"functional"`` — rigorous functional mechanism (Zhang et al. 2012): the monomial coefficients
+  of Ê over the *whole* dataset (constant Z, §3.4) get ``Lap(Δ/ε)`` noise once; training then
+  minimises ``Ē(W)/n − Ê_neg(W)`` with negative chains started from noise and never reads private
+  data again (post-processing). Provable ε-DP.
+* ``"reference"`` — the authors' TF1 code (§4.8): noise on the five shared polynomial
+  coefficients scaled by a per-batch Δ from the batch itself, X = a/max(a), L1 CD surrogate.
+  Recorded as *claimed* only: no DP guarantee follows (§8.8 items 1–4).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from ..chebyshev import PAPER_SMOOTHSTEP, PAPER_SMOOTHSTEP_DENOMINATORS, poly_eval
+from ..layers.conv_rbm import ConvRBM
+from ..ledger import Release
+from ..noise import laplace, make_rng, noise_fingerprint
+from ..validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int
+
+__all__ = [
+    "ChebyshevEnergy",
+    "ENERGY_MODES",
+    "MAX_MONOMIALS",
+    "energy_orders",
+    "monomial_count",
+    "monomial_table",
+    "multinomial_factors",
+    "energy_sensitivity",
+    "check_functional_feasible",
+    "check_domain",
+]
+
+ENERGY_MODES = ("exact", "noiseless", "functional", "reference")
+MAX_MONOMIALS = 1_000_000  # total distinct monomials per layer the functional mode accepts (spec §8.4.6)
+
+
+# --------------------------------------------------------------------------- monomial algebra
+def energy_orders(alpha) -> list[int]:
+    """Orders m = l + 1 of the monomials of Ê in w̃ (one per non-zero α_l; spec §3.4)."""
+    return [l + 1 for l, a in enumerate(np.asarray(alpha, dtype=np.float64)) if a != 0.0]
+
+
+def monomial_count(d: int, alpha) -> int:
+    """Σ_m C(d + m − 1, m): distinct monomials of one filter's polynomial."""
+    return int(sum(math.comb(d + m - 1, m) for m in energy_orders(alpha)))
+
+
+def monomial_table(d: int, m: int) -> np.ndarray:
+    """Sorted variable indices of every degree-m monomial in d variables, shape (C(d+m−1, m), m)."""
+    if m == 0:
+        return np.zeros((1, 0), dtype=np.int32)
+    count = math.comb(d + m - 1, m)
+    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations_with_replacement(range(d), m)),
+                       dtype=np.int32, count=count * m)
+    return flat.reshape(count, m)
+
+
+def multinomial_factors(table: np.ndarray) -> np.ndarray:
+    """``m!/γ!`` for each sorted row of a monomial table (float64)."""
+    n, m = table.shape
+    denom = np.ones(n)
+    run = np.ones(n)
+    for j in range(1, m):
+        run = np.where(table[:, j] == table[:, j - 1], run + 1.0, 1.0)
+        denom *= run
+    return math.factorial(m) / denom
+
+
+def _rank_lookup(d: int, r: int) -> np.ndarray:
+    table = monomial_table(d, r)
+    if r == 0:
+        return np.zeros((), dtype=np.int64)
+    lut = np.full((d,) * r, -1, dtype=np.int64)
+    lut[tuple(table.T)] = np.arange(len(table))
+    return lut
+
+
+def _features(x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    out = np.ones((x.shape[0], table.shape[0]))
+    for j in range(table.shape[1]):
+        out *= x[:, table[:, j]]
+    return out
+
+
+def check_domain(x, visible_max: float, name: str = "x") -> np.ndarray:
+    """Check inputs lie in the declared domain ``[0, visible_max]`` that Δ assumes.
+
+    Raises:
+        ValueError: NaN/inf or values outside the domain.
+    """
+    arr = check_array(x, name, ndim_min=4)
+    lo, hi = float(arr.min()), float(arr.max())
+    if lo < -1e-6 or hi > visible_max + 1e-6:
+        raise ValueError(
+            f"{name} must lie in the declared domain [0, {visible_max:g}] (the sensitivity Δ assumes it), got "
+            f"values in [{lo:g}, {hi:g}]; scale with public bounds (tfdpmech.data.scale_to_unit) or declare "
+            "visible_max on the ConvRBM"
+        )
+    return arr.astype(np.float32)
+
+
+def check_functional_feasible(layer: ConvRBM, max_monomials: int = MAX_MONOMIALS) -> int:
+    """Refuse a layer/degree whose explicit monomial expansion is too large (spec §3.4, §8.4.6).
+
+    Returns:
+        the monomial count.
+
+    Raises:
+        ValueError: more than ``max_monomials`` monomials; the message gives the count.
+    """
+    d = layer.patch_dim
+    count = monomial_count(d, layer.alpha)
+    if count > max_monomials:
+        orders = energy_orders(layer.alpha)
+        raise ValueError(
+            f"functional mode is infeasible for this layer: approx={layer.approx!r} degree={layer.degree} gives "
+            f"monomial orders {orders} in d={d} variables (N_W²·C_in + 1), i.e. {count:,} monomials, above the "
+            f"limit max_monomials={max_monomials:,}. Use degree=3 (the paper finds L >= 3 enough) on small layers, "
+            "approx='chebyshev_sigmoid' with degree=1 for wide layers, fewer input channels or a smaller kernel"
+        )
+    return count
+
+
+def energy_sensitivity(layer: ConvRBM, input_shape) -> float:
+    """Δ of the shared noisy polynomial with constant Z (spec §4.7 [rec], Lemma 1 + §3.4).
+
+    Per record the coefficient L1 norm is at most
+    ``N_H²·Σ_l |α_l|·R^{l+1}/Z^l + N_V²·C_in·v_max`` with ``R = N_W²·C_in·v_max + 1`` the largest
+    ‖ṽ‖₁ over the declared domain (never over the data; §9 items 7–9); Δ is twice that.
+    """
+    nh, nw = layer.hidden_shape(input_shape)
+    big_r = layer.kernel_size**2 * int(input_shape[-1]) * layer.visible_max + 1.0
+    z = layer.z
+    hidden = nh * nw * sum(abs(a) * big_r ** (l + 1) / z**l for l, a in enumerate(layer.alpha))
+    visible = (int(np.prod(input_shape[1:])) * layer.visible_max) if layer.visible_bias_enabled else 0.0
+    return float(2.0 * (hidden + visible))  # Lemma 1: Δ <= 2 max_t Σ|λ_φt|
+
+
+def _exact_coefficients(layer: ConvRBM, x, *, chunk: int = 8192) -> dict:
+    """Noise-free λ_γ and λ_c of Ê over ``x`` (spec §3.4). Internal: never exported (§8.8 item 11)."""
+    d = layer.patch_dim
+    orders = energy_orders(layer.alpha)
+    splits = {m: (m // 2, m - m // 2) for m in orders}
+    rs = sorted({r for m in orders for r in splits[m]})
+    tables = {r: monomial_table(d, r) for r in rs}
+    grams = {m: np.zeros((len(tables[splits[m][0]]), len(tables[splits[m][1]]))) for m in orders}
+    s0 = 0.0
+    n_img = max(1, chunk // max(1, int(np.prod(layer.hidden_shape(x.shape)))))
+    for start in range(0, len(x), n_img):
+        xb = x[start : start + n_img]
+        s0 += float(np.sum(xb, dtype=np.float64))
+        p = layer.patches(tf.constant(xb)).numpy().astype(np.float64).reshape(-1, d)
+        feats = {r: _features(p, tables[r]) for r in rs}
+        for m in orders:
+            r1, r2 = splits[m]
+            grams[m] += feats[r1].T @ feats[r2]  # S_γ by one GEMM of lower-order features (§8.4.2)
+    coeffs = {}
+    for m in orders:
+        r1, r2 = splits[m]
+        table = monomial_table(d, m)
+        i1 = _rank_lookup(d, r1)[tuple(table[:, :r1].T)] if r1 else np.zeros(len(table), dtype=np.int64)
+        i2 = _rank_lookup(d, r2)[tuple(table[:, r1:].T)]
+        s_gamma = grams[m][i1, i2]
+        scale = layer.alpha[m - 1] / layer.z ** (m - 1)
+        coeffs[m] = -scale * multinomial_factors(table) * s_gamma  # λ_γ = −(α_{m−1}/Z^{m−1})(m!/γ!)S_γ
+    coeffs["c"] = -s0 if layer.visible_bias_enabled else 0.0  # λ_c = −s_0
+    return coeffs
+
+
+def _l1(coeffs: dict) -> float:
+    return float(sum(np.abs(v).sum() for v in coeffs.values()))
+
+
+# --------------------------------------------------------------------------- the objective
+class ChebyshevEnergy:
+    """The CRBM training objective of one pCDBN layer, in one of :data:`ENERGY_MODES`.
+
+    Steps (functional mode, Algorithm 1 steps 1–2 with spec §8.4):
+
+    1. :meth:`prepare`: S_γ and s_0 over the full dataset in float64 (§3.4), λ_γ; Δ from the domain
+       (§4.7); ``Lap(Δ/ε)`` drawn once per coefficient; only λ̄ kept, as non-trainable variables.
+    2. :meth:`fit`: epochs of ``Ē(W)/n − mean Ê(v_neg; W) + l1·|W|₁`` with persistent negative
+       chains from Bernoulli(½) noise, then the box projection. No private data is read.
+
+    Args:
+        layer: a :class:`~tfdpmech.layers.ConvRBM` (built on first use).
+        mode: one of :data:`ENERGY_MODES`.
+        epsilon: ε of this layer (functional and reference modes); must be None otherwise.
+        seed: seed of the once-only noise and of the negative chains (None: OS entropy).
+        neg_chains: number of persistent negative chains.
+        gibbs_steps: Gibbs steps per update of the chains.
+        l1: L1 weight penalty (paper: unspecified).
+        max_monomials: refuse functional expansions larger than this.
+        component: name of the release in the ledger.
+
+    Raises:
+        ValueError / TypeError: unknown mode, ε <= 0 or missing for a private mode, ε given for a
+            non-private mode, functional mode with a non-constant normaliser.
+
+    Reference: Phan, Wu, Dou, Machine Learning 2017, §3 (Eqs. 12–16), Lemma 2; spec §8.4.
+    """
+
+    def __init__(self, layer: ConvRBM, mode: str = "functional", *, epsilon: float | None = None, seed=None,
+                 neg_chains: int = 32, gibbs_steps: int = 1, l1: float = 0.0, max_monomials: int = MAX_MONOMIALS,
+                 component: str = "crbm_energy"):
+        if not isinstance(layer, ConvRBM):
+            raise TypeError(f"layer must be a tfdpmech ConvRBM, got {type(layer).__name__}")
+        self.layer = layer
+        self.mode = check_choice(mode, "mode", ENERGY_MODES)
+        self.private = self.mode in ("functional", "reference")
+        if self.private:
+            if epsilon is None:
+                raise ValueError(f"mode={mode!r} needs epsilon > 0 for this layer")
+            self.epsilon = check_epsilon(epsilon)
+        else:
+            if epsilon is not None:
+                raise ValueError(f"mode={mode!r} is a non-private baseline; pass epsilon=None")
+            self.epsilon = None
+        if self.mode == "functional" and layer.normalizer_kind != "constant":
+            raise ValueError(
+                f"functional mode needs normalizer='constant' (a data- and W-dependent Z breaks the polynomial form "
+                f"and Δ, spec §9 item 3), got normalizer={layer.normalizer_kind!r}"
+            )
+        self.seed = seed
+        self._rng = make_rng(seed)
+        self.neg_chains = check_positive_int(neg_chains, "neg_chains")
+        self.gibbs_steps = check_positive_int(gibbs_steps, "gibbs_steps")
+        if not l1 >= 0:
+            raise ValueError(f"l1 must be >= 0, got {l1}")
+        self.l1 = float(l1)
+        self.max_monomials = check_positive_int(max_monomials, "max_monomials")
+        self.component = component
+        self.release: Release | None = None
+        self.n: int | None = None
+        self.sensitivity: float | None = None
+        self._prepared = False
+
+    # -- step 1 -------------------------------------------------------------------------------
+    def prepare(self, x) -> Release | None:
+        """Run the once-only step on the full training input of this layer.
+
+        Args:
+            x: every training record, mapped through the frozen lower layers, in the domain.
+
+        Returns:
+            the privacy :class:`~tfdpmech.ledger.Release` (None for non-private modes).
+
+        Raises:
+            RuntimeError: called twice (the budget is taken).
+            ValueError: inputs outside the declared domain, or an infeasible expansion.
+        """
+        if self._prepared:
+            raise RuntimeError("prepare() already ran: the noise is drawn once per layer; create a new ChebyshevEnergy")
+        x = check_domain(x, self.layer.visible_max)
+        if not self.layer.built:
+            self.layer(tf.constant(x[:1]))
+        self.input_shape = tuple(x.shape)
+        self.n = len(x)
+        self._tf_gen = tf.random.Generator.from_seed(int(self._rng.integers(2**31)))
+        chains = self._tf_gen.uniform((self.neg_chains,) + tuple(x.shape[1:])) < 0.5
+        self.v_neg = tf.Variable(tf.cast(chains, tf.float32) * self.layer.visible_max, trainable=False)
+        if self.mode == "functional":
+            self._prepare_functional(x)
+        elif self.mode == "reference":
+            self._prepare_reference(x)
+        self._prepared = True
+        return self.release
+
+    def _prepare_functional(self, x) -> None:
+        layer = self.layer
+        count = check_functional_feasible(layer, self.max_monomials)
+        coeffs = _exact_coefficients(layer, x)  # §3.4: S_γ over all records, float64
+        self.sensitivity = energy_sensitivity(layer, x.shape)  # §4.7, domain bounds only
+        scale = self.sensitivity / self.epsilon
+        d = layer.patch_dim
+        self.orders = energy_orders(layer.alpha)
+        self._tables = {m: tf.constant(monomial_table(d, m)) for m in self.orders}
+        noisy = {}
+        for key, lam in coeffs.items():  # Lap(Δ/ε) once per coefficient (Lemma 1)
+            lam = np.asarray(lam, dtype=np.float64)
+            noisy[key] = lam + laplace(scale, lam.shape, self._rng)
+        del coeffs  # raw λ and S are not kept (§8.8 item 11)
+        self._lambda_bar = {m: tf.Variable(noisy[m].astype(np.float32), trainable=False, name=f"lambda_bar_{m}")
+                            for m in self.orders}
+        self._lambda_c = tf.Variable(np.float32(noisy["c"]), trainable=False, name="lambda_bar_c")
+        fingerprint = noise_fingerprint(np.concatenate([np.ravel(noisy[k]) for k in noisy]))
+        self.release = Release(
+            component=self.component, mechanism="laplace", epsilon_claimed=self.epsilon,
+            epsilon_provable=self.epsilon,
+            basis=("functional mechanism (Zhang et al. 2012, Lemma 1) on the monomial coefficients of the "
+                   "Chebyshev-expanded energy with constant Z over the full dataset, perturbed once; Δ from the "
+                   "declared domain [0, visible_max]; one noisy polynomial shared by all K filters (spec §4.2, §4.7); "
+                   "training with data-free negative chains is post-processing"),
+            sensitivity=self.sensitivity, noise_scale=scale,
+            details={"n": self.n, "monomials": count + int(layer.visible_bias_enabled), "orders": self.orders,
+                     "z": layer.z, "approx": layer.approx, "degree": layer.degree, "fingerprint": fingerprint},
+        )
+
+    def _prepare_reference(self, x) -> None:
+        layer = self.layer
+        if layer.approx == "paper_smoothstep":
+            self._ref_num = PAPER_SMOOTHSTEP[layer.degree] * PAPER_SMOOTHSTEP_DENOMINATORS[layer.degree]
+            self._ref_den = PAPER_SMOOTHSTEP_DENOMINATORS[layer.degree]
+        else:
+            self._ref_num, self._ref_den = layer.alpha.copy(), 1.0
+        mask = (self._ref_num != 0).astype(np.float64)
+        # code: np.random at graph construction, one draw for the positive and one for the reconstruction call
+        draws = np.stack([self._rng.laplace(0.0, 1.0, size=mask.shape) * mask for _ in range(2)])
+        self._ref_noise = tf.Variable(draws.astype(np.float32), trainable=False, name="reference_unit_noise")
+        self.release = Release(
+            component=self.component, mechanism="laplace", epsilon_claimed=self.epsilon, epsilon_provable=None,
+            basis=("reproduces the authors' code (spec §4.8): noise on the shared polynomial coefficients scaled by "
+                   "Δ computed from each batch (getDelta) and divided by the batch size, X = a/max(a) over the batch, "
+                   "the same noise reused for every batch; none of these steps is covered by a DP proof "
+                   "(spec §8.8 items 1–4)"),
+            noise_scale=None, reproduction=True,
+            details={"n": self.n, "noise_fingerprint": noise_fingerprint(draws)},
+        )
+
+    # -- the objective ------------------------------------------------------------------------
+    def polynomial_energy(self):
+        """``Ē(W) = Σ_k Σ_m Σ_γ λ̄_γ w̃_k^γ + λ̄_c c`` from the frozen noisy coefficients (§8.4.6)."""
+        self._require("functional")
+        w = self.layer.filter_vectors()  # (K, d)
+        total = self._lambda_c * self.layer.visible_bias[0] if self.layer.visible_bias_enabled else 0.0
+        for m in self.orders:
+            mono = tf.reduce_prod(tf.gather(w, self._tables[m], axis=1), axis=-1)  # (K, M_m)
+            total += tf.reduce_sum(mono * self._lambda_bar[m][None, :])
+        return total
+
+    def _cd_energy(self, v):
+        # CRBM CD gradient: h held at P(h|v) (Eq. 4 with h = E[h|v])
+        layer = self.layer
+        a = layer.preactivation(v)
+        h = tf.stop_gradient(tf.sigmoid(a))
+        c = layer.visible_bias[0] if layer.visible_bias_enabled else 0.0
+        return -tf.reduce_sum(a * h, axis=[1, 2, 3]) - c * tf.reduce_sum(v, axis=[1, 2, 3])
+
+    def _reference_loss(self, v):
+        layer = self.layer
+        b = tf.cast(tf.shape(v)[0], tf.float32)
+        ones = tf.ones((layer.kernel_size, layer.kernel_size, layer.in_channels, 1))
+        a_tilde = tf.nn.conv2d(v, ones, layer.strides, layer.padding.upper()) + 1.0
+        base = tf.constant(self._ref_num / self._ref_den, tf.float32)
+        h_t = poly_eval(a_tilde / tf.reduce_max(a_tilde), base, clip_output=True)
+        delta_b = 2.0 * tf.reduce_max(tf.reduce_sum(h_t, axis=[1, 2])) + 2.0 * tf.reduce_max(
+            tf.reduce_sum(v, axis=[1, 2]))  # code's getDelta, from the batch itself
+        delta_b = tf.stop_gradient(delta_b)
+
+        def h_bar(vv, which):
+            alpha = (tf.constant(self._ref_num, tf.float32) + self._ref_noise[which] * delta_b / (self.epsilon * b)
+                     ) / self._ref_den
+            a = layer.preactivation(vv)
+            return poly_eval(a / tf.reduce_max(a), alpha, clip_output=True)
+
+        h0 = h_bar(v, 0)
+        v1 = layer.visible_probs(h0)
+        h1 = h_bar(v1, 1)
+        return tf.reduce_mean(tf.abs(h1 - h0)) + tf.reduce_mean(tf.abs(v1 - v))
+
+    def _advance_chains(self):
+        v = self.v_neg
+        for _ in range(self.gibbs_steps):
+            v, _ = self.layer.gibbs_step(v, self._tf_gen, sample_h=True, sample_v=True)
+        self.v_neg.assign(tf.stop_gradient(v))
+
+    def loss(self, v=None):
+        """The scalar objective of one step (gradients w.r.t. the layer's weights).
+
+        Args:
+            v: a batch of training inputs (exact, noiseless, reference); must be None in
+                functional mode, whose objective reads no data.
+        """
+        if not self._prepared:
+            raise RuntimeError("call prepare(x) first")
+        if self.mode == "functional":
+            if v is not None:
+                raise ValueError("functional mode reads no private data after prepare(); call loss() without v")
+            data_term = self.polynomial_energy() / self.n
+        elif v is None:
+            raise ValueError(f"mode={self.mode!r} trains on batches: pass v")
+        if self.mode == "reference":
+            out = self._reference_loss(tf.cast(v, tf.float32))
+        else:
+            neg = self.v_neg
+            if self.mode == "exact":
+                out = tf.reduce_mean(self._cd_energy(tf.cast(v, tf.float32))) - tf.reduce_mean(self._cd_energy(neg))
+            elif self.mode == "noiseless":
+                out = tf.reduce_mean(self.layer.energy(v)) - tf.reduce_mean(self.layer.energy(neg))
+            else:
+                out = data_term - tf.reduce_mean(self.layer.energy(neg))
+        if self.l1:
+            out += self.l1 * tf.reduce_sum(tf.abs(self.layer.kernel))
+        return out
+
+    # -- step 2 -------------------------------------------------------------------------------
+    def fit(self, x, *, epochs: int = 1, batch_size: int = 128, learning_rate: float = 0.01,
+            optimizer=None, verbose: int = 0) -> list[float]:
+        """Prepare (once) and train the layer; returns the mean loss per epoch.
+
+        In functional mode ``x`` is read only by :meth:`prepare`; each epoch runs
+        ``ceil(n / batch_size)`` data-free steps.
+        """
+        import keras
+
+        if not self._prepared:
+            self.prepare(x)
+        epochs = check_positive_int(epochs, "epochs")
+        batch_size = check_batch_size(batch_size, n=self.n)
+        opt = optimizer or keras.optimizers.Adam(learning_rate)
+        variables = [self.layer.kernel, self.layer.hidden_bias]
+        if self.layer.visible_bias_enabled:
+            variables.append(self.layer.visible_bias)
+        steps = math.ceil(self.n / batch_size)
+
+        @tf.function
+        def step(v):
+            if self.mode in ("exact", "noiseless", "functional"):
+                self._advance_chains()
+            with tf.GradientTape() as tape:
+                loss = self.loss(v if self.mode != "functional" else None)
+            grads = tape.gradient(loss, variables)
+            opt.apply_gradients(zip(grads, variables))
+            self.layer.project()  # box constraint (pitfall 8)
+            return loss
+
+        history = []
+        order_rng = np.random.default_rng(int(self._rng.integers(2**31)))
+        dummy = tf.zeros((1,))
+        for epoch in range(epochs):
+            losses = []
+            if self.mode == "functional":
+                for _ in range(steps):
+                    losses.append(float(step(dummy)))
+            else:
+                x_arr = np.asarray(x, dtype=np.float32)
+                perm = order_rng.permutation(self.n)
+                for i in range(steps):
+                    idx = perm[i * batch_size : (i + 1) * batch_size]
+                    if len(idx) < batch_size:
+                        continue
+                    losses.append(float(step(tf.constant(x_arr[idx]))))
+            history.append(float(np.mean(losses)) if losses else float("nan"))
+            if verbose:
+                print(f"[{self.component}] epoch {epoch + 1}/{epochs} loss {history[-1]:.5g}")
+        return history
+
+    # -- export ---------------------------------------------------------------------------------
+    def export_coefficients(self, noisy: bool = True) -> dict:
+        """The released noisy coefficients λ̄ (safe to save), keyed by order, plus ``"c"``.
+
+        Raises:
+            ValueError: ``noisy=False`` (noise-free statistics are never exported, spec §8.8
+                item 11) or a mode without released coefficients.
+        """
+        if not noisy:
+            raise ValueError("noise-free statistics are never exported (spec §8.8 item 11); "
+                             "call export_coefficients(noisy=True) for the released, perturbed λ̄")
+        self._require("functional")
+        out = {m: self._lambda_bar[m].numpy() for m in self.orders}
+        out["c"] = float(self._lambda_c.numpy())
+        return out
+
+    def _require(self, mode):
+        if self.mode != mode or not self._prepared:
+            raise ValueError(f"this needs mode={mode!r} after prepare(); this objective has mode={self.mode!r}")

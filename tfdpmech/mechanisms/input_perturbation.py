@@ -1,0 +1,824 @@
+"""Input perturbation for DP-ERM: Gaussian noise on the features, drawn once, before ``model.fit``.
+
+Kang, Liu, Niu, Tong, Zhang, Wang, "Input Perturbation: A New Paradigm between Central and Local
+Differential Privacy", arXiv:2002.08570 (2020). Spec: ``specs/seed_002_input_perturbation.md``.
+
+Algorithm 1 (spec §3.2), as steps of :meth:`InputPerturbation.perturb` and the recipe in
+:mod:`tfdpmech.mechanisms.dp_erm`:
+
+1. Check the data: ``n >= 2`` rows, ``‖x_i‖ <= R`` (a public bound; clipping only on request),
+   labels in the declared classes.
+2. The loss constants from public quantities only (§6.3): ``Δ = λ``, ``D = sqrt(2 ln M / λ)``,
+   ``G = R·sup|φ'| + λD``, ``β = R²·sup φ'' + λ`` (:func:`logistic_constants`).
+3. ``σ`` from Theorem 1 / 3 (Eqs. 9 / 12, ``calibration="paper"``) or from a per-record Gaussian
+   mechanism (``calibration="local_gaussian"``, §3.7).
+4. Noise drawn ONCE: ``x̃_i = x_i + z_i`` (``per_record``, default) or ``x̃_i = x_i + z``
+   (``shared``, the paper read literally). The noise and the raw data are not kept.
+5. ``θ_0 = 0``; ``T`` steps of full-batch projected gradient descent on the noisy data
+   (:func:`~tfdpmech.mechanisms.dp_erm.linear_model`, :class:`~tfdpmech.mechanisms.dp_erm.InputPerturbationBudget`).
+
+Privacy (spec §7): the ``paper`` calibration is the guarantee *claimed* by Kang et al.
+(Theorem 1/3); the published proof has gaps (a variance written Cσ² instead of C²σ², a false lower
+bound on a signed scalar, T-fold composition of one noise draw), so the ledger records no provable
+ε for it. The ``local_gaussian`` calibration is *proven*: each record's features go through an
+independent Gaussian mechanism with L2 sensitivity 2R (replace-one inside the R-ball), accounted
+with ``dp_accounting``; the model is post-processing, for any optimizer, batch size or model.
+Labels are public unless ``label_epsilon`` randomizes them (k-ary randomized response).
+
+``dp_accounting`` is needed only for the ``local_gaussian`` calibration and the implied local ε; it
+is imported on use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from ..ledger import PrivacyLedger, Release
+from ..noise import gaussian, make_rng, noise_fingerprint
+from ..validation import (
+    check_array,
+    check_batch_size,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_positive_int,
+)
+
+__all__ = [
+    "CALIBRATIONS",
+    "NOISE_STRUCTURES",
+    "CONDITIONS",
+    "G_CONVENTIONS",
+    "L2_CONVENTIONS",
+    "LogisticConstants",
+    "InputPerturbation",
+    "paper_constant",
+    "sigma_input_perturbation",
+    "epsilon_paper_accountant",
+    "sigma_paper_accountant",
+    "sigma_local_gaussian",
+    "local_gaussian_epsilon",
+    "implied_local_epsilon",
+    "logistic_constants",
+    "keras_l2_factor",
+    "clip_rows",
+    "perturb_record",
+    "randomized_response",
+    "check_labels_in_classes",
+]
+
+CALIBRATIONS = ("paper", "local_gaussian")
+NOISE_STRUCTURES = ("per_record", "shared")
+CONDITIONS = ("strong_convexity", "pl")
+G_CONVENTIONS = ("full", "data_term")
+L2_CONVENTIONS = ("half", "keras")
+ACCOUNTANTS = ("rdp", "pld")
+NORM_TOL = 1e-6  # relative slack on ‖x‖ <= R for float round-off
+DP_ACCOUNTING_HINT = "pip install dp-accounting (the local_gaussian calibration computes ε with it)"
+
+PAPER_BASIS = (
+    "none proven: Kang et al. 2020 Theorem {thm} claims (ε, δ)-DP for θ_T, but the published proof has "
+    "gaps (Eq. 18 variance Cσ² instead of C²σ² and M_t is not Gaussian; Eq. 27 lower-bounds a signed scalar "
+    "that is 0 at the optimum; T-fold composition of a single noise draw; spec §7.2)"
+)
+
+
+def _positive(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive real number, got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value}")
+    return value
+
+
+def _require_dp_accounting():
+    try:
+        import dp_accounting
+    except Exception as exc:  # ImportError, or a broken install
+        raise ImportError(f"dp_accounting is missing: {DP_ACCOUNTING_HINT}") from exc
+    return dp_accounting
+
+
+# ------------------------------------------------------------------------------------------------
+# Calibration: Theorem 1 / Theorem 3 (paper) and the per-record Gaussian mechanism (sound)
+# ------------------------------------------------------------------------------------------------
+def paper_constant(epsilon, delta, kappa: float = 1.0) -> float:
+    """The constant ``c`` of Eq. 9 that the proof of Theorem 1 implies: ``(8 + 4ε/ln(1/δ))/κ``.
+
+    Derived in spec §3.4 from the moment bound ``α_M(a) <= aε/2`` at the order
+    ``a* = 2 ln(1/δ)/ε``. ``κ = sqrt(2(ℓ(θ_T) − ℓ*))`` is the paper's unknowable "gap constant";
+    the default κ = 1 is a convention, not a bound.
+
+    Args:
+        epsilon: target ε > 0.
+        delta: δ ∈ (0, 1).
+        kappa: the gap constant κ > 0.
+
+    Returns:
+        c > 0.
+
+    Raises:
+        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), κ <= 0.
+    """
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    kappa = _positive(kappa, "kappa")
+    return (8.0 + 4.0 * epsilon / math.log(1.0 / delta)) / kappa
+
+
+def _curvature_factor(curvature, condition, paper_literal_pl) -> float:
+    check_choice(condition, "condition", CONDITIONS)
+    curvature = _positive(curvature, "curvature")
+    if paper_literal_pl:
+        if condition != "pl":
+            raise ValueError("paper_literal_pl=True reproduces Eq. 12 of Theorem 3; pass condition='pl' with it")
+        return 1.0  # Eq. 12 drops √μ (spec A8)
+    return math.sqrt(curvature)
+
+
+def sigma_input_perturbation(epsilon, delta, n, T, G, curvature, *, condition: str = "strong_convexity",
+                             c=None, kappa: float = 1.0, paper_literal_pl: bool = False) -> float:
+    """Noise std of Theorem 1 (Eq. 9) or Theorem 3 (Eq. 12): claimed by the paper, not proven.
+
+    ``σ² = c · G² · T · ln(1/δ) / (n(n−1) · sqrt(curvature) · ε²)``, with ``c`` from
+    :func:`paper_constant` unless given. For ``condition="pl"`` the curvature is the PL constant μ
+    (spec §4: √μ in place of √Δ, so strong convexity and PL agree); ``paper_literal_pl=True``
+    drops the factor as Eq. 12 prints it.
+
+    Args:
+        epsilon: target ε > 0.
+        delta: δ ∈ (0, 1).
+        n: number of training records (>= 2).
+        T: number of full-batch gradient steps (>= 1).
+        G: Lipschitz constant of the per-record loss in θ.
+        curvature: strong-convexity constant Δ, or PL constant μ.
+        condition: ``"strong_convexity"`` (Theorem 1) or ``"pl"`` (Theorem 3).
+        c: the constant of Eq. 9; None means ``(8 + 4ε/ln(1/δ))/κ``.
+        kappa: the gap constant κ (used only when ``c`` is None).
+        paper_literal_pl: reproduce Eq. 12 literally (no √μ).
+
+    Returns:
+        σ, the per-coordinate noise standard deviation.
+
+    Raises:
+        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), n < 2, T < 1, G, curvature, c or κ <= 0.
+
+    Reference: Kang et al. 2020, Theorems 1 and 3.
+    """
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    n = check_positive_int(n, "n", minimum=2)
+    T = check_positive_int(T, "T")
+    G = _positive(G, "G")
+    factor = _curvature_factor(curvature, condition, paper_literal_pl)
+    c = paper_constant(epsilon, delta, kappa) if c is None else _positive(c, "c")
+    var = c * G**2 * T * math.log(1.0 / delta) / (n * (n - 1) * factor * epsilon**2)  # Eq. 9 / 12
+    return math.sqrt(var)
+
+
+def epsilon_paper_accountant(sigma, delta, n, t, G, curvature, *, kappa: float = 1.0,
+                             condition: str = "strong_convexity", paper_literal_pl: bool = False) -> float:
+    """ε after ``t`` gradient steps under the paper's moment bound (spec §3.4, the inverse of Eq. 9).
+
+    ``K = 2tG²/(n(n−1)κ·sqrt(curvature)·σ²)`` and ``ε(t) = K + 2·sqrt(K ln(1/δ))``, from the
+    optimal moment order ``a = sqrt(ln(1/δ)/K)``. A claimed value (Theorem 1's proof), not proven.
+
+    Args:
+        sigma: the noise std (> 0).
+        delta: δ ∈ (0, 1).
+        n: number of training records (>= 2).
+        t: completed gradient steps (>= 0); ε(0) = 0.
+        G, curvature, kappa, condition, paper_literal_pl: as for :func:`sigma_input_perturbation`.
+
+    Returns:
+        ε(t) >= 0.
+
+    Raises:
+        ValueError / TypeError: invalid inputs.
+    """
+    sigma = _positive(sigma, "sigma")
+    delta = check_delta(delta)
+    n = check_positive_int(n, "n", minimum=2)
+    t = check_positive_int(t, "t", minimum=0)
+    G, kappa = _positive(G, "G"), _positive(kappa, "kappa")
+    factor = _curvature_factor(curvature, condition, paper_literal_pl)
+    if t == 0:
+        return 0.0
+    K = 2.0 * t * G**2 / (n * (n - 1) * kappa * factor * sigma**2)  # Eqs. 24-31 with C >= κ√Δ
+    return K + 2.0 * math.sqrt(K * math.log(1.0 / delta))
+
+
+def sigma_paper_accountant(epsilon, delta, n, T, G, curvature, *, kappa: float = 1.0,
+                           condition: str = "strong_convexity", paper_literal_pl: bool = False) -> float:
+    """σ that makes :func:`epsilon_paper_accountant` equal ε after T steps (optimal-order inversion).
+
+    ``s = sqrt(ln(1/δ)+ε) − sqrt(ln(1/δ))``, ``K = s²``, ``σ² = 2TG²/(n(n−1)κ·sqrt(curvature)·K)``.
+    Agrees with :func:`sigma_input_perturbation` (default c) to about 1e-5 relative.
+
+    Raises:
+        ValueError / TypeError: invalid inputs.
+    """
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    n = check_positive_int(n, "n", minimum=2)
+    T = check_positive_int(T, "T")
+    G, kappa = _positive(G, "G"), _positive(kappa, "kappa")
+    factor = _curvature_factor(curvature, condition, paper_literal_pl)
+    log_d = math.log(1.0 / delta)
+    K = (math.sqrt(log_d + epsilon) - math.sqrt(log_d)) ** 2
+    return math.sqrt(2.0 * T * G**2 / (n * (n - 1) * kappa * factor * K))
+
+
+def _gaussian_epsilon(dp_accounting, multiplier, delta, accountant) -> float:
+    acc = dp_accounting.rdp.RdpAccountant() if accountant == "rdp" else dp_accounting.pld.PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(multiplier))
+    return float(acc.get_epsilon(delta))
+
+
+def local_gaussian_epsilon(sigma, delta, feature_norm_bound: float = 1.0, *, accountant: str = "rdp") -> float:
+    """ε of one record's features released as ``x + N(0, σ²I)`` with ``‖x‖ <= R`` (replace-one).
+
+    A Gaussian mechanism with L2 sensitivity ``2R`` and noise multiplier ``σ/(2R)``, accounted with
+    ``dp_accounting`` (RDP by default, PLD on request).
+
+    Args:
+        sigma: the noise std (> 0).
+        delta: δ ∈ (0, 1).
+        feature_norm_bound: R, the public bound on ‖x‖.
+        accountant: ``"rdp"`` or ``"pld"``.
+
+    Returns:
+        ε > 0 (proven, feature-level).
+
+    Raises:
+        ImportError: dp_accounting is missing.
+        ValueError / TypeError: invalid inputs.
+    """
+    sigma = _positive(sigma, "sigma")
+    delta = check_delta(delta)
+    R = _positive(feature_norm_bound, "feature_norm_bound")
+    check_choice(accountant, "accountant", ACCOUNTANTS)
+    return _gaussian_epsilon(_require_dp_accounting(), sigma / (2.0 * R), delta, accountant)
+
+
+implied_local_epsilon = local_gaussian_epsilon  # the spec's name for the same quantity (§6.4)
+
+
+def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, accountant: str = "rdp",
+                         tol: float = 1e-6) -> float:
+    """Smallest σ whose per-record Gaussian mechanism on the features meets (ε, δ) (spec §3.7).
+
+    Sensitivity ``2R`` (replace one record inside the R-ball); σ found with
+    ``dp_accounting.calibrate_dp_mechanism``, so ``local_gaussian_epsilon(σ) <= ε``.
+
+    Args:
+        epsilon: target ε > 0 of the feature release.
+        delta: δ ∈ (0, 1).
+        feature_norm_bound: R.
+        accountant: ``"rdp"`` (default, fast) or ``"pld"`` (tighter, ~0.2 s per evaluation).
+        tol: relative tolerance on the noise multiplier.
+
+    Returns:
+        σ > 0.
+
+    Raises:
+        ImportError: dp_accounting is missing.
+        ValueError / TypeError: invalid inputs.
+    """
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    R = _positive(feature_norm_bound, "feature_norm_bound")
+    check_choice(accountant, "accountant", ACCOUNTANTS)
+    dp_accounting = _require_dp_accounting()
+    lo, hi = 1e-3, 1.0
+    while _gaussian_epsilon(dp_accounting, hi, delta, accountant) > epsilon:  # ε decreases in σ
+        lo, hi = hi, hi * 4.0
+    while _gaussian_epsilon(dp_accounting, lo, delta, accountant) <= epsilon:
+        lo /= 4.0
+    new_acc = (dp_accounting.rdp.RdpAccountant if accountant == "rdp" else dp_accounting.pld.PLDAccountant)
+    multiplier = dp_accounting.calibrate_dp_mechanism(
+        new_acc, dp_accounting.GaussianDpEvent, epsilon, delta,
+        dp_accounting.ExplicitBracketInterval(lo, hi), tol=tol * lo,
+    )
+    return float(multiplier) * 2.0 * R
+
+
+# ------------------------------------------------------------------------------------------------
+# Constants of L2-regularised logistic regression (spec §6.3): public quantities only
+# ------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class LogisticConstants:
+    """Data-independent constants of ``φ(θ; x, y) + (λ/2)‖θ‖²`` with ``‖x‖ <= R``, ``‖θ‖ <= D``.
+
+    Attributes:
+        G: Lipschitz constant in θ (``R·sup|∇_s φ| + λD`` for ``g_convention="full"``).
+        beta: smoothness in θ (``R²·sup φ'' + λ``).
+        strong_convexity: Δ = λ (also the PL constant μ).
+        theta_bound: D, the radius of the ball the iterates are projected onto.
+        phi2: sup of φ'' on the logits (1/4 binary, 1/2 softmax).
+        feature_norm_bound: R.
+        l2: λ, in the (λ/2)‖θ‖² convention.
+        keras_l2: the factor to pass to ``keras.regularizers.L2`` (= λ/2).
+        num_classes: 2 (sigmoid, one logit) or M > 2 (softmax).
+        g_convention: ``"full"`` or ``"data_term"``.
+    """
+
+    G: float
+    beta: float
+    strong_convexity: float
+    theta_bound: float
+    phi2: float
+    feature_norm_bound: float
+    l2: float
+    keras_l2: float
+    num_classes: int
+    g_convention: str
+
+
+def keras_l2_factor(strong_convexity) -> float:
+    """The ``keras.regularizers.L2`` factor for strong convexity Δ: Keras adds ``l2·Σw²``, so Δ/2."""
+    return _positive(strong_convexity, "strong_convexity") / 2.0
+
+
+def logistic_constants(l2, feature_norm_bound: float = 1.0, *, num_classes: int = 2, theta_bound=None,
+                       g_convention: str = "full", l2_convention: str = "half") -> LogisticConstants:
+    """G, smoothness, strong convexity and D of L2-regularised logistic regression (spec §6.3).
+
+    Every constant depends on public quantities only (λ, R, M). ``D = sqrt(2 ln M / λ)``: the
+    regularised objective is ``ln M`` at θ = 0 for any data, so ``(λ/2)‖θ*‖² <= ln M`` also for the
+    noisy objective. Binary (sigmoid): ``sup|φ'| = 1``, ``sup φ'' = 1/4``. Softmax (M > 2): the
+    per-record gradient ``x(p − e_y)ᵀ`` has Frobenius norm ``<= √2·R`` and the logit Hessian
+    ``diag(p) − ppᵀ`` has norm ``<= 1/2``; the paper's margin-form theory does not cover it.
+
+    Args:
+        l2: the regularisation strength.
+        feature_norm_bound: R, the public bound on ‖x‖.
+        num_classes: 2 for binary logistic regression, M > 2 for multinomial.
+        theta_bound: D; None means ``sqrt(2 ln M / λ)``.
+        g_convention: ``"full"`` (``G = R·g + λD``, the literal theorem, default) or
+            ``"data_term"`` (``G = R·g``: the regulariser gradient cancels between neighbours).
+        l2_convention: ``"half"``: ``l2`` is λ of ``(λ/2)‖θ‖²`` (the paper's Δ); ``"keras"``:
+            ``l2`` is the factor of ``keras.regularizers.L2(l2)``, which adds ``l2·‖θ‖²``, so λ = 2·l2.
+
+    Returns:
+        :class:`LogisticConstants`.
+
+    Raises:
+        ValueError / TypeError: l2 or R <= 0, num_classes < 2, unknown convention.
+    """
+    lam = _positive(l2, "l2")
+    check_choice(l2_convention, "l2_convention", L2_CONVENTIONS)
+    if l2_convention == "keras":
+        lam *= 2.0
+    R = _positive(feature_norm_bound, "feature_norm_bound")
+    M = check_positive_int(num_classes, "num_classes", minimum=2)
+    check_choice(g_convention, "g_convention", G_CONVENTIONS)
+    D = math.sqrt(2.0 * math.log(M) / lam) if theta_bound is None else _positive(theta_bound, "theta_bound")
+    grad, phi2 = (1.0, 0.25) if M == 2 else (math.sqrt(2.0), 0.5)
+    G = R * grad + (lam * D if g_convention == "full" else 0.0)
+    return LogisticConstants(G=G, beta=R**2 * phi2 + lam, strong_convexity=lam, theta_bound=D, phi2=phi2,
+                             feature_norm_bound=R, l2=lam, keras_l2=lam / 2.0, num_classes=M,
+                             g_convention=g_convention)
+
+
+# ------------------------------------------------------------------------------------------------
+# Data helpers
+# ------------------------------------------------------------------------------------------------
+def clip_rows(x, bound) -> tuple[np.ndarray, int]:
+    """``x_i · min(1, R/‖x_i‖)`` with a fixed, public R (never the data's maximum norm).
+
+    Returns:
+        (clipped copy in float64, number of rows that were scaled).
+    """
+    x = check_array(x, "x", ndim_min=2).astype(np.float64)
+    R = _positive(bound, "feature_norm_bound")
+    norms = np.linalg.norm(x, axis=1)
+    scale = np.minimum(1.0, R / np.maximum(norms, 1e-300))
+    return x * scale[:, None], int(np.count_nonzero(scale < 1.0))
+
+
+def perturb_record(x, sigma, rng=None) -> np.ndarray:
+    """Client-side input perturbation of one record (spec A10): ``x + N(0, σ²I)`` in float64.
+
+    ``n`` and ``T`` (and so σ) must be public in advance. ``rng``: None (OS entropy), a seed or a
+    numpy Generator.
+    """
+    x = check_array(x, "x", ndim_min=1).astype(np.float64)
+    return x + gaussian(_positive(sigma, "sigma"), x.shape, make_rng(rng))
+
+
+def randomized_response(labels, epsilon, num_classes: int, rng) -> np.ndarray:
+    """k-ary randomized response: keep a label with prob ``e^ε/(e^ε + k − 1)``, else a uniform other.
+
+    ε-DP for the label of each record (Warner 1965; k-RR). ``rng`` is a numpy Generator.
+    """
+    epsilon = check_epsilon(epsilon, "label_epsilon")
+    k = check_positive_int(num_classes, "num_classes", minimum=2)
+    labels = np.asarray(labels).astype(np.int64)
+    keep = rng.random(labels.shape) < math.exp(epsilon) / (math.exp(epsilon) + k - 1)
+    other = (labels + rng.integers(1, k, size=labels.shape)) % k  # uniform over the k − 1 other classes
+    return np.where(keep, labels, other)
+
+
+def check_labels_in_classes(y, num_classes: int, n: int | None = None, name: str = "y") -> np.ndarray:
+    """Integer class ids in [0, M) from {0,1}/{−1,+1} (binary), class ids or one-hot (M > 2).
+
+    Raises:
+        ValueError: labels outside the declared classes, wrong shape or length.
+    """
+    M = check_positive_int(num_classes, "num_classes", minimum=2)
+    arr = check_array(y, name, ndim_min=1)
+    if arr.ndim == 2 and arr.shape[1] == M and M > 2:
+        if not (np.all((arr == 0) | (arr == 1)) and np.all(arr.sum(axis=1) == 1)):
+            raise ValueError(f"{name} of shape {arr.shape} must be one-hot over num_classes={M} classes")
+        arr = arr.argmax(axis=1)
+    elif arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D class labels (or one-hot for num_classes > 2), got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"x has {n} records but {name} has {arr.shape[0]}; pass matching arrays")
+    values = set(np.unique(arr).tolist())
+    if M == 2:
+        if values <= {0, 1}:
+            return arr.astype(np.int64)
+        if values <= {-1, 1}:
+            return ((arr + 1) // 2).astype(np.int64)
+        raise ValueError(
+            f"{name} has labels {sorted(values)[:6]}, not in the declared binary classes {{0, 1}} or {{-1, +1}}; "
+            "map them to 0/1, or pass num_classes= for a multinomial model"
+        )
+    allowed = set(range(M))
+    if not values <= allowed:
+        bad = sorted(values - allowed)[:6]
+        raise ValueError(f"{name} has labels {bad} outside the declared classes 0..{M - 1} (num_classes={M})")
+    return arr.astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------------
+# The mechanism
+# ------------------------------------------------------------------------------------------------
+class InputPerturbation:
+    """Input perturbation (Kang et al. 2020) as a once-only step before ``model.fit``.
+
+    Args:
+        epsilon: target ε > 0 (with ``label_epsilon``: the total of features and labels).
+        delta: δ ∈ (0, 1); 1/n² is the spec's default.
+        epochs: T, the number of full-batch gradient-descent steps the noise is calibrated for.
+        n: the number of training records, if known in advance (checked against the data).
+        num_classes: 2 (binary, sigmoid) or M > 2 (multinomial, softmax; outside the paper's theory).
+        l2: regularisation strength λ (strong convexity Δ = λ, see ``l2_convention``).
+        l2_convention: ``"half"`` (λ of (λ/2)‖θ‖²) or ``"keras"`` (factor of ``keras.regularizers.L2``).
+        feature_norm_bound: R, the public bound on every ‖x_i‖.
+        calibration: ``"paper"`` (Theorem 1/3, claimed) or ``"local_gaussian"`` (proven, §3.7).
+        noise_structure: ``"per_record"`` (default) or ``"shared"`` (one z for all rows; reproduces
+            the paper literally; no per-record protection, refused with an unregularised intercept).
+        condition: ``"strong_convexity"`` (Theorem 1) or ``"pl"`` (Theorem 3).
+        pl_constant: μ for ``condition="pl"``; None means λ (strong convexity implies PL).
+        c, kappa: the constant of Eq. 9 and the gap constant κ (spec §3.4).
+        paper_literal_pl: reproduce Eq. 12 literally (no √μ).
+        g_convention: ``"full"`` or ``"data_term"`` (see :func:`logistic_constants`).
+        G: override the Lipschitz constant (required reading for models the theory does not cover).
+        clip: clip rows to ‖x‖ <= R instead of refusing them (recorded in the ledger).
+        batch_size: None for full batch (the proof's setting); a smaller batch is an error when
+            ``strict`` for the paper calibration, else a warned extrapolation (n → B, T → all steps).
+        label_epsilon: with ``local_gaussian``, randomize labels with this ε (k-RR); the features then
+            get ``epsilon − label_epsilon``. None: labels are public and the guarantee covers features.
+        accountant: ``"rdp"`` or ``"pld"`` for ``local_gaussian``.
+        strict: raise (True) or warn (False) on configurations the proof does not cover.
+        seed: None (OS entropy, the default) or an int for tests; never stored with the model.
+        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into (a new one by default).
+
+    Example:
+        >>> ip = InputPerturbation(epsilon=0.1, delta=1 / n**2, epochs=100, l2=0.01)   # doctest: +SKIP
+        >>> x_priv, y_priv = ip.perturb(x_train, y_train); del x_train                # doctest: +SKIP
+        >>> model = ip.make_linear_model()                                           # doctest: +SKIP
+        >>> ip.fit(model, x_priv, y_priv)                                            # doctest: +SKIP
+        >>> print(ip.ledger.summary())                                               # doctest: +SKIP
+
+    Reference: Kang et al., "Input Perturbation: A New Paradigm between Central and Local
+    Differential Privacy", arXiv:2002.08570, Algorithm 1.
+    """
+
+    def __init__(self, epsilon, delta, epochs, *, n=None, num_classes: int = 2, l2: float = 0.01,
+                 l2_convention: str = "half", feature_norm_bound: float = 1.0, calibration: str = "paper",
+                 noise_structure: str = "per_record", condition: str = "strong_convexity", pl_constant=None,
+                 c=None, kappa: float = 1.0, paper_literal_pl: bool = False, g_convention: str = "full",
+                 G=None, clip: bool = False, batch_size=None, label_epsilon=None, accountant: str = "rdp",
+                 strict: bool = True, seed=None, ledger: PrivacyLedger | None = None):
+        self.epsilon = check_epsilon(epsilon)
+        self.delta = check_delta(delta)
+        self.epochs = check_positive_int(epochs, "epochs")
+        self.n = None if n is None else check_positive_int(n, "n", minimum=2)
+        self.calibration = check_choice(calibration, "calibration", CALIBRATIONS)
+        self.noise_structure = check_choice(noise_structure, "noise_structure", NOISE_STRUCTURES)
+        self.condition = check_choice(condition, "condition", CONDITIONS)
+        self.constants = logistic_constants(l2, feature_norm_bound, num_classes=num_classes,
+                                            g_convention=g_convention, l2_convention=l2_convention)
+        self.num_classes = self.constants.num_classes
+        self.feature_norm_bound = self.constants.feature_norm_bound
+        self.G = self.constants.G if G is None else _positive(G, "G")
+        self.curvature = self.constants.strong_convexity if pl_constant is None else _positive(pl_constant, "pl_constant")
+        self.c = None if c is None else _positive(c, "c")
+        self.kappa = _positive(kappa, "kappa")
+        self.paper_literal_pl = bool(paper_literal_pl)
+        _curvature_factor(self.curvature, self.condition, self.paper_literal_pl)
+        self.clip = bool(clip)
+        self.batch_size = None if batch_size is None else check_positive_int(batch_size, "batch_size")
+        self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
+        self.strict = bool(strict)
+        if self.calibration == "local_gaussian" and self.noise_structure == "shared":
+            raise ValueError(
+                "calibration='local_gaussian' needs noise_structure='per_record': one noise vector shared by all "
+                "records is revealed by any one known record, so no per-record guarantee holds"
+            )
+        if label_epsilon is not None:
+            if self.calibration != "local_gaussian":
+                raise ValueError("label_epsilon (randomized labels) is part of calibration='local_gaussian' only")
+            label_epsilon = check_epsilon(label_epsilon, "label_epsilon")
+            if label_epsilon >= self.epsilon:
+                raise ValueError(
+                    f"label_epsilon={label_epsilon:g} must be smaller than epsilon={self.epsilon:g}, which is the "
+                    "total of the feature and label budgets"
+                )
+        self.label_epsilon = label_epsilon
+        self.feature_epsilon = self.epsilon - (label_epsilon or 0.0)
+        if ledger is not None and not isinstance(ledger, PrivacyLedger):
+            raise TypeError(f"ledger must be a tfdpmech.PrivacyLedger or None, got {type(ledger).__name__}")
+        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.seed = seed
+        self._rng = make_rng(seed)
+        # state set by perturb()
+        self.sigma: float | None = None
+        self.d: int | None = None
+        self.n_effective: int | None = None
+        self.T_effective: int | None = None
+        self.learning_rate_hint: float | None = None
+        self.fingerprint: str | None = None
+        self.release: Release | None = None
+        self.perturbations = 0
+        self.steps_taken = 0
+        self.rows_clipped = 0
+        self.model_kind = "linear"
+
+    # -- calibration -------------------------------------------------------------------------------
+    def calibrate(self, n: int) -> float:
+        """σ for ``n`` training records under this object's calibration (no noise drawn).
+
+        Raises:
+            ValueError: n < 2, a mini-batch where the proof needs full batch (strict), bad inputs.
+        """
+        n = check_positive_int(n, "n", minimum=2)
+        self.n_effective, self.T_effective = n, self.epochs
+        if self.calibration == "local_gaussian":
+            return sigma_local_gaussian(self.feature_epsilon, self.delta, self.feature_norm_bound,
+                                        accountant=self.accountant)
+        if self.batch_size is not None and self.batch_size < n:
+            check_batch_size(self.batch_size, n=n)
+            message = (
+                f"batch_size={self.batch_size} < n={n}: the paper's proof is for full-batch gradient descent; pass "
+                "batch_size=None (full batch) or strict=False to extrapolate (n -> batch_size in n(n-1), T -> all "
+                "optimizer steps; spec P2)"
+            )
+            if self.strict:
+                raise ValueError(message)
+            warnings.warn(message, UserWarning, stacklevel=3)
+            self.n_effective = max(self.batch_size, 2)
+            self.T_effective = self.epochs * -(-n // self.batch_size)
+        return sigma_input_perturbation(
+            self.feature_epsilon, self.delta, self.n_effective, self.T_effective, self.G, self.curvature,
+            condition=self.condition, c=self.c, kappa=self.kappa, paper_literal_pl=self.paper_literal_pl,
+        )
+
+    def epsilon_after(self, steps: int) -> float:
+        """ε spent after ``steps`` gradient steps: the paper accountant (§3.4) or, for
+        ``local_gaussian``, the fixed ε of the feature release (independent of the steps)."""
+        if self.sigma is None:
+            raise RuntimeError("call perturb() first: σ is set when the noise is drawn")
+        if self.calibration == "local_gaussian":
+            return self.release.epsilon_provable
+        return epsilon_paper_accountant(
+            self.sigma, self.delta, self.n_effective, int(steps), self.G, self.curvature, kappa=self.kappa,
+            condition=self.condition, paper_literal_pl=self.paper_literal_pl,
+        )
+
+    # -- Algorithm 1, line 1: the once-only perturbation --------------------------------------------
+    def perturb(self, x, y, *, charge_new_budget: bool = False):
+        """Check, (optionally) clip, calibrate and perturb the features once; record the release.
+
+        Args:
+            x: features, shape (n, d), every row with ‖x_i‖ <= R.
+            y: labels: {0, 1} or {−1, +1} for binary; class ids in [0, M) or one-hot for M > 2.
+            charge_new_budget: allow a second perturbation by this object; its ε is charged
+                again in the ledger (sequential composition).
+
+        Returns:
+            ``(x_noisy, y_train)``: float32 noisy features (n, d), and labels for Keras: float32
+            {0, 1} of shape (n,) for binary, int32 class ids for M > 2 (randomized if
+            ``label_epsilon``). No reference to ``x``, ``y`` or the noise is kept.
+
+        Raises:
+            RuntimeError: a second perturbation without ``charge_new_budget=True``.
+            ValueError / TypeError: n < 2, n differing from the declared ``n``, rows with norm above
+                R (unless ``clip=True``), labels outside the declared classes, NaN/inf, a
+                mini-batch in strict mode, dp_accounting missing for ``local_gaussian``.
+        """
+        if self.perturbations and not charge_new_budget:
+            raise RuntimeError(
+                "this InputPerturbation already perturbed a dataset and spent its budget; a second noisy copy of the "
+                "same data would average the noise away. Pass charge_new_budget=True to charge a new ε in the ledger "
+                "(the releases compose), or create a new InputPerturbation for different data"
+            )
+        # Step 1 -- checks (§3.6)
+        x = check_array(x, "x", ndim_min=2)
+        if x.ndim != 2:
+            raise ValueError(f"x must be 2-D (n records, d features), got shape {x.shape}; flatten the features first")
+        n, d = x.shape
+        if n < 2:
+            raise ValueError(f"x has n={n} record(s); DP-ERM needs n >= 2 (the sensitivity is over n(n-1))")
+        if self.n is not None and n != self.n:
+            raise ValueError(
+                f"x has {n} records but the mechanism was declared with n={self.n}; calibrate with the n you train "
+                "on (split before perturbing, no validation_split; spec P1)"
+            )
+        labels = check_labels_in_classes(y, self.num_classes, n)
+        R = self.feature_norm_bound
+        x = x.astype(np.float64)  # a new array: the caller's x is never modified
+        norms = np.linalg.norm(x, axis=1)
+        over = int(np.count_nonzero(norms > R * (1.0 + NORM_TOL)))
+        clipped = False
+        if over:
+            if not self.clip:
+                raise ValueError(
+                    f"{over} row(s) of x have L2 norm above feature_norm_bound={R:g} (largest {norms.max():.4g}); "
+                    "scale the features with public bounds, or pass clip=True to clip rows to the bound (recorded in "
+                    "the ledger). Never rescale by the data's own maximum norm"
+                )
+            x, _ = clip_rows(x, R)
+            clipped = True
+        del norms
+        # Steps 2-3 -- constants and σ (Eq. 9 / 12, or §3.7)
+        self.sigma = self.calibrate(n)
+        # Step 4 -- one draw, frozen in the returned array (§6.5)
+        shape = (n, d) if self.noise_structure == "per_record" else (d,)
+        x += gaussian(self.sigma, shape, self._rng)  # float64 noise, then cast (P8)
+        x_noisy = x.astype(np.float32)
+        del x
+        if self.label_epsilon is not None:
+            labels = randomized_response(labels, self.label_epsilon, self.num_classes, self._rng)
+        y_out = labels.astype(np.float32) if self.num_classes == 2 else labels.astype(np.int32)
+        self.d = d
+        self.rows_clipped = over if clipped else 0
+        self.perturbations += 1
+        self.steps_taken = 0
+        self.fingerprint = noise_fingerprint(x_noisy)
+        # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy (§6.3)
+        top = float(np.linalg.eigvalsh(x_noisy.T.astype(np.float64) @ x_noisy / n)[-1])
+        self.learning_rate_hint = 1.0 / (self.constants.phi2 * top + self.constants.l2)
+        self.release = self.ledger.record(self._make_release(n, d, clipped, charge_new_budget))
+        return x_noisy, y_out
+
+    def _make_release(self, n, d, clipped, charged) -> Release:
+        details = {
+            "calibration": self.calibration, "noise_structure": self.noise_structure, "n": n, "d": d,
+            "T": self.epochs, "n_effective": self.n_effective, "T_effective": self.T_effective,
+            "batch_size": self.batch_size, "G": self.G, "strong_convexity": self.curvature,
+            "condition": self.condition, "theta_bound": self.constants.theta_bound, "beta": self.constants.beta,
+            "l2": self.constants.l2, "num_classes": self.num_classes, "feature_norm_bound": self.feature_norm_bound,
+            "clip": "rows clipped to ‖x‖ <= R before the noise" if clipped else "none (all rows within R)",
+            "perturbation": self.perturbations, "charged_new_budget": bool(charged), "fingerprint": self.fingerprint,
+            "adjacency": "replace one record",
+        }
+        if self.calibration == "paper":
+            thm = "3" if self.condition == "pl" else "1"
+            c = self.c if self.c is not None else paper_constant(self.feature_epsilon, self.delta, self.kappa)
+            details.update(c=c, kappa=self.kappa, paper_literal_pl=self.paper_literal_pl,
+                           epsilon_paper_accountant=self.epsilon_after(self.T_effective),
+                           implied_local_epsilon=self._implied_local_epsilon())
+            if self.num_classes > 2:
+                details["warning"] = "softmax cross-entropy is not of the margin form the paper's theory assumes"
+            basis = PAPER_BASIS.format(thm=thm)
+            if self.noise_structure == "shared":
+                basis += "; shared noise: one known record reveals z and all pairwise differences x_i − x_j"
+            return Release(
+                component="training_features", mechanism="gaussian", epsilon_claimed=self.epsilon,
+                epsilon_provable=None, basis=basis, delta=self.delta, sensitivity=2.0 * self.G / self.n_effective,
+                noise_scale=self.sigma, reproduction=self.noise_structure == "shared", details=details,
+            )
+        eps_x = local_gaussian_epsilon(self.sigma, self.delta, self.feature_norm_bound, accountant=self.accountant)
+        provable = eps_x + (self.label_epsilon or 0.0)
+        labels = (f"; labels by {self.num_classes}-ary randomized response with ε={self.label_epsilon:g}, "
+                  "basic composition" if self.label_epsilon is not None else
+                  "; labels are NOT randomized: the guarantee covers a change of one record's features, with labels "
+                  "treated as public")
+        details.update(epsilon_features=eps_x, label_epsilon=self.label_epsilon, accountant=self.accountant,
+                       adjacency="replace one record" if self.label_epsilon is not None else
+                       "replace one record's features (labels public)")
+        return Release(
+            component="training_features", mechanism="gaussian", epsilon_claimed=self.epsilon,
+            epsilon_provable=provable,
+            basis=(f"Gaussian mechanism on each record's features, L2 sensitivity 2R={2 * self.feature_norm_bound:g} "
+                   f"(replace one record in the R-ball), noise multiplier σ/(2R), dp_accounting {self.accountant.upper()} "
+                   "accountant; the model is post-processing of the noisy data for any optimizer, batch size and "
+                   f"model{labels}"),
+            delta=self.delta, sensitivity=2.0 * self.feature_norm_bound, noise_scale=self.sigma, details=details,
+        )
+
+    def _implied_local_epsilon(self):
+        if self.noise_structure == "shared":
+            return None
+        try:
+            return local_gaussian_epsilon(self.sigma, self.delta, self.feature_norm_bound, accountant=self.accountant)
+        except ImportError:
+            return None
+
+    # -- the recipe (Algorithm 1, lines 2-4) ----------------------------------------------------------
+    def make_linear_model(self, d=None, *, use_bias: bool = False, regularize_bias: bool = True):
+        """Linear DP-ERM model: zero init, L2(λ/2), projection onto ‖θ‖ <= D (spec §6.2).
+
+        See :func:`tfdpmech.mechanisms.dp_erm.linear_model`.
+
+        Raises:
+            ValueError: an unregularised intercept with shared noise (zero privacy, spec A4).
+        """
+        from .dp_erm import linear_model
+
+        if use_bias and not regularize_bias and self.noise_structure == "shared":
+            raise ValueError(
+                "an unregularised intercept with noise_structure='shared' gives zero privacy: the intercept absorbs "
+                "the shared shift and the weights equal the clean fit (spec §7, A4); use use_bias=False or "
+                "regularize_bias=True, or noise_structure='per_record'"
+            )
+        d = self._need_d(d)
+        self.model_kind = "linear"
+        return linear_model(d, self.num_classes, l2=self.constants.l2, theta_bound=self.constants.theta_bound,
+                            use_bias=use_bias, regularize_bias=regularize_bias)
+
+    def make_mlp(self, d=None, *, hidden_units=None):
+        """The paper's one-hidden-layer MLP (hidden size = input size); outside the paper's theory.
+
+        With the ``paper`` calibration the claimed ε assumes G, Δ of logistic regression, which an MLP
+        does not have (the paper's own MLP runs share this gap): a warning says so.
+        """
+        from .dp_erm import paper_mlp
+
+        d = self._need_d(d)
+        if self.calibration == "paper":
+            warnings.warn(
+                "the paper's privacy theory assumes a convex (strongly convex or PL) loss with Lipschitz constant G; "
+                "an MLP satisfies neither, so the paper calibration's claimed ε does not apply to it (the "
+                "local_gaussian calibration does)", UserWarning, stacklevel=2,
+            )
+        self.model_kind = "mlp"
+        return paper_mlp(d, self.num_classes, hidden_units=hidden_units)
+
+    def _need_d(self, d):
+        if d is None:
+            if self.d is None:
+                raise ValueError("pass d (the number of features) or call perturb() first")
+            return self.d
+        return check_positive_int(d, "d")
+
+    def budget_callback(self, verbose: int = 0):
+        """An :class:`~tfdpmech.mechanisms.dp_erm.InputPerturbationBudget` for this mechanism."""
+        from .dp_erm import InputPerturbationBudget
+
+        return InputPerturbationBudget(self, verbose=verbose)
+
+    def fit(self, model, x_noisy, y, *, learning_rate=None, callbacks=(), verbose: int = 0, **fit_kwargs):
+        """Compile ``model`` with plain SGD and run the T full-batch steps (Algorithm 1, lines 2-4).
+
+        See :func:`tfdpmech.mechanisms.dp_erm.fit_dp_erm`.
+        """
+        from .dp_erm import fit_dp_erm
+
+        return fit_dp_erm(self, model, x_noisy, y, learning_rate=learning_rate, callbacks=callbacks,
+                          verbose=verbose, **fit_kwargs)
+
+    def report(self) -> dict:
+        """σ, the constants, ε, δ, T, n, the layout, the calibration and the guarantee in words."""
+        if self.release is None:
+            guarantee = "nothing released yet"
+        elif self.calibration == "paper":
+            thm = "3" if self.condition == "pl" else "1"
+            guarantee = f"claimed by Kang et al. 2020 Thm {thm} (proof gaps, see spec §7); none proven"
+        else:
+            guarantee = ("formal (ε,δ)-DP w.r.t. " + ("whole records" if self.label_epsilon is not None else
+                                                    "features (labels public)") + " by post-processing")
+        c = self.c
+        if c is None and self.calibration == "paper":
+            c = paper_constant(self.feature_epsilon, self.delta, self.kappa)
+        return {
+            "mechanism": "input_perturbation", "calibration": self.calibration,
+            "noise_structure": self.noise_structure, "sigma": self.sigma, "c": c, "kappa": self.kappa,
+            "G": self.G, "strong_convexity": self.curvature, "theta_bound": self.constants.theta_bound,
+            "beta": self.constants.beta, "epsilon": self.epsilon, "delta": self.delta, "T": self.epochs,
+            "n": self.n_effective, "d": self.d, "model": self.model_kind, "steps_taken": self.steps_taken,
+            "rows_clipped": self.rows_clipped, "guarantee": guarantee, **self.ledger.to_dict(),
+        }
+
+    def __repr__(self) -> str:
+        return (f"InputPerturbation(epsilon={self.epsilon:g}, delta={self.delta:g}, epochs={self.epochs}, "
+                f"calibration={self.calibration!r}, noise_structure={self.noise_structure!r}, sigma={self.sigma})")

@@ -1,0 +1,287 @@
+"""Output perturbation with a convexified loss (Lu et al.): train normally, pay per query.
+
+Lu, Asghar, Kaafar, Webb, Dickinson, "A Differentially Private Framework for Deep Learning with
+Convexified Loss Functions". Spec: ``specs/seed_001_output_perturbation.md``.
+
+The recipe, as the paper's steps:
+
+1. Train a non-private MLP ``m → 128 (tanh) → C`` with :class:`ConvexifiedCrossEntropy` (Eq. 22)
+   and ``L2(c)`` on every kernel (Eq. 23); :func:`convexified_mlp` builds it.
+2. :func:`compute_bounds` reads the model and n and returns ρ, Δ₂W, Δω, Δz_T, Δp and the OARO
+   bound (Eq. 15, 18–21, 30).
+3. :class:`DPPredictor` answers queries: it charges the :class:`QueryBudgetAccountant` first, then
+   runs the logits model and :class:`NoisyOutputNeuron` (Algorithm 1), and records each answered
+   batch in a :class:`PrivacyLedger`.
+
+Ledger honesty (spec §7 A1–A3): ``mechanism="single_neuron"`` (the paper's Algorithm 1) is
+recorded as *claimed* only: Theorem 6 does not hold for C ≥ 3 and the sensitivity bound is not
+proven either. ``mechanism="all_logits"`` is recorded with a provable ε *conditional on the
+sensitivity bound*; the release's basis names the bound used and states that the bound itself is
+not proven for a full MLP. The Gaussian variant's "ε" is a GDP μ; its provable ε is the (ε, δ)
+equivalent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MECHANISMS, NoisyOutputNeuron
+from ..ledger import PrivacyLedger, Release
+from ..losses.convexified_cross_entropy import ConvexifiedCrossEntropy
+from ..query_budget import QueryBudgetAccountant, UnlimitedAccountant, gdp_epsilon
+from ..validation import check_array, check_choice, check_positive_int
+from .output_sensitivity import (
+    OutputPerturbationBounds,
+    bounds_from_architecture,
+    compute_bounds,
+    describe_mlp,
+    logits_model_from,
+)
+
+__all__ = [
+    "DPPredictor",
+    "convexified_mlp",
+    "compute_bounds",
+    "bounds_from_architecture",
+    "logits_model_from",
+    "OutputPerturbationBounds",
+    "EXPORT_WARNING",
+]
+
+EXPORT_WARNING = (
+    "the exported model adds fresh output noise on every call, but budget enforcement does NOT travel with the "
+    "file: a client holding it can query without limit and average the noise away. Serve it only behind a "
+    "DPPredictor (or another QueryBudgetAccountant) on the server"
+)
+
+
+def convexified_mlp(input_dim: int, num_classes: int, *, hidden_units: int = 128, l2: float = 0.001,
+                     activation: str = "tanh", alpha: float = 1.0, learning_rate: float = 0.001,
+                     compile: bool = True) -> keras.Model:
+    """The paper's model (Table 4): ``m → hidden (tanh) → C`` logits, ``L2(c)`` on every kernel.
+
+    The output is linear (logits); with ``compile`` the model is compiled with Adam and
+    :class:`ConvexifiedCrossEntropy` (``alpha``) on one-hot labels.
+    """
+    m = check_positive_int(input_dim, "input_dim")
+    c = check_positive_int(num_classes, "num_classes", minimum=2)
+    h = check_positive_int(hidden_units, "hidden_units")
+    reg = keras.regularizers.L2(l2)
+    model = keras.Sequential([
+        keras.Input(shape=(m,)),
+        keras.layers.Dense(h, activation=activation, kernel_regularizer=reg),
+        keras.layers.Dense(c, kernel_regularizer=keras.regularizers.L2(l2)),
+    ])
+    if compile:
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate),
+                      loss=ConvexifiedCrossEntropy(alpha, from_logits=True, sparse=False),
+                      metrics=["categorical_accuracy"])
+    return model
+
+
+class DPPredictor:
+    """Answer queries with Lu et al.'s output perturbation under a query budget.
+
+    Args:
+        logits_model: a trained Keras MLP returning logits (or softmax: it is stripped with
+            :func:`logits_model_from`). Never exposed to clients.
+        bounds: :class:`OutputPerturbationBounds` from :func:`compute_bounds` on that model.
+        accountant: a :class:`QueryBudgetAccountant`; its per-query amount is the query's ε (μ
+            for Gaussian noise).
+        noise: ``"gaussian"`` or ``"laplace"``.
+        gaussian_split: ``"paper"`` or ``"reference_code"``.
+        mechanism: ``"single_neuron"`` (paper, claimed only) or ``"all_logits"`` (proven given Δz_T).
+        seed: seed of the noise generator (None: OS entropy).
+        cache_identical_queries: return the stored answer for a byte-identical repeated row at no
+            extra budget (post-processing of a released answer).
+        ledger: a :class:`PrivacyLedger` to record answered batches into (new if None).
+
+    Raises:
+        ValueError / TypeError: unknown noise, split or mechanism; Laplace noise with a GDP
+            accountant; bounds that do not match the model.
+
+    Example:
+        >>> acct = QueryBudgetAccountant(1.0, max_queries=100, composition="gdp")
+        >>> pred = DPPredictor(model, compute_bounds(model, n_train=10000), acct)
+        >>> pred.predict_labels(x_query)
+    """
+
+    def __init__(self, logits_model, bounds: OutputPerturbationBounds, accountant, *, noise: str = "gaussian",
+                 gaussian_split: str = "paper", mechanism: str = "single_neuron", seed: int | None = None,
+                 cache_identical_queries: bool = False, ledger: PrivacyLedger | None = None):
+        if not isinstance(bounds, OutputPerturbationBounds):
+            raise TypeError(f"bounds must be OutputPerturbationBounds (from compute_bounds), got {type(bounds).__name__}")
+        if not isinstance(accountant, (QueryBudgetAccountant, UnlimitedAccountant)):
+            raise TypeError(f"accountant must be a QueryBudgetAccountant, got {type(accountant).__name__}")
+        self.noise = check_choice(noise, "noise", NOISE_TYPES)
+        self.gaussian_split = check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
+        self.mechanism = check_choice(mechanism, "mechanism", OUTPUT_MECHANISMS)
+        if self.noise == "laplace" and accountant.composition == "gdp":
+            raise ValueError("GDP composition applies to Gaussian noise only; use composition='basic' with Laplace noise")
+        self._logits_model = logits_model_from(logits_model)
+        widths = describe_mlp(self._logits_model)["widths"]
+        if widths[0] != bounds.input_dim or widths[-1] != bounds.num_classes:
+            raise ValueError(
+                f"bounds were computed for {bounds.input_dim} features and {bounds.num_classes} classes, but the model "
+                f"has {widths[0]} and {widths[-1]}; compute the bounds on this model"
+            )
+        self.bounds = bounds
+        self.num_classes = bounds.num_classes
+        self.accountant = accountant
+        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.cache_identical_queries = bool(cache_identical_queries)
+        self._cache: dict[bytes, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self._seed = seed
+        self._layer = self._make_layer(accountant.per_query, seed)
+        self._evaluating = False
+
+    def _make_layer(self, epsilon_query: float, seed) -> NoisyOutputNeuron:
+        return NoisyOutputNeuron(
+            epsilon_query=epsilon_query, delta_z=self.bounds.delta_z, delta_p=self.bounds.delta_p,
+            num_classes=self.num_classes, noise=self.noise, gaussian_split=self.gaussian_split,
+            mechanism=self.mechanism, seed=seed,
+        )
+
+    @property
+    def epsilon_query(self) -> float:
+        """The per-query budget (ε, or μ for Gaussian noise)."""
+        return self._layer.epsilon_query
+
+    @property
+    def noise_layer(self) -> NoisyOutputNeuron:
+        return self._layer
+
+    # -- input checks --------------------------------------------------------------------------
+    def _check_x(self, x) -> np.ndarray:
+        x = check_array(x, "x", ndim_min=1).astype(np.float32)
+        shape = tuple(int(s) for s in self._logits_model.inputs[0].shape[1:])
+        if x.shape == shape:
+            x = x[None]
+        if x.shape[1:] != shape:
+            raise ValueError(f"x must have shape (k, {', '.join(map(str, shape))}), got {x.shape}")
+        bound = self.bounds.input_bound
+        worst = float(np.max(np.abs(x)))
+        if worst > bound * (1 + 1e-6):
+            raise ValueError(
+                f"x has |values| up to {worst:g}, outside the assumed range [-{bound:g}, {bound:g}] that the "
+                "sensitivity bound (x_0) relies on; scale the features with public bounds (e.g. divide by the "
+                "public maximum) before querying. Nothing was charged or released"
+            )
+        return x
+
+    # -- ledger ----------------------------------------------------------------------------------
+    def _record(self, k: int) -> None:
+        eps_q = self.epsilon_query
+        gaussian = self.noise == "gaussian"
+        composition = self.accountant.composition
+        claimed = k * eps_q  # the paper composes queries linearly for both noise types (§3.12)
+        bound_name = f"sensitivity_mode={self.bounds.sensitivity_mode!r}, λ convention {self.bounds.lambda_convention!r}"
+        details = {"queries": k, "epsilon_query": eps_q, "composition": composition,
+                   "sensitivity_bound": bound_name, "delta_z": self.bounds.delta_z, "delta_p": self.bounds.delta_p}
+        delta = 0.0
+        if self.mechanism == "single_neuron":
+            provable = None
+            basis = (
+                "Lu et al. Theorem 6 / GDP split as published; contested: for C >= 3 the released ratios of the "
+                "unperturbed logits are exact, so no finite ε follows (spec §7 A2), and the sensitivity bound "
+                f"({bound_name}) is not proven for a full MLP (A1)"
+            )
+            if gaussian:
+                basis += "; the Gaussian 'ε' is a GDP μ (A3)"
+        elif not gaussian:
+            provable = claimed
+            basis = (
+                f"Laplace mechanism on all C logits, b = C·Δz_T/ε (L1 sensitivity C·Δz_T); proven ONLY GIVEN the "
+                f"sensitivity bound Δz_T={self.bounds.delta_z:.6g} ({bound_name}), which is not itself proven for a "
+                "full MLP (spec §7 A1); basic composition over queries"
+            )
+            details["conditional_on"] = "sensitivity bound"
+        else:
+            mu = math.sqrt(k) * eps_q if composition == "gdp" else k * eps_q
+            delta = getattr(self.accountant, "delta_for_report", 1e-5)
+            provable = gdp_epsilon(mu, delta)
+            details.update(mu=mu, conditional_on="sensitivity bound")
+            basis = (
+                f"Gaussian mechanism on all C logits, σ = √C·Δz_T/μ (L2 sensitivity √C·Δz_T) gives μ-GDP, reported "
+                f"as (ε, δ) by Dong–Roth–Su; proven ONLY GIVEN the sensitivity bound Δz_T={self.bounds.delta_z:.6g} "
+                f"({bound_name}), which is not itself proven for a full MLP (spec §7 A1)"
+            )
+        self.ledger.record(Release(
+            component="query_answers", mechanism=f"output_perturbation/{self.mechanism}/{self.noise}",
+            epsilon_claimed=claimed, epsilon_provable=provable, basis=basis, delta=delta,
+            sensitivity=self.bounds.delta_z, noise_scale=self._layer.noise_scale,
+            reproduction=self.mechanism == "single_neuron", details=details,
+        ))
+
+    # -- answering ---------------------------------------------------------------------------
+    def _answer(self, x: np.ndarray) -> np.ndarray:
+        logits = self._logits_model(tf.constant(x), training=False)
+        return np.asarray(self._layer(logits, training=False).numpy(), dtype=np.float64)
+
+    def predict_proba(self, x) -> np.ndarray:
+        """Noisy probability vectors, one per row; each uncached row costs one query.
+
+        The budget is charged before anything is computed; a refused charge releases nothing.
+
+        Raises:
+            BudgetExhaustedError: the rows would exceed the budget (nothing is answered).
+            ValueError: ``x`` of the wrong shape, NaN/inf, or outside the assumed input range.
+        """
+        x = self._check_x(x)
+        if not self.cache_identical_queries:
+            self.accountant.charge(len(x))
+            if self.accountant.limited:
+                self._record(len(x))
+            return self._answer(x)
+        with self._lock:
+            keys = [row.tobytes() for row in x]
+            new = sorted({k for k in keys if k not in self._cache}, key=keys.index)
+            if new:
+                self.accountant.charge(len(new))
+                if self.accountant.limited:
+                    self._record(len(new))
+                rows = np.stack([x[keys.index(k)] for k in new])
+                for k, ans in zip(new, self._answer(rows)):
+                    self._cache[k] = ans
+            return np.stack([self._cache[k] for k in keys])
+
+    def predict_labels(self, x) -> np.ndarray:
+        """``argmax`` of :meth:`predict_proba` (same budget: one query per row)."""
+        return np.argmax(self.predict_proba(x), axis=1)
+
+    @contextlib.contextmanager
+    def evaluation_mode(self):
+        """Answer without a budget inside the block, for evaluation harnesses only (spec §5.3).
+
+        Queries made here are not charged to the production accountant nor recorded in the
+        ledger; nothing answered here is covered by a budget.
+        """
+        saved = self.accountant
+        self.accountant = UnlimitedAccountant(self.epsilon_query)
+        try:
+            yield self
+        finally:
+            self.accountant = saved
+
+    def as_keras_model(self) -> keras.Model:
+        """``logits_model → NoisyOutputNeuron`` as one Keras model, for export.
+
+        Warns (``UserWarning``) that budget enforcement does not travel with the file.
+        """
+        warnings.warn(EXPORT_WARNING, UserWarning, stacklevel=2)
+        shape = tuple(int(s) for s in self._logits_model.inputs[0].shape[1:])
+        inp = keras.Input(shape=shape)
+        layer = NoisyOutputNeuron.from_config({**self._layer.get_config(), "name": "noisy_output_neuron"})
+        return keras.Model(inp, layer(self._logits_model(inp)), name="dp_output_perturbation")
+
+    def __repr__(self) -> str:
+        return (f"DPPredictor({self.mechanism}, {self.noise}, ε_query={self.epsilon_query:g}, "
+                f"Δz_T={self.bounds.delta_z:.4g}, {self.accountant!r})")
