@@ -348,3 +348,19 @@ def test_noise_free_taylor_pipeline_reaches_96_percent():
     model.fit(train, epochs=5, verbose=0)
     _, accuracy = model.evaluate(ds.x_test, ds.y_test, verbose=0)
     assert accuracy >= 0.96
+
+
+def test_clipping_noisy_inputs_is_post_processing(sample):
+    x, y, _, _ = sample
+    plain = ILM(0.1, 0.2, L, seed=0)
+    clipped = ILM(0.1, 0.2, L, seed=0, clip_noisy_inputs=(-10, 10))
+    a = plain.perturb(x, y, small_model())
+    b = clipped.perturb(x, y, small_model())
+    np.testing.assert_array_equal(b.x_bar, np.clip(a.x_bar, -10, 10))
+    assert clipped.ledger.epsilon_provable() == plain.ledger.epsilon_provable()  # costs no privacy
+    model = small_model(input_noise=True)
+    ILM(0.1, 0.2, L, seed=0, noise_mode="shared_per_step", clip_noisy_inputs=(-10, 10)).perturb(x, y, model)
+    noisy = model.get_layer("input_noise")(x[:4].reshape(4, -1), training=True).numpy()
+    assert noisy.min() >= -10 and noisy.max() <= 10 and np.abs(noisy).max() == 10
+    with pytest.raises(ValueError, match="clip_noisy_inputs"):
+        ILM(0.1, 0.2, L, clip_noisy_inputs=(1, -1))

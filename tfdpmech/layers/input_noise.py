@@ -22,14 +22,21 @@ class InputNoise(keras.layers.Layer):
         scales: per-feature Laplace scales ``b_j = Δ_h0 / (|L|·β_j·ε2)``, shape = input shape
             without the batch axis.
         seed: seed of the ``tf.random.Generator``; None draws from OS entropy.
+        clip: optional ``(low, high)`` applied to the noisy inputs (the authors' MNIST code clips
+            to [-10, 10]); post-processing of the noisy values, so it costs no privacy.
 
     Input shape: ``(batch, *scales.shape)``. Output shape: same.
     """
 
     lrp_passthrough = True
 
-    def __init__(self, scales=None, seed: int | None = None, feature_shape=None, **kwargs):
+    def __init__(self, scales=None, seed: int | None = None, feature_shape=None, clip=None, **kwargs):
         super().__init__(**kwargs)
+        if clip is not None:
+            clip = (float(clip[0]), float(clip[1]))
+            if not clip[0] < clip[1]:
+                raise ValueError(f"clip must be (low, high) with low < high, got {clip}")
+        self.clip = clip
         if scales is not None:
             scales = np.asarray(scales, dtype=np.float32)
             if not np.all(np.isfinite(scales)) or np.any(scales < 0):
@@ -54,12 +61,14 @@ class InputNoise(keras.layers.Layer):
     def call(self, inputs, training=None):
         if not training:
             return inputs
-        return inputs + tf_laplace(self.feature_shape, self.scales, self._generator, inputs.dtype)
+        noisy = inputs + tf_laplace(self.feature_shape, self.scales, self._generator, inputs.dtype)
+        return noisy if self.clip is None else tf.clip_by_value(noisy, *self.clip)
 
     def compute_output_shape(self, input_shape):
         return input_shape
 
     def get_config(self):
         config = super().get_config()
-        config.update(seed=self.seed, feature_shape=list(self.feature_shape))
+        config.update(seed=self.seed, feature_shape=list(self.feature_shape),
+                      clip=None if self.clip is None else list(self.clip))
         return config

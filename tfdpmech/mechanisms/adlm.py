@@ -164,6 +164,8 @@ class AdLM:
             label-dependent order, §9 A3), ``(0, 1, 2)`` for the literal paper.
         relevance_floor: floor on relevance before Eq. 16 (§9 A7).
         bias_noise: perturb the bias constant (line 14; no privacy role, §9 A8).
+        clip_noisy_inputs: optional ``(low, high)`` applied to x̄ after the noise, as the authors'
+            MNIST code does with (-10, 10) (spec §10); post-processing, so it costs no privacy.
         seed: seed of the numpy Generator; None uses OS entropy.
         ledger: a :class:`PrivacyLedger` to record into (a new one by default).
 
@@ -181,7 +183,7 @@ class AdLM:
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, epsilon=None, noise_mode="per_example_frozen",
                  delta_h0_policy="reference_code", perturb_orders=(1,), relevance_floor=1e-5,
-                 bias_noise=True, seed=None, ledger: PrivacyLedger | None = None):
+                 bias_noise=True, clip_noisy_inputs=None, seed=None, ledger: PrivacyLedger | None = None):
         parts = {"eps2": eps2, "eps3": eps3}
         if self.allocation_name == "relevance" or eps1 is not None:
             parts = {"eps1": eps1, **parts}
@@ -197,6 +199,11 @@ class AdLM:
         self.perturb_orders = orders
         self.relevance_floor = float(relevance_floor)
         self.bias_noise = bool(bias_noise)
+        if clip_noisy_inputs is not None:
+            clip_noisy_inputs = (float(clip_noisy_inputs[0]), float(clip_noisy_inputs[1]))
+            if not clip_noisy_inputs[0] < clip_noisy_inputs[1]:
+                raise ValueError(f"clip_noisy_inputs must be (low, high) with low < high, got {clip_noisy_inputs}")
+        self.clip_noisy_inputs = clip_noisy_inputs
         self.seed = seed
         self._rng = make_rng(seed)
         self.ledger = ledger if ledger is not None else PrivacyLedger()
@@ -304,9 +311,13 @@ class AdLM:
                     "build it with tfdpmech.models.mnist_cnn(input_noise=True)"
                 )
             noise_layers[0].scales.assign(scales.reshape(noise_layers[0].feature_shape).astype(np.float32))
+            noise_layers[0].clip = self.clip_noisy_inputs
             return x.astype(np.float32, copy=True)
         shape = x.shape if self.noise_mode == "per_example_frozen" else x.shape[1:]
-        return (x + laplace(scales, shape, self._rng)).astype(np.float32)  # line 13
+        x_bar = x + laplace(scales, shape, self._rng)  # line 13
+        if self.clip_noisy_inputs is not None:
+            x_bar = np.clip(x_bar, *self.clip_noisy_inputs)
+        return x_bar.astype(np.float32)
 
     def _perturb_bias(self, model, delta_h0) -> None:
         layers = [layer for layer in model.layers if isinstance(layer, PerturbedBias)]
@@ -356,7 +367,8 @@ class AdLM:
             reproduction=reproduction,
             details={**common, "delta_h0_policy": self.delta_h0_policy, "scale_min": float(np.min(scales)),
                      "scale_max": float(np.max(scales)), "beta_sum": float(beta.sum()),
-                     "bias_noise": self.bias_noise, **self.sensitivities},
+                     "bias_noise": self.bias_noise, "clip_noisy_inputs": self.clip_noisy_inputs,
+                     **self.sensitivities},
         ))
         coef_scale = delta_f / (self.batch_size * self.eps3)
         # labels: replacing a record moves ϕ^(1) = 1/2 - y by 1 in two classes (L1 = 2)
