@@ -283,6 +283,20 @@ class QueryBudgetAccountant:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        _fsync_directory(directory)  # make the rename itself durable
+
+
+def _fsync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - file systems that refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
 
     def __repr__(self) -> str:
         return (f"QueryBudgetAccountant({self.composition}, total={self.total:g}, per_query={self.per_query:g}, "

@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import numbers
 from typing import Sequence
 
 import keras
@@ -258,7 +257,8 @@ def _regularizer_l2(layer) -> float | None:
             f"layer {layer.name!r} has a kernel_regularizer {type(reg).__name__} that is not L2; "
             "use kernel_regularizer=keras.regularizers.L2(c)"
         )
-    return float(cfg["l2"])
+    # Keras 2 stores the coefficient as float32 (0.001 -> 0.0010000000475); recover the decimal value
+    return float(str(np.float32(cfg["l2"])))
 
 
 def describe_mlp(model) -> dict:
@@ -371,9 +371,9 @@ def compute_bounds(model, n_train: int, l2: float | None = None, *, input_bound:
                 f"l2={l2} does not match the model's kernel_regularizer L2({c_model:g}); the bound must use the "
                 "coefficient the model was trained with"
             )
-    a_u = max([BOUNDED_ACTIVATIONS[a] for a in info["hidden_activations"]], default=input_bound)
-    if not info["hidden_activations"]:
-        a_u = input_bound  # no hidden layer: the output layer reads the inputs
+    acts = info["hidden_activations"]
+    # with no hidden layer the output layer reads the inputs, bounded by x_0
+    a_u = max(BOUNDED_ACTIVATIONS[a] for a in acts) if acts else input_bound
     return bounds_from_architecture(
         info["widths"], n_train, c_model, activation_bound=a_u, input_bound=input_bound, layer_maxima=layer_maxima,
         lambda_convention=lambda_convention, sensitivity_mode=sensitivity_mode, count_bias=count_bias,
@@ -394,15 +394,16 @@ def logits_model_from(model) -> keras.Model:
         raise TypeError(f"model must be a keras.Model, got {type(model).__name__}")
     last = model.layers[-1]
     act = _activation_name(last)
+    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
     if isinstance(last, keras.layers.Activation) and act == "softmax":
-        return keras.Model(model.inputs, last.input, name=f"{model.name}_logits")
+        return keras.Model(inputs, last.input, name=f"{model.name}_logits")
     if isinstance(last, keras.layers.Dense) and act == "softmax":
         cfg = last.get_config()
         cfg.update(activation="linear", name=f"{last.name}_logits")
         clone = keras.layers.Dense.from_config(cfg)
         out = clone(last.input)
         clone.set_weights(last.get_weights())
-        return keras.Model(model.inputs, out, name=f"{model.name}_logits")
+        return keras.Model(inputs, out, name=f"{model.name}_logits")
     if act in _LINEAR:
         return model
     raise ValueError(f"the last layer {last.name!r} has activation {act!r}; expected softmax or linear")

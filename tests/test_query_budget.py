@@ -1,0 +1,305 @@
+"""Tests for QueryBudgetAccountant and DPPredictor (spec §6.1(d)–(e), §8 item 4).
+
+The accountant charges before any answer is computed, refuses with BudgetExhaustedError, is
+thread-safe and persists its state atomically: a restart continues, a corrupt file is an error
+(never a reset), and a crash mid-write loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+
+import keras
+import numpy as np
+import pytest
+
+import tfdpmech  # noqa: F401
+from tfdpmech.mechanisms.output_perturbation import EXPORT_WARNING, DPPredictor, compute_bounds, convexified_mlp
+from tfdpmech.query_budget import (
+    BudgetExhaustedError,
+    BudgetStateError,
+    QueryBudgetAccountant,
+    UnlimitedAccountant,
+    gdp_delta,
+    gdp_epsilon,
+)
+
+
+# ------------------------------------------------------------------------------------- arithmetic
+def test_basic_composition_arithmetic():
+    acct = QueryBudgetAccountant(10.0, max_queries=1000)
+    assert acct.per_query == pytest.approx(0.01)  # ε_query = ε_total/Q (spec §3.12, A11)
+    assert acct.charge(5) == pytest.approx(0.01)
+    assert acct.spent == pytest.approx(0.05) and acct.remaining == pytest.approx(9.95)
+    assert acct.remaining_queries == 995
+    acct2 = QueryBudgetAccountant(1.0, per_query_epsilon=0.1)
+    assert acct2.max_queries == 10  # 1/0.1 in floating point must not lose a query
+    acct3 = QueryBudgetAccountant(0.3, per_query_epsilon=0.1)
+    assert acct3.max_queries == 3
+
+
+def test_gdp_composition_arithmetic_and_report():
+    acct = QueryBudgetAccountant(1.0, max_queries=100, composition="gdp")
+    assert acct.per_query == pytest.approx(0.1)  # μ_query = μ_total/√Q
+    acct.charge(25)
+    assert acct.spent == pytest.approx(0.5) and acct.remaining == pytest.approx(math.sqrt(0.75))
+    rep = acct.report()
+    assert rep["spent_mu"] == pytest.approx(0.5)
+    assert rep["spent_epsilon"] == pytest.approx(gdp_epsilon(0.5, 1e-5)) and rep["delta"] == 1e-5
+    assert rep["total_epsilon_equivalent"] == pytest.approx(4.38, abs=0.01)
+    assert QueryBudgetAccountant(1.0, per_query_epsilon=0.1, composition="gdp").max_queries == 100
+    with pytest.raises(ValueError, match="gdp"):
+        QueryBudgetAccountant(1.0, max_queries=2).to_epsilon_delta()
+
+
+def test_gdp_to_epsilon_delta_check_values():
+    assert gdp_epsilon(1.0, 1e-5) == pytest.approx(4.38, abs=0.01)  # spec §6.1(d)
+    assert gdp_epsilon(0.1, 1e-5) == pytest.approx(0.34, abs=0.01)
+    assert gdp_epsilon(10.0, 1e-5) == pytest.approx(91.8, abs=0.1)
+    for mu in (0.1, 1.0, 10.0):
+        assert gdp_delta(mu, gdp_epsilon(mu, 1e-5)) == pytest.approx(1e-5, rel=1e-6)
+    acct = QueryBudgetAccountant(1.0, max_queries=1, composition="gdp", delta_for_report=1e-5)
+    acct.charge()
+    assert acct.to_epsilon_delta() == (pytest.approx(4.38, abs=0.01), 1e-5)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(total_epsilon=0.0, max_queries=10), ValueError, "total_epsilon"),
+    (dict(total_epsilon=-1.0, max_queries=10), ValueError, "total_epsilon"),
+    (dict(total_epsilon=1.0), ValueError, "exactly one"),
+    (dict(total_epsilon=1.0, max_queries=10, per_query_epsilon=0.1), ValueError, "exactly one"),
+    (dict(total_epsilon=1.0, max_queries=0), ValueError, "max_queries"),
+    (dict(total_epsilon=1.0, per_query_epsilon=2.0), ValueError, "exceeds"),
+    (dict(total_epsilon=1.0, max_queries=10, composition="rdp"), ValueError, "composition"),
+    (dict(total_epsilon=1.0, max_queries=10, delta_for_report=2.0), ValueError, "delta"),
+])
+def test_bad_budget_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        QueryBudgetAccountant(**kwargs)
+
+
+def test_exhausted_budget_raises_and_charges_nothing():
+    acct = QueryBudgetAccountant(1.0, max_queries=3)
+    acct.charge(2)
+    with pytest.raises(BudgetExhaustedError, match="nothing released"):
+        acct.charge(2)
+    assert acct.queries_answered == 2
+    acct.charge(1)
+    with pytest.raises(BudgetExhaustedError):
+        acct.charge()
+    with pytest.raises(ValueError, match="queries"):
+        acct.charge(0)
+
+
+# ------------------------------------------------------------------------------------ persistence
+def test_state_round_trip_and_restart(tmp_path):
+    path = tmp_path / "budget.json"
+    acct = QueryBudgetAccountant(10.0, max_queries=100, state_path=path)
+    acct.charge(7)
+    assert json.loads(path.read_text())["queries_answered"] == 7
+    restarted = QueryBudgetAccountant(10.0, max_queries=100, state_path=path)
+    assert restarted.queries_answered == 7 and restarted.remaining_queries == 93
+    other = QueryBudgetAccountant(10.0, max_queries=100)
+    other.load_state_dict(acct.state_dict())
+    assert other.spent == pytest.approx(acct.spent)
+    with pytest.raises(BudgetStateError, match="different budget"):
+        QueryBudgetAccountant(20.0, max_queries=100, state_path=path)
+    with pytest.raises(BudgetStateError, match="never given back"):
+        acct.load_state_dict({**acct.state_dict(), "queries_answered": 1})
+
+
+@pytest.mark.parametrize("content", ["", "{\"version\": 1, \"queries_an", "[1, 2]", "{\"version\": 1}", "\x00\x01"])
+def test_corrupt_state_file_is_an_error_not_a_reset(tmp_path, content):
+    path = tmp_path / "budget.json"
+    path.write_text(content)
+    with pytest.raises(BudgetStateError, match="budget|state"):
+        QueryBudgetAccountant(10.0, max_queries=100, state_path=path)
+    assert path.read_text() == content  # left as it was for the operator to restore
+
+
+def test_crash_mid_write_loses_nothing(tmp_path, monkeypatch):
+    path = tmp_path / "budget.json"
+    acct = QueryBudgetAccountant(10.0, max_queries=100, state_path=path)
+    acct.charge(4)
+
+    def crash(src, dst):
+        raise OSError("disk full (simulated crash before the rename)")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated"):
+        acct.charge(3)
+    monkeypatch.undo()
+    assert acct.queries_answered == 4  # the refused charge released nothing
+    assert json.loads(path.read_text())["queries_answered"] == 4  # the old state is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["budget.json"]  # no half-written leftovers
+    # a stray temporary file from a real crash does not confuse a restart
+    (tmp_path / ".budget-abc.json").write_text("{\"queries_ans")
+    assert QueryBudgetAccountant(10.0, max_queries=100, state_path=path).queries_answered == 4
+
+
+# ------------------------------------------------------------------------------------- predictor
+@pytest.fixture(scope="module")
+def trained():
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (200, 6)).astype(np.float32)
+    y = np.eye(3, dtype=np.float32)[np.argmax(x[:, :3], 1)]
+    model = convexified_mlp(6, 3, hidden_units=16, l2=0.001, learning_rate=0.02)
+    model.fit(x, y, epochs=10, batch_size=50, verbose=0)
+    return model, x, y
+
+
+def _predictor(trained, acct, **kw):
+    model = trained[0]
+    return DPPredictor(model, compute_bounds(model, n_train=200), acct, seed=0, **kw)
+
+
+def test_predictor_answers_and_records_claimed_only_in_paper_mode(trained):
+    acct = QueryBudgetAccountant(10.0, max_queries=100)
+    pred = _predictor(trained, acct, noise="laplace")
+    probs = pred.predict_proba(trained[1][:5])
+    assert probs.shape == (5, 3) and np.allclose(probs.sum(1), 1.0)
+    assert pred.predict_labels(trained[1][:2]).shape == (2,)
+    assert acct.queries_answered == 7
+    rel = pred.ledger.releases[0]
+    assert rel.epsilon_claimed == pytest.approx(0.5) and rel.epsilon_provable is None
+    assert "contested" in rel.basis and rel.reproduction
+    assert pred.ledger.epsilon_provable() is None
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_all_logits_is_proven_given_the_named_bound(trained, noise):
+    acct = QueryBudgetAccountant(1.0, max_queries=10, composition="basic")
+    pred = _predictor(trained, acct, noise=noise, mechanism="all_logits")
+    pred.predict_proba(trained[1][:2])
+    rel = pred.ledger.releases[0]
+    assert rel.epsilon_provable is not None
+    assert "ONLY GIVEN the sensitivity bound" in rel.basis and "sensitivity_mode='paper'" in rel.basis
+    assert rel.details["conditional_on"] == "sensitivity bound"
+    if noise == "laplace":
+        assert rel.epsilon_provable == pytest.approx(0.2)
+    else:
+        assert rel.delta == 1e-5 and rel.epsilon_provable == pytest.approx(gdp_epsilon(0.2, 1e-5))
+
+
+def test_refused_query_computes_and_releases_nothing(trained):
+    acct = QueryBudgetAccountant(1.0, max_queries=3)
+    pred = _predictor(trained, acct)
+    calls = []
+    original = pred._answer
+    pred._answer = lambda x: calls.append(len(x)) or original(x)
+    pred.predict_proba(trained[1][:3])
+    with pytest.raises(BudgetExhaustedError):
+        pred.predict_proba(trained[1][:1])
+    assert calls == [3] and len(pred.ledger) == 1
+
+
+def test_bad_queries_refused_before_charging(trained):
+    acct = QueryBudgetAccountant(1.0, max_queries=10)
+    pred = _predictor(trained, acct)
+    with pytest.raises(ValueError, match="outside the assumed range"):
+        pred.predict_proba(np.full((1, 6), 1.5, np.float32))
+    with pytest.raises(ValueError, match="NaN"):
+        pred.predict_proba(np.full((1, 6), np.nan, np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        pred.predict_proba(np.zeros((1, 5), np.float32))
+    assert acct.queries_answered == 0
+    pred.predict_proba(np.zeros(6, np.float32))  # one row without a batch axis
+    assert acct.queries_answered == 1
+
+
+def test_predictor_configuration_errors(trained):
+    model = trained[0]
+    bounds = compute_bounds(model, n_train=200)
+    with pytest.raises(ValueError, match="GDP composition"):
+        DPPredictor(model, bounds, QueryBudgetAccountant(1.0, max_queries=4, composition="gdp"), noise="laplace")
+    with pytest.raises(ValueError, match="noise"):
+        DPPredictor(model, bounds, QueryBudgetAccountant(1.0, max_queries=4), noise="uniform")
+    other = convexified_mlp(5, 3, hidden_units=16, compile=False)
+    with pytest.raises(ValueError, match="compute the bounds on this model"):
+        DPPredictor(other, bounds, QueryBudgetAccountant(1.0, max_queries=4))
+    with pytest.raises(TypeError, match="bounds"):
+        DPPredictor(model, {"delta_z": 1}, QueryBudgetAccountant(1.0, max_queries=4))
+
+
+def test_cache_identical_queries_and_evaluation_mode(trained):
+    acct = QueryBudgetAccountant(1.0, max_queries=3)
+    pred = _predictor(trained, acct, cache_identical_queries=True)
+    x = trained[1][:2]
+    a = pred.predict_proba(x)
+    b = pred.predict_proba(np.concatenate([x, x]))
+    np.testing.assert_array_equal(b, np.concatenate([a, a]))
+    assert acct.queries_answered == 2
+    with pred.evaluation_mode():
+        pred.predict_proba(trained[1][:50])
+    assert acct.queries_answered == 2 and len(pred.ledger) == 1
+
+
+def test_export_warns_that_budget_does_not_travel(trained, tmp_path):
+    pred = _predictor(trained, QueryBudgetAccountant(1.0, max_queries=3))
+    with pytest.warns(UserWarning, match="budget enforcement does NOT travel"):
+        exported = pred.as_keras_model()
+    assert "does NOT travel" in EXPORT_WARNING
+    exported.save(tmp_path / "dp.keras")
+    loaded = keras.models.load_model(tmp_path / "dp.keras")
+    x = trained[1][:4]
+    out = loaded.predict(x, verbose=0)
+    assert np.allclose(out.sum(1), 1.0, atol=1e-5)
+    assert not np.allclose(out, loaded.predict(x, verbose=0))
+
+
+@pytest.fixture
+def state_dir(tmp_path):
+    """A tmpfs folder when there is one: 1,000 fsync'd charges take seconds on a real disk."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        folder = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="tfdpmech-budget-"))
+        yield folder
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        yield tmp_path
+
+
+def test_eight_threads_ten_thousand_queries_budget_of_one_thousand(trained, state_dir):
+    path = state_dir / "budget.json"
+    acct = QueryBudgetAccountant(10.0, max_queries=1000, state_path=path)
+    pred = _predictor(trained, acct, mechanism="all_logits")
+    row = trained[1][:1]
+    answered, refused = [0] * 8, [0] * 8
+    start = threading.Barrier(8)
+
+    def worker(i):
+        start.wait()
+        for _ in range(1250):
+            try:
+                probs = pred.predict_proba(row)
+            except BudgetExhaustedError:
+                refused[i] += 1
+            else:
+                assert probs.shape == (1, 3)
+                answered[i] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(answered) == 1000 and sum(refused) == 9000
+    state = json.loads(path.read_text())
+    assert state["queries_answered"] == 1000 and state["spent"] == pytest.approx(10.0)
+    assert len(pred.ledger) == 1000 and pred.ledger.epsilon_claimed() == pytest.approx(10.0)
+    restarted = QueryBudgetAccountant(10.0, max_queries=1000, state_path=path)
+    assert restarted.remaining_queries == 0
+    with pytest.raises(BudgetExhaustedError):
+        restarted.charge()
+
+
+def test_unlimited_accountant_counts_only():
+    acct = UnlimitedAccountant(0.5)
+    assert acct.charge(10_000) == 0.5 and acct.queries_answered == 10_000 and acct.remaining_queries == math.inf
