@@ -64,7 +64,7 @@ def tiny_conv():
 # --- accounting -----------------------------------------------------------------------------
 
 def test_noise_multiplier_is_monotone_in_epsilon():
-    sigmas = [noise_multiplier_for_epsilon(eps, 1e-5, 1000, 50, 2) for eps in (0.5, 1.0, 4.0)]
+    sigmas = [noise_multiplier_for_epsilon(eps, 1e-5, 1000, 50, 2) for eps in (0.3, 1.0, 8.0)]
     assert sigmas[0] > sigmas[1] > sigmas[2] > 0
 
 
@@ -128,17 +128,25 @@ def test_supports_fast_clipping():
     sub = Subclassed()
     sub.build((None, 4))
     assert not supports_fast_clipping(sub)  # no internal compute graph
+    with pytest.raises(ValueError, match="Sequential or functional"):
+        DPSGD(2.0, DELTA, BATCH, 1, N, path="vectorized").compile(sub)
 
 
-def test_auto_picks_microbatch_for_unsupported_layer_and_fast_refuses_it():
+def test_auto_picks_vectorized_for_unsupported_layer_and_fast_refuses_it():
     dp = DPSGD(2.0, DELTA, BATCH, 1, N)
     model = dp.compile(tiny_conv())
-    assert dp.path == "microbatch"
+    assert dp.path == "vectorized"
     assert dp.requested_path == "auto"
+    assert not model._enable_fast_peg_computation  # pylint: disable=protected-access
+    dp = DPSGD(2.0, DELTA, BATCH, 1, N, path="microbatch")
+    model = dp.compile(tiny_conv())
     assert isinstance(model.optimizer, dp_optimizer_keras.GenericDPAdamOptimizer)
     assert model.loss.reduction == "none"
-    with pytest.raises(ValueError, match=r"Conv2D.*path='microbatch'"):
+    with pytest.raises(ValueError, match=r"Conv2D.*path='vectorized'"):
         DPSGD(2.0, DELTA, BATCH, 1, N, path="fast_clipping").compile(tiny_conv())
+    dp = DPSGD(2.0, DELTA, BATCH, 1, N, path="vectorized")
+    model = dp.compile(tiny_conv())
+    assert dp.path == "vectorized" and not model._enable_fast_peg_computation  # pylint: disable=protected-access
 
 
 # --- training -------------------------------------------------------------------------------
@@ -146,7 +154,9 @@ def test_auto_picks_microbatch_for_unsupported_layer_and_fast_refuses_it():
 @pytest.mark.parametrize("path, num_microbatches, expected", [
     ("auto", None, "fast_clipping"),
     ("microbatch", None, "microbatch"),
-    ("microbatch", 25, "microbatch"),
+    pytest.param("microbatch", 25, "microbatch", marks=pytest.mark.slow),
+    ("vectorized", None, "vectorized"),
+    ("fast_clipping", 25, "fast_clipping"),
 ])
 def test_paths_train_one_epoch(mnist_small, path, num_microbatches, expected):
     x, y = mnist_small
@@ -157,7 +167,8 @@ def test_paths_train_one_epoch(mnist_small, path, num_microbatches, expected):
     assert isinstance(callback, PrivacyBudget)
     history = model.fit(dp.dataset(x, y, seed=0), epochs=1, verbose=0, callbacks=[callback])
     assert np.isfinite(history.history["loss"][0])
-    assert history.history["epsilon_provable"][0] == pytest.approx(dp.epsilon_achieved)
+    assert history.history["epsilon_claimed"][0] == pytest.approx(dp.epsilon_achieved)
+    assert history.history["epsilon_provable"][0] == pytest.approx(dp.release.details["epsilon_any_order"])
     assert 0 < history.history["dpsgd_epsilon_spent"][0] <= dp.epsilon_achieved + 1e-12
     assert int(model.optimizer.iterations.numpy()) == N // BATCH
     # the accounted steps are spent: one more step is refused
@@ -167,7 +178,7 @@ def test_paths_train_one_epoch(mnist_small, path, num_microbatches, expected):
 
 def test_partial_batch_is_refused(mnist_small):
     x, y = mnist_small
-    dp = DPSGD(2.0, DELTA, BATCH, 2, N, path="microbatch")
+    dp = DPSGD(2.0, DELTA, BATCH, 1, N, path="microbatch")
     model = dp.compile(tiny_mlp())
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"drop_remainder=True"):
         model.fit(x, y, batch_size=40, epochs=1, verbose=0)
@@ -193,14 +204,14 @@ def test_ledger_records_proven_release():
     assert release.guarantee == "proven"
     assert release.mechanism == "dpsgd"
     assert release.delta == 1e-4
-    assert release.epsilon_claimed == 1.0
-    assert release.epsilon_provable == pytest.approx(dp.epsilon_achieved)
-    assert release.epsilon_provable <= 1.0
+    assert release.epsilon_claimed == pytest.approx(dp.epsilon_achieved) and dp.epsilon_achieved <= 1.0
+    # provable for shuffled fixed-size batches: `epochs` Gaussian mechanisms, no amplification
+    assert release.epsilon_provable == pytest.approx(release.details["epsilon_any_order"])
     assert release.noise_scale == dp.noise_multiplier and release.sensitivity == 0.7
     assert "RDP" in release.basis and "Poisson" in release.basis
     assert release.details["steps"] == dpsgd.dpsgd_steps(N, BATCH, 3)
-    assert release.details["epsilon_any_order"] > release.epsilon_provable
-    assert shared.epsilon_provable() == pytest.approx(0.5 + dp.epsilon_achieved)
+    assert release.epsilon_provable > release.epsilon_claimed
+    assert shared.epsilon_provable() == pytest.approx(0.5 + release.epsilon_provable)
     with pytest.raises(RuntimeError, match="new DPSGD"):
         dp.compile(tiny_mlp())
 
