@@ -364,3 +364,17 @@ def test_clipping_noisy_inputs_is_post_processing(sample):
     assert noisy.min() >= -10 and noisy.max() <= 10 and np.abs(noisy).max() == 10
     with pytest.raises(ValueError, match="clip_noisy_inputs"):
         ILM(0.1, 0.2, L, clip_noisy_inputs=(1, -1))
+
+
+@pytest.mark.slow
+def test_with_little_noise_the_private_pipeline_learns():
+    """The noise, not the pipeline, is what costs accuracy: at a huge ε ILM learns like non-private training."""
+    ds = tfdpmech.data.load("mnist_sample")
+    keras.utils.set_random_seed(0)
+    ilm = ILM(1e6, 1e6, 100, seed=0)
+    model = models.mlp()
+    data = ilm.perturb(ds.x_train, ds.y_train, model)
+    model.compile(keras.optimizers.Adam(5e-3), loss=ilm.loss())
+    model.fit(data.to_dataset(seed=0), epochs=4, verbose=0)
+    accuracy = np.mean(np.argmax(model.predict(ds.x_test, verbose=0), 1) == np.argmax(ds.y_test, 1))
+    assert accuracy >= 0.85

@@ -43,8 +43,8 @@ class CompareConfig:
 
     dataset: str = "mnist_sample"
     methods: tuple = ("nonprivate", "dpsgd", "adlm", "ilm", "adlm_shared")
-    epsilons: tuple = (0.5, 2.0, 8.0)
-    seeds: tuple = (0,)
+    epsilons: tuple = (0.25, 0.5, 1.0, 2.0, 8.0)
+    seeds: tuple = (0, 1)
     epochs: int = 15
     batch_size: int = 200
     model: str = "mlp"

@@ -104,6 +104,7 @@ def _plot_accuracy_vs_epsilon(rows, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
     baseline = [r for r in rows if not r["private"]]
@@ -123,6 +124,8 @@ def _plot_accuracy_vs_epsilon(rows, path):
         for r in baseline:
             ax.axhline(100 * r["accuracy_mean"], ls="--", color="gray", label=f"{r['method']} (no privacy)")
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(title)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy (%)")
@@ -186,7 +189,8 @@ def write_report(results: dict, out: str) -> dict[str, str]:
             fh.write(markdown_table(rows) + "\n\n")
             fh.write("Claimed ε is what the paper (or method) states; provable ε is what a correct argument "
                      "gives for one record (see each run's ledger in results.json). "
-                     "'none proven' means no per-record guarantee holds.\n\n")
+                     "'none proven' means no per-record guarantee holds. Peak memory is the process's peak RSS "
+                     "on a CPU (TensorFlow included) and the allocator's peak on a GPU.\n\n")
             for name, text in results["methods"].items():
                 fh.write(f"- **{name}**: {text}\n")
         _plot_accuracy_vs_epsilon(rows, os.path.join(tmp, "accuracy_vs_epsilon.png"))
