@@ -293,3 +293,9 @@ def test_import_tfdpmech_does_not_need_tensorflow_privacy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=root)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "HINT:" in out.stdout and "pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)" in out.stdout
+
+
+def test_uncertifiable_target_gives_a_clear_error():
+    # the RDP bound levels off above 0.01 at δ = 1/n² (found by the DP-ERM comparison)
+    with pytest.raises(ValueError, match="cannot be certified"):
+        noise_multiplier_for_epsilon(0.01, 1 / 20000**2, 20000, 256, 20)

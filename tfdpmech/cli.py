@@ -48,7 +48,19 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--out", default=d.out, help="output directory")
     cmp.add_argument("--quiet", action="store_true", help="no per-epoch progress lines")
     sub.add_parser("methods", help="list the registered methods")
+    exp = sub.add_parser("experiment", help="run one paper's experiment (pass --help after its name)",
+                         description="Experiments that do not fit the image runner: " + ", ".join(EXPERIMENTS))
+    exp.add_argument("name", choices=sorted(EXPERIMENTS))
+    exp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the experiment, e.g. --quick")
     return parser
+
+
+# name -> module with a main(argv) entry point
+EXPERIMENTS = {
+    "dp_erm": "tfdpmech.experiments.dp_erm",
+    "output_perturbation": "tfdpmech.experiments.output_perturbation",
+    "pcdbn_mnist": "tfdpmech.experiments.pcdbn_mnist",
+}
 
 
 def main(argv=None) -> int:
@@ -58,6 +70,10 @@ def main(argv=None) -> int:
     from .compare import METHODS, CompareConfig, run_comparison
     from .report import check_writable, markdown_table, summarize, write_report
 
+    if args.command == "experiment":
+        import importlib
+
+        return int(importlib.import_module(EXPERIMENTS[args.name]).main(args.args) or 0)
     if args.command == "methods":
         for name, method in METHODS.items():
             print(f"{name:12s} {method.description}")

@@ -253,10 +253,21 @@ def _calibrate(epsilon, delta, n, batch_size, epochs, used_microbatching, tol) -
     # Bracket [lo, hi] with eps_of(lo) > epsilon >= eps_of(hi); ε(σ) is decreasing.
     lo, hi = 1.0, 1.0
     if eps_of(hi) > epsilon:
+        previous = eps_of(hi)
         for _ in range(60):
             lo, hi = hi, hi * 2.0
-            if eps_of(hi) <= epsilon:
+            try:
+                current = eps_of(hi)
+            except ValueError:  # dp_accounting's numerics break down at huge σ
+                current = previous
+            if current <= epsilon:
                 break
+            if current >= previous * 0.99:  # the RDP bound has levelled off above the target
+                raise ValueError(
+                    f"epsilon={epsilon:g} cannot be certified with delta={delta:g} by the RDP accountant for "
+                    f"{steps} steps (ε levels off at {current:.4g}); raise epsilon or delta, or train fewer epochs"
+                )
+            previous = current
         else:  # pragma: no cover - needs an absurdly small ε
             raise ValueError(f"no noise multiplier <= {hi:g} reaches epsilon={epsilon:g}; the target is too small")
     else:

@@ -2,9 +2,10 @@
 
 from .batch_min_max import BatchMinMax
 from .bounded_lrn import BoundedLRN
+from .conv_rbm import BoxConstraint, ConvRBM
 from .input_noise import InputNoise
 from .noisy_output_neuron import NoisyOutputNeuron
 from .perturbed_bias import PerturbedBias
 from .unit_clip import UnitClip
 
-__all__ = ["BatchMinMax", "BoundedLRN", "InputNoise", "NoisyOutputNeuron", "PerturbedBias", "UnitClip"]
+__all__ = ["BatchMinMax", "BoundedLRN", "BoxConstraint", "ConvRBM", "InputNoise", "NoisyOutputNeuron", "PerturbedBias", "UnitClip"]

@@ -110,7 +110,7 @@ class ConvRBM(keras.layers.Layer):
         self.in_channels = int(input_shape[-1])
         self.visible_hw = (int(input_shape[1]), int(input_shape[2]))
         box = BoxConstraint(self.weight_bound)
-        init = keras.initializers.RandomUniform(-0.01, 0.01)
+        init = keras.initializers.RandomNormal(stddev=0.1)
         self.kernel = self.add_weight(name="kernel", shape=(self.kernel_size, self.kernel_size, self.in_channels,
                                                             self.filters), initializer=init, constraint=box,
                                       trainable=True)

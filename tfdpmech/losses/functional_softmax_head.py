@@ -143,13 +143,14 @@ class FunctionalSoftmaxHead:
         return self
 
     def objective(self, kernel, bias=None) -> float:
-        """The perturbed objective ``(1/n)[⟨m̄1, W⟩ + ⅛ Σ_j W_jᵀ M̄2 W_j]`` at given weights."""
+        """The objective the closed form minimises: ``(1/n)[⟨m̄1, W⟩ + ⅛ Σ_j W_jᵀ (M̄2 + ρnI) W_j]``."""
         if self._m1_bar is None:
             raise RuntimeError("call fit() first")
         w = np.asarray(kernel, dtype=np.float64)
         if self.use_bias:
             w = np.concatenate([w, np.asarray(bias, dtype=np.float64)[None, :]], axis=0)
-        return float((np.sum(self._m1_bar * w) + PHI2 * np.sum(w * (self._m2_bar @ w))) / self.n)
+        quad = self._m2_bar + self.ridge * self.n * np.eye(len(w))
+        return float((np.sum(self._m1_bar * w) + PHI2 * np.sum(w * (quad @ w))) / self.n)
 
     def dense_layer(self, name: str = "private_head") -> keras.layers.Dense:
         """A ``Dense(C)`` (logits) carrying the solved weights; predict with argmax."""

@@ -258,9 +258,15 @@ def fit_dp_erm(mechanism, model, x_noisy, y, *, learning_rate=None, callbacks=()
         model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr), loss=loss, metrics=["accuracy"])
     epochs = fit_kwargs.pop("epochs", mech.epochs)
     fit_kwargs.setdefault("shuffle", False)
-    return model.fit(x_noisy, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
-                     callbacks=[mech.budget_callback(verbose=0), *callbacks], validation_data=validation_data,
-                     **fit_kwargs)
+    callbacks = [mech.budget_callback(verbose=0), *callbacks]
+    if batch_size >= n:
+        # One constant element = one full batch per epoch: the same frozen tensor every step (no map, no
+        # redraw), and Keras 3 does not re-slice the arrays every epoch (about 5x faster for small T-step runs).
+        full = tf.data.Dataset.from_tensors((tf.constant(x_noisy, tf.float32), tf.constant(np.asarray(y))))
+        return model.fit(full, epochs=epochs, verbose=verbose, callbacks=callbacks,
+                         validation_data=validation_data, **fit_kwargs)
+    return model.fit(x_noisy, y, batch_size=batch_size, epochs=epochs, verbose=verbose, callbacks=callbacks,
+                     validation_data=validation_data, **fit_kwargs)
 
 
 # ------------------------------------------------------------------------------------------------

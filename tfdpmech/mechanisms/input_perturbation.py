@@ -77,7 +77,7 @@ NOISE_STRUCTURES = ("per_record", "shared")
 CONDITIONS = ("strong_convexity", "pl")
 G_CONVENTIONS = ("full", "data_term")
 L2_CONVENTIONS = ("half", "keras")
-ACCOUNTANTS = ("rdp", "pld")
+ACCOUNTANTS = ("analytic", "rdp", "pld")
 NORM_TOL = 1e-6  # relative slack on ‖x‖ <= R for float round-off
 DP_ACCOUNTING_HINT = "pip install dp-accounting (the local_gaussian calibration computes ε with it)"
 
@@ -232,26 +232,54 @@ def sigma_paper_accountant(epsilon, delta, n, T, G, curvature, *, kappa: float =
     return math.sqrt(2.0 * T * G**2 / (n * (n - 1) * kappa * factor * K))
 
 
+def _gaussian_loss(dp_accounting, multiplier):
+    from dp_accounting.pld import privacy_loss_mechanism
+
+    return privacy_loss_mechanism.GaussianPrivacyLoss(multiplier, sensitivity=1.0)
+
+
 def _gaussian_epsilon(dp_accounting, multiplier, delta, accountant) -> float:
+    """ε of one Gaussian mechanism with noise multiplier ``σ/Δ₂`` at δ."""
+    if accountant == "analytic":
+        # exact: δ(ε) = Φ(1/(2m) − εm) − e^ε Φ(−1/(2m) − εm) (Balle & Wang 2018), decreasing in ε
+        loss = _gaussian_loss(dp_accounting, multiplier)
+        lo, hi = 0.0, 1.0
+        if loss.get_delta_for_epsilon(0.0) <= delta:
+            return 0.0
+        for _ in range(200):
+            if loss.get_delta_for_epsilon(hi) <= delta:
+                break
+            lo, hi = hi, hi * 2.0
+        for _ in range(100):  # bisection; hi always satisfies δ(hi) <= δ
+            mid = 0.5 * (lo + hi)
+            if loss.get_delta_for_epsilon(mid) <= delta:
+                hi = mid
+            else:
+                lo = mid
+            if hi - lo <= 1e-12 * hi:
+                break
+        return float(hi)
     acc = dp_accounting.rdp.RdpAccountant() if accountant == "rdp" else dp_accounting.pld.PLDAccountant()
     acc.compose(dp_accounting.GaussianDpEvent(multiplier))
     return float(acc.get_epsilon(delta))
 
 
-def local_gaussian_epsilon(sigma, delta, feature_norm_bound: float = 1.0, *, accountant: str = "rdp") -> float:
+def local_gaussian_epsilon(sigma, delta, feature_norm_bound: float = 1.0, *, accountant: str = "analytic") -> float:
     """ε of one record's features released as ``x + N(0, σ²I)`` with ``‖x‖ <= R`` (replace-one).
 
     A Gaussian mechanism with L2 sensitivity ``2R`` and noise multiplier ``σ/(2R)``, accounted with
-    ``dp_accounting`` (RDP by default, PLD on request).
+    ``dp_accounting``: ``"analytic"`` (default) is the exact privacy curve of one Gaussian mechanism
+    (``dp_accounting.pld.privacy_loss_mechanism.GaussianPrivacyLoss``); ``"rdp"`` and ``"pld"`` use the
+    library's accountants (RDP is looser, and cannot certify small ε at small δ with its orders).
 
     Args:
         sigma: the noise std (> 0).
         delta: δ ∈ (0, 1).
         feature_norm_bound: R, the public bound on ‖x‖.
-        accountant: ``"rdp"`` or ``"pld"``.
+        accountant: ``"analytic"``, ``"rdp"`` or ``"pld"``.
 
     Returns:
-        ε > 0 (proven, feature-level).
+        ε >= 0 (proven, feature-level).
 
     Raises:
         ImportError: dp_accounting is missing.
@@ -267,34 +295,48 @@ def local_gaussian_epsilon(sigma, delta, feature_norm_bound: float = 1.0, *, acc
 implied_local_epsilon = local_gaussian_epsilon  # the spec's name for the same quantity (§6.4)
 
 
-def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, accountant: str = "rdp",
+def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, accountant: str = "analytic",
                          tol: float = 1e-6) -> float:
     """Smallest σ whose per-record Gaussian mechanism on the features meets (ε, δ) (spec §3.7).
 
-    Sensitivity ``2R`` (replace one record inside the R-ball); σ found with
-    ``dp_accounting.calibrate_dp_mechanism``, so ``local_gaussian_epsilon(σ) <= ε``.
+    Sensitivity ``2R`` (replace one record inside the R-ball). ``"analytic"`` (default) takes the exact
+    smallest σ from ``GaussianPrivacyLoss.from_privacy_guarantee``; ``"rdp"`` / ``"pld"`` search σ with
+    ``dp_accounting.calibrate_dp_mechanism``. In every case ``local_gaussian_epsilon(σ) <= ε``.
 
     Args:
         epsilon: target ε > 0 of the feature release.
         delta: δ ∈ (0, 1).
         feature_norm_bound: R.
-        accountant: ``"rdp"`` (default, fast) or ``"pld"`` (tighter, ~0.2 s per evaluation).
-        tol: relative tolerance on the noise multiplier.
+        accountant: ``"analytic"`` (exact, fast), ``"rdp"`` or ``"pld"`` (~0.2 s per evaluation).
+        tol: relative tolerance on the noise multiplier (``"rdp"`` / ``"pld"``).
 
     Returns:
         σ > 0.
 
     Raises:
         ImportError: dp_accounting is missing.
-        ValueError / TypeError: invalid inputs.
+        ValueError / TypeError: invalid inputs, or an ε the chosen accountant cannot certify at this δ.
     """
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     R = _positive(feature_norm_bound, "feature_norm_bound")
     check_choice(accountant, "accountant", ACCOUNTANTS)
     dp_accounting = _require_dp_accounting()
+    if accountant == "analytic":
+        from dp_accounting.pld import common, privacy_loss_mechanism
+
+        loss = privacy_loss_mechanism.GaussianPrivacyLoss.from_privacy_guarantee(
+            common.DifferentialPrivacyParameters(epsilon, delta), sensitivity=2.0 * R)
+        return float(loss.standard_deviation)
+    # the classic bound sqrt(2 ln(1.25/δ))/ε (valid for ε < 1) is within a small factor of the optimum
+    ceiling = 100.0 * math.sqrt(2.0 * math.log(1.25 / delta)) / min(epsilon, 1.0)
     lo, hi = 1e-3, 1.0
     while _gaussian_epsilon(dp_accounting, hi, delta, accountant) > epsilon:  # ε decreases in σ
         lo, hi = hi, hi * 4.0
+        if hi > ceiling:
+            raise ValueError(
+                f"the {accountant!r} accountant cannot certify epsilon={epsilon:g} at delta={delta:g} (its bound "
+                "levels off, e.g. RDP at ln(1/δ)/max order); use accountant='analytic' (exact for one Gaussian)"
+            )
     while _gaussian_epsilon(dp_accounting, lo, delta, accountant) <= epsilon:
         lo /= 4.0
     new_acc = (dp_accounting.rdp.RdpAccountant if accountant == "rdp" else dp_accounting.pld.PLDAccountant)
@@ -486,10 +528,15 @@ class InputPerturbation:
             ``strict`` for the paper calibration, else a warned extrapolation (n → B, T → all steps).
         label_epsilon: with ``local_gaussian``, randomize labels with this ε (k-RR); the features then
             get ``epsilon − label_epsilon``. None: labels are public and the guarantee covers features.
-        accountant: ``"rdp"`` or ``"pld"`` for ``local_gaussian``.
+        accountant: ``"analytic"`` (exact, default), ``"rdp"`` or ``"pld"`` for ``local_gaussian``.
         strict: raise (True) or warn (False) on configurations the proof does not cover.
         seed: None (OS entropy, the default) or an int for tests; never stored with the model.
         ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into (a new one by default).
+
+    Raises:
+        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), epochs < 1, n < 2, λ, R, G, c, κ or μ <= 0, an unknown
+            calibration / noise structure / condition, ``local_gaussian`` with shared noise, ``label_epsilon``
+            outside ``local_gaussian`` or not below ``epsilon``.
 
     Example:
         >>> ip = InputPerturbation(epsilon=0.1, delta=1 / n**2, epochs=100, l2=0.01)   # doctest: +SKIP
@@ -506,7 +553,7 @@ class InputPerturbation:
                  l2_convention: str = "half", feature_norm_bound: float = 1.0, calibration: str = "paper",
                  noise_structure: str = "per_record", condition: str = "strong_convexity", pl_constant=None,
                  c=None, kappa: float = 1.0, paper_literal_pl: bool = False, g_convention: str = "full",
-                 G=None, clip: bool = False, batch_size=None, label_epsilon=None, accountant: str = "rdp",
+                 G=None, clip: bool = False, batch_size=None, label_epsilon=None, accountant: str = "analytic",
                  strict: bool = True, seed=None, ledger: PrivacyLedger | None = None):
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
@@ -520,7 +567,8 @@ class InputPerturbation:
         self.num_classes = self.constants.num_classes
         self.feature_norm_bound = self.constants.feature_norm_bound
         self.G = self.constants.G if G is None else _positive(G, "G")
-        self.curvature = self.constants.strong_convexity if pl_constant is None else _positive(pl_constant, "pl_constant")
+        self.curvature = (self.constants.strong_convexity if pl_constant is None
+                          else _positive(pl_constant, "pl_constant"))
         self.c = None if c is None else _positive(c, "c")
         self.kappa = _positive(kappa, "kappa")
         self.paper_literal_pl = bool(paper_literal_pl)
@@ -575,8 +623,9 @@ class InputPerturbation:
         if self.calibration == "local_gaussian":
             return sigma_local_gaussian(self.feature_epsilon, self.delta, self.feature_norm_bound,
                                         accountant=self.accountant)
-        if self.batch_size is not None and self.batch_size < n:
+        if self.batch_size is not None:
             check_batch_size(self.batch_size, n=n)
+        if self.batch_size is not None and self.batch_size < n:
             message = (
                 f"batch_size={self.batch_size} < n={n}: the paper's proof is for full-batch gradient descent; pass "
                 "batch_size=None (full batch) or strict=False to extrapolate (n -> batch_size in n(n-1), T -> all "
@@ -656,12 +705,19 @@ class InputPerturbation:
                     "scale the features with public bounds, or pass clip=True to clip rows to the bound (recorded in "
                     "the ledger). Never rescale by the data's own maximum norm"
                 )
-            x, _ = clip_rows(x, R)
             clipped = True
+        # rows within the round-off slack are projected too, so the sensitivity 2R holds exactly
+        x, _ = clip_rows(x, R)
         del norms
         # Steps 2-3 -- constants and σ (Eq. 9 / 12, or §3.7)
         self.sigma = self.calibrate(n)
         # Step 4 -- one draw, frozen in the returned array (§6.5)
+        if self.noise_structure == "shared":
+            warnings.warn(
+                "noise_structure='shared' reproduces the paper literally: one noise vector for all records gives no "
+                "per-record protection (one known record reveals it, and x̃_i − x̃_j = x_i − x_j exactly); use "
+                "'per_record' outside reproduction runs", UserWarning, stacklevel=2,
+            )
         shape = (n, d) if self.noise_structure == "per_record" else (d,)
         x += gaussian(self.sigma, shape, self._rng)  # float64 noise, then cast (P8)
         x_noisy = x.astype(np.float32)
@@ -720,8 +776,10 @@ class InputPerturbation:
             component="training_features", mechanism="gaussian", epsilon_claimed=self.epsilon,
             epsilon_provable=provable,
             basis=(f"Gaussian mechanism on each record's features, L2 sensitivity 2R={2 * self.feature_norm_bound:g} "
-                   f"(replace one record in the R-ball), noise multiplier σ/(2R), dp_accounting {self.accountant.upper()} "
-                   "accountant; the model is post-processing of the noisy data for any optimizer, batch size and "
+                   "(replace one record in the R-ball), noise multiplier σ/(2R), ε from dp_accounting ("
+                   + ("the exact privacy curve of one Gaussian mechanism" if self.accountant == "analytic"
+                      else f"{self.accountant.upper()} accountant")
+                   + "); the model is post-processing of the noisy data for any optimizer, batch size and "
                    f"model{labels}"),
             delta=self.delta, sensitivity=2.0 * self.feature_norm_bound, noise_scale=self.sigma, details=details,
         )
