@@ -55,7 +55,8 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
     except ImportError:
         pass
     out = tmp_path / "run"
-    result = run_cli("compare", "--methods", methods, "--epsilons", "1,8", "--epochs", "2", "--out", str(out))
+    result = run_cli("compare", "--methods", methods, "--epsilons", "1,8", "--epochs", "2", "--seeds", "0",
+                     "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "[1/" in result.stdout and "left" in result.stdout  # progress lines
     for name in ("results.json", "results.md", "accuracy_vs_epsilon.png", "accuracy_vs_epoch.png"):
