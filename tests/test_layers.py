@@ -451,3 +451,14 @@ def test_model_with_all_layers_survives_keras_file_round_trip(tmp_path):
     np.testing.assert_array_equal(_np(loaded.get_layer("pbias").b_bar), np.float32([1.2, 0.8, 1.05, 0.95]))
     np.testing.assert_array_equal(_np(loaded.get_layer("input_noise").scales), np.full((5, 5, 2), 0.05, np.float32))
     assert float(_np(loaded.get_layer("minmax").steps)) == 2.0
+
+
+def test_bounded_lrn_fused_and_generic_paths_agree():
+    """Rank-4 float32 inputs use TF's fused LRN (min(lrn, 1)); other ranks the explicit Eq. 22."""
+    rng = np.random.default_rng(0)
+    x = (rng.uniform(0, 3, size=(2, 3, 3, 7)) ** 4).astype(np.float32)  # some entries trigger max(h, .)
+    layer = BoundedLRN()
+    fused = layer(x).numpy()
+    generic = layer(x.reshape(2, 9, 7)).numpy().reshape(x.shape)  # rank 3: band-matrix path
+    np.testing.assert_allclose(fused, generic, rtol=2e-5, atol=1e-6)
+    assert fused.max() == 1.0 and fused.min() >= 0
