@@ -20,6 +20,7 @@ __all__ = [
     "check_one_hot",
     "check_labels",
     "check_epsilon",
+    "check_positive_real",
     "check_delta",
     "check_positive_int",
     "check_budget_split",
@@ -123,6 +124,21 @@ def check_labels(y, name: str = "y", *, num_classes: int) -> np.ndarray:
     return np.eye(num_classes, dtype=np.float32)[arr.astype(int)]
 
 
+def check_positive_real(value, name: str, *, hint: str = "") -> float:
+    """Check ``value`` is a finite real number > 0.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: <= 0, NaN or inf.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive real number, got {_describe(value)}")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be finite and > 0, got {value}" + (f"; {hint}" if hint else ""))
+    return value
+
+
 def check_epsilon(eps, name: str = "epsilon") -> float:
     """Check ε is a finite positive real number.
 
@@ -130,12 +146,7 @@ def check_epsilon(eps, name: str = "epsilon") -> float:
         TypeError: not a real number.
         ValueError: ε <= 0, NaN or inf.
     """
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        raise TypeError(f"{name} must be a positive real number, got {_describe(eps)}")
-    value = float(eps)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be finite and > 0, got {value}; pass a privacy budget such as 0.5")
-    return value
+    return check_positive_real(eps, name, hint="pass a privacy budget such as 0.5")
 
 
 def check_delta(delta, name: str = "delta") -> float:

@@ -89,7 +89,9 @@ import tensorflow as tf
 from ..callbacks import PrivacyBudget
 from ..layers import BatchMinMax
 from ..ledger import PrivacyLedger, Release
-from ..validation import check_batch_size, check_choice, check_delta, check_epsilon, check_positive_int
+from ..validation import (
+    check_batch_size, check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real,
+)
 
 __all__ = [
     "PATHS",
@@ -447,10 +449,10 @@ class DPSGD:
                  use_xla: bool = False, ledger: PrivacyLedger | None = None):
         self.epsilon = check_epsilon(epsilon)
         self.delta, self.n, self.batch_size, self.epochs = _check_training_shape(delta, n, batch_size, epochs)
-        self.l2_norm_clip = check_epsilon(l2_norm_clip, "l2_norm_clip")
+        self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
         self.optimizer_name = check_choice(optimizer, "optimizer", OPTIMIZERS)
         self.learning_rate = (DEFAULT_LEARNING_RATES[self.optimizer_name] if learning_rate is None
-                              else check_epsilon(learning_rate, "learning_rate"))
+                              else check_positive_real(learning_rate, "learning_rate"))
         self.requested_path = check_choice(path, "path", PATHS)
         self.path = self.requested_path
         if num_microbatches is None:

@@ -6,14 +6,12 @@ Convexified Loss Functions". Spec: ``specs/seed_001_output_perturbation.md`` §3
 
 from __future__ import annotations
 
-import math
-import numbers
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from ..validation import check_choice
+from ..validation import check_choice, check_positive_real
 
 __all__ = ["ConvexifiedCrossEntropy", "convexified_cross_entropy_reference", "LOSS_MODES"]
 
@@ -21,12 +19,7 @@ LOSS_MODES = ("per_sample", "reference_elementwise")
 
 
 def _check_alpha(alpha) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise TypeError(f"alpha must be a positive real number, got {alpha!r}")
-    alpha = float(alpha)
-    if not math.isfinite(alpha) or alpha <= 0:
-        raise ValueError(f"alpha must be finite and > 0, got {alpha}; the paper uses alpha in (0, 10], e.g. 1")
-    return alpha
+    return check_positive_real(alpha, "alpha", hint="the paper uses alpha in (0, 10], e.g. 1")
 
 
 def convexified_cross_entropy_reference(y_true, logits, alpha: float, mode: str = "per_sample") -> float:

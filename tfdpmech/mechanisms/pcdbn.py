@@ -36,7 +36,9 @@ from ..losses.chebyshev_energy import ENERGY_MODES, MAX_MONOMIALS, ChebyshevEner
 from ..losses.functional_softmax_head import FunctionalSoftmaxHead, head_sensitivity
 from ..losses.taylor_cross_entropy import TaylorCrossEntropy
 from ..noise import make_rng, tf_laplace
-from ..validation import check_budget_split, check_choice, check_epsilon, check_labels, check_positive_int
+from ..validation import (
+    check_budget_split, check_choice, check_epsilon, check_labels, check_positive_int, check_positive_real,
+)
 
 __all__ = ["PrivateCDBN", "PCDBN_MODES"]
 
@@ -102,12 +104,12 @@ class PrivateCDBN:
                 raise ValueError(f"mode={mode!r} is a non-private baseline; pass epsilon=None and split=None")
             self.epsilon, self.budget = None, {c: None for c in self.components}
         self.fc_units = None if fc_units is None else check_positive_int(fc_units, "fc_units")
-        self.fc_scale = check_epsilon(fc_scale, "fc_scale")
+        self.fc_scale = check_positive_real(fc_scale, "fc_scale")
         self.pretrain_epochs = check_positive_int(pretrain_epochs, "pretrain_epochs")
         self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.learning_rate = check_epsilon(learning_rate, "learning_rate")
+        self.learning_rate = check_positive_real(learning_rate, "learning_rate")
         self.head_epochs = check_positive_int(head_epochs, "head_epochs")
-        self.head_learning_rate = check_epsilon(head_learning_rate, "head_learning_rate")
+        self.head_learning_rate = check_positive_real(head_learning_rate, "head_learning_rate")
         self.head_ridge = float(head_ridge)
         self.neg_chains, self.gibbs_steps, self.l1 = neg_chains, gibbs_steps, l1
         self.max_monomials = max_monomials
