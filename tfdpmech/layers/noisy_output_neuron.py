@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..noise import tf_laplace
-from ..validation import check_choice, check_epsilon, check_positive_int
+from ..validation import check_choice, check_epsilon, check_positive_int, check_positive_real
 
 __all__ = ["NoisyOutputNeuron", "noise_calibration", "NOISE_TYPES", "GAUSSIAN_SPLITS", "OUTPUT_MECHANISMS"]
 
@@ -41,7 +41,7 @@ def noise_calibration(epsilon_query: float, delta_z: float, num_classes: int, *,
         ValueError / TypeError: ε ≤ 0, Δz_T ≤ 0, C < 2, unknown noise, split or mechanism.
     """
     eps = check_epsilon(epsilon_query, "epsilon_query")
-    dz = check_epsilon(delta_z, "delta_z")
+    dz = check_positive_real(delta_z, "delta_z")
     c = check_positive_int(num_classes, "num_classes", minimum=2)
     check_choice(noise, "noise", NOISE_TYPES)
     check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
@@ -110,8 +110,8 @@ class NoisyOutputNeuron(keras.layers.Layer):
                  seed: int | None = None, compute_dtype: str = "float64", **kwargs):
         super().__init__(**kwargs)
         self.epsilon_query = check_epsilon(epsilon_query, "epsilon_query")
-        self.delta_z = check_epsilon(delta_z, "delta_z")
-        self.delta_p = check_epsilon(delta_p, "delta_p")
+        self.delta_z = check_positive_real(delta_z, "delta_z")
+        self.delta_p = check_positive_real(delta_p, "delta_p")
         if self.delta_p > 1.0:
             raise ValueError(f"delta_p must lie in (0, 1] (a probability changes by at most 1), got {self.delta_p}")
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
