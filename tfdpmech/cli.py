@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
                          description="Side-by-side comparison. Writes results.json, results.md, "
                                      "accuracy_vs_epsilon.png and accuracy_vs_epoch.png into --out.")
     cmp.add_argument("--dataset", default=d.dataset, help=f"dataset name (default {d.dataset}: embedded MNIST sample)")
-    cmp.add_argument("--methods", type=_strings, default=d.methods, help="comma-separated methods")
+    cmp.add_argument("--methods", type=_strings, default=None,
+                     help=f"comma-separated methods (default: {','.join(d.methods)}; dpsgd only where "
+                          "tensorflow-privacy imports)")
     cmp.add_argument("--epsilons", type=_floats, default=d.epsilons, help="comma-separated target ε values")
     cmp.add_argument("--epochs", type=int, default=d.epochs)
     cmp.add_argument("--seeds", type=_ints, default=d.seeds, help="comma-separated seeds")
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
     """Entry point; returns the exit status. Errors in the arguments print one line, no traceback."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = _parser().parse_args(argv)
-    from .compare import METHODS, CompareConfig, run_comparison
+    from .compare import METHODS, CompareConfig, available_default_methods, run_comparison
     from .report import check_writable, markdown_table, summarize, write_report
 
     if args.command == "experiment":
@@ -78,7 +80,10 @@ def main(argv=None) -> int:
         for name, method in METHODS.items():
             print(f"{name:12s} {method.description}")
         return 0
-    config = CompareConfig(dataset=args.dataset, methods=args.methods, epsilons=args.epsilons, seeds=args.seeds,
+    methods = args.methods
+    if methods is None:
+        methods = available_default_methods(lambda text: print(f"tfdpmech: note: {text}", file=sys.stderr))
+    config = CompareConfig(dataset=args.dataset, methods=methods, epsilons=args.epsilons, seeds=args.seeds,
                            epochs=args.epochs, batch_size=args.batch_size, model=args.model, delta=args.delta,
                            learning_rate=args.learning_rate, out=args.out, verbose=0 if args.quiet else 1)
     try:

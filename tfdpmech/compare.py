@@ -28,7 +28,8 @@ from .losses import TaylorCrossEntropy, taylor_coefficients
 from .mechanisms import AdLM, ILM
 from .validation import check_delta, check_epsilon, check_positive_int
 
-__all__ = ["CompareConfig", "Prepared", "METHODS", "register_method", "run_comparison", "MODEL_FAMILIES"]
+__all__ = ["CompareConfig", "Prepared", "METHODS", "register_method", "run_comparison", "MODEL_FAMILIES",
+           "available_default_methods"]
 
 # model family -> (private model builder for the noise-once mechanisms, standard builder for DP-SGD)
 MODEL_FAMILIES = {
@@ -195,6 +196,18 @@ register_method("adlm_shared", _noise_once(AdLM, "shared_frozen"),
                 "AdLM reproduction mode: one noise draw shared by all records (claimed only, none proven)")
 register_method("dpsgd", _dpsgd, "DP-SGD through tensorflow-privacy, σ calibrated to (ε, δ)",
                 requires=(("tensorflow_privacy", "pip install 'tfdpmech[dpsgd]' (needs TensorFlow 2.15)"),))
+
+
+def available_default_methods(note=print) -> tuple:
+    """The default methods this installation can run; ``note`` is told about each one skipped."""
+    methods = []
+    for name in CompareConfig().methods:
+        try:
+            METHODS[name].check_available()
+            methods.append(name)
+        except ValueError as exc:
+            note(f"skipping {name}: {exc}")
+    return tuple(methods)
 
 
 # --- measuring ------------------------------------------------------------------------------------

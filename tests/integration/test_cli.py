@@ -31,7 +31,8 @@ def test_bad_arguments_one_line_no_traceback(args, message, tmp_path, capsys):
     (tmp_path / "a_file").write_text("not a directory")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     out = ["--out", str(tmp_path / "r")] if "--out" not in args else []
-    assert main(["compare", *args, *out]) == 2  # returns instead of raising: no traceback
+    methods = [] if "--methods" in args else ["--methods", "nonprivate,adlm"]  # runs without tensorflow-privacy
+    assert main(["compare", *args, *methods, *out]) == 2  # returns instead of raising: no traceback
     err = capsys.readouterr().err
     assert message in err
     assert len(err.strip().splitlines()) == 1 and err.startswith("tfdpmech: error")
@@ -45,6 +46,16 @@ def test_dpsgd_without_tensorflow_privacy_is_refused(tmp_path, capsys, monkeypat
     err = capsys.readouterr().err
     assert "needs tensorflow_privacy" in err and "pip install" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_default_methods_skip_dpsgd_visibly_without_tensorflow_privacy(monkeypatch):
+    from tfdpmech.compare import CompareConfig, available_default_methods
+
+    notes = []
+    monkeypatch.setitem(sys.modules, "tensorflow_privacy", None)
+    methods = available_default_methods(notes.append)
+    assert "dpsgd" not in methods and set(methods) == set(CompareConfig().methods) - {"dpsgd"}
+    assert len(notes) == 1 and "skipping dpsgd" in notes[0] and "pip install" in notes[0]
 
 
 def test_tiny_comparison_writes_the_four_files(tmp_path):
