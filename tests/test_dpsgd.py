@@ -299,3 +299,8 @@ def test_uncertifiable_target_gives_a_clear_error():
     # the RDP bound levels off above 0.01 at δ = 1/n² (found by the DP-ERM comparison)
     with pytest.raises(ValueError, match="cannot be certified"):
         noise_multiplier_for_epsilon(0.01, 1 / 20000**2, 20000, 256, 20)
+
+
+def test_repr_shows_claimed_and_provable():
+    text = repr(DPSGD(1.0, 1e-5, 50, 2, 1000))
+    assert "claimed ε=" in text and "provable ε=" in text

@@ -254,3 +254,8 @@ def test_load_valid_json_that_is_not_a_ledger_raises_value_error(tmp_path, conte
 def test_load_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         PrivacyLedger.load(tmp_path / "nope.json")
+
+
+def test_repr_does_not_guess_an_epoch_count():
+    ledger = PrivacyLedger([Release("inputs", "laplace", 0.1, None, "none", per_epoch=True)])
+    assert "summary(epochs=...)" in repr(ledger)

@@ -205,4 +205,6 @@ class PrivacyLedger:
         return len(self._releases)
 
     def __repr__(self) -> str:
-        return f"PrivacyLedger({len(self)} releases; {format_epsilon(self.epsilon_claimed(1), self.epsilon_provable(1))})"
+        if any(r.per_epoch for r in self._releases):
+            return f"PrivacyLedger({len(self)} releases, some per epoch; see summary(epochs=...))"
+        return f"PrivacyLedger({len(self)} releases; {format_epsilon(self.epsilon_claimed(), self.epsilon_provable())})"

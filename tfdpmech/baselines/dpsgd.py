@@ -88,7 +88,7 @@ import tensorflow as tf
 
 from ..callbacks import PrivacyBudget
 from ..layers import BatchMinMax
-from ..ledger import PrivacyLedger, Release
+from ..ledger import PrivacyLedger, Release, format_epsilon
 from ..validation import (
     check_batch_size, check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real,
 )
@@ -728,6 +728,6 @@ class DPSGD:
         return DPSGDBudget(self, verbose=verbose)
 
     def __repr__(self) -> str:
-        return (f"DPSGD(epsilon={self.epsilon:g}, delta={self.delta:g}, batch_size={self.batch_size}, "
+        return (f"DPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, batch_size={self.batch_size}, "
                 f"epochs={self.epochs}, n={self.n}, noise_multiplier={self.noise_multiplier:.4g}, "
-                f"epsilon_achieved={self.epsilon_achieved:.4g}, path={self.path!r})")
+                f"{format_epsilon(self.epsilon_achieved, self._epsilon_any_order())}, path={self.path!r})")
