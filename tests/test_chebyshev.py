@@ -1,6 +1,5 @@
 """Chebyshev utilities: spec seed_003_pcdbn.md §3.5, §5, §8.2 and §8.9 (first two items)."""
 
-import math
 
 import numpy as np
 import numpy.polynomial.polynomial as P

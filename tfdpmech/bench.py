@@ -17,7 +17,6 @@ import os
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from . import data as data_module

@@ -10,7 +10,6 @@ provable ε, δ, wall time per epoch, examples/s and peak memory.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
 import threading
@@ -329,7 +328,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
     log(f"tfdpmech compare: {len(plan)} runs on {config.dataset} ({len(ctx.x_private)} private, "
         f"{len(ctx.x_public)} public, {len(ctx.x_test)} test records), model={config.model}, {device}")
     for i, (name, epsilon, seed) in enumerate(plan, 1):
-        label = f"[{i}/{len(plan)}] {name}" + (f" ε={epsilon:g}" if epsilon is not None else "") + f" seed={seed}"
+        label = f"[{i}/{len(plan)}] {name}" + (f" target ε={epsilon:g}" if epsilon is not None else "") + f" seed={seed}"
 
         def progress(epoch, acc, label=label, i=i):
             elapsed = time.perf_counter() - started

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .noise import make_rng
 from .validation import PrivacyLeakWarning, check_array, check_choice, check_labels, check_one_hot
 
 __all__ = [
@@ -347,14 +348,6 @@ def _short(a: np.ndarray) -> str:
 # --------------------------------------------------------------------------- loaders
 
 
-def _check_seed(seed):
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral)):
-        raise TypeError(f"seed must be None, an int or a numpy Generator, got {seed!r}")
-    return np.random.default_rng(seed)
-
-
 def _to_splits(x_train, y_train, x_test, y_test, *, name, source, num_classes=10) -> DataSplits:
     """Scale uint8 images with the public pixel bounds, add a channel axis, one-hot the labels."""
 
@@ -405,7 +398,7 @@ def _load_mnist_sample(seed, test_size) -> DataSplits:
         raise TypeError(f"test_size must be an integer number of records, got {test_size!r}")
     if not 1 <= test_size <= n - 1:
         raise ValueError(f"test_size must lie in [1, {n - 1}] for mnist_sample ({n} images), got {test_size}")
-    train_idx, test_idx = _stratified_split(labels, int(test_size), _check_seed(seed))
+    train_idx, test_idx = _stratified_split(labels, int(test_size), make_rng(seed))
     source = (
         f"bundled MNIST test set (tfdpmech/datasets, {n} images) split {n - test_size}/{test_size} "
         f"stratified with seed={seed!r}; " + _CREDITS["mnist"]

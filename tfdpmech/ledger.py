@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import tempfile
 from typing import Iterable
+
+from .atomic_file import write_json_atomically
 
 __all__ = ["Release", "PrivacyLedger", "format_epsilon"]
 
@@ -168,19 +168,7 @@ class PrivacyLedger:
 
     def save(self, path) -> None:
         """Write the ledger as JSON atomically (a crash never leaves a half-written file)."""
-        path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ledger-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.to_dict(), fh, indent=2)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_json_atomically(path, self.to_dict(), indent=2)
 
     @classmethod
     def load(cls, path) -> "PrivacyLedger":

@@ -22,15 +22,14 @@ Thread-safe within one process; do not share one state file between processes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import tempfile
 import threading
 
 from scipy import optimize, stats
 
+from .atomic_file import write_json_atomically
 from .validation import check_choice, check_delta, check_epsilon, check_positive_int
 
 __all__ = [
@@ -271,36 +270,7 @@ class QueryBudgetAccountant:
             ) from exc
 
     def _write_state(self, state: dict) -> None:
-        directory = os.path.dirname(os.path.abspath(self.state_path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".budget-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(state, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.state_path)  # atomic: readers see the old or the new state, never half
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        _fsync_directory(directory)  # make the rename itself durable
-
-
-def _fsync_directory(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory handles
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - file systems that refuse fsync on directories
-        pass
-    finally:
-        os.close(fd)
-
-    def __repr__(self) -> str:
-        return (f"QueryBudgetAccountant({self.composition}, total={self.total:g}, per_query={self.per_query:g}, "
-                f"answered={self._answered}/{self.max_queries})")
+        write_json_atomically(self.state_path, state)  # readers see the old or the new state, never half
 
 
 class UnlimitedAccountant:

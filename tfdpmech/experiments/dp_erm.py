@@ -317,7 +317,7 @@ def run_experiment(config: ExperimentConfig | None = None, *, log=print) -> dict
                             and r["epsilon"] == epsilon]
                     failed = sum(e["method"] == method and e["dataset"] == name and e["epsilon"] == epsilon
                                  for e in errors)
-                    log(f"[{name}] {method:15s} ε={epsilon if epsilon is not None else '-':<6} "
+                    log(f"[{name}] {method:15s} target ε={epsilon if epsilon is not None else '-':<6} "
                         + (f"acc={np.mean([r['accuracy'] for r in last]):.3f} " if last else "")
                         + f"({sum(r['seconds'] for r in last):.1f}s)" + (f" {failed} run(s) FAILED" if failed else ""))
     notes = {name: load_dataset(name, config)["note"] for name in config.datasets}
@@ -412,7 +412,7 @@ def main(argv=None) -> int:
     for method, reason in results["skipped"].items():
         print(f"\nskipped {method}: {reason}")
     for e in results["errors"]:
-        print(f"\nFAILED {e['dataset']} {e['method']} ε={e['epsilon']} seed={e['seed']}: {e['error']}")
+        print(f"\nFAILED {e['dataset']} {e['method']} target ε={e['epsilon']} seed={e['seed']}: {e['error']}")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "dp_erm_results.json"), "w") as fh:
         json.dump(results, fh, indent=2, default=float)

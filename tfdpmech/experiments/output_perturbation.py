@@ -193,7 +193,7 @@ def run_dataset(name: str, eps_grid, cfg, *, seed: int = 0, with_dpsgd: bool = T
                     "tfp_advantage": tfp(out["probs_in"], out["probs_out"]), "per": "training",
                     "guarantee": "proven (Poisson-RDP)", "noise_multiplier": out["noise_multiplier"],
                 })
-        log(f"[{name}] ε={eps:g} done ({time.time() - t0:.0f}s)")
+        log(f"[{name}] target ε={eps:g} done ({time.time() - t0:.0f}s)")
     return {"dataset": name, "n": n, "shadows": k, "epochs": epochs, "batch_size": batch, "num_classes": num_classes,
             "scaling": scaling, "bounds": bounds.to_dict(), "delta_dpsgd": delta, "rows": rows,
             "tf_privacy_mia": "run" if mia_available else TF_PRIVACY_MIA_HINT, "seconds": time.time() - t0}

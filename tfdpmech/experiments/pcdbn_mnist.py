@@ -98,8 +98,8 @@ def markdown(rows) -> str:
         provable = "— (non-private)" if nonpriv else _fmt(r["epsilon_provable"])
         lines.append(f"| {r['method']} | {'—' if nonpriv else r['epsilon_target']} | {100 * r['accuracy']:.2f}% | "
                      f"{claimed} | {provable} | {r['delta']:g} | {r['seconds']:.0f} |")
-    lines.append(f"| *paper anchor* pCDBN | 0.5 | 93.08% | 0.5 (per component) | — | 0 | 1476 (2,400 epochs, GPU) |")
-    lines.append(f"| *paper anchor* DP-SGD (pSGD) | 0.5 | 88.59% | 0.5 | — | unstated | 122 (25 epochs, GPU) |")
+    lines.append("| *paper anchor* pCDBN | 0.5 | 93.08% | 0.5 (per component) | — | 0 | 1476 (2,400 epochs, GPU) |")
+    lines.append("| *paper anchor* DP-SGD (pSGD) | 0.5 | 88.59% | 0.5 | — | unstated | 122 (25 epochs, GPU) |")
     return "\n".join(lines)
 
 
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
             rows.append(run_dpsgd(eps, data, quick=args.quick))
         except ImportError as exc:
             rows.append({"method": "DP-SGD", "epsilon_target": eps, "skipped": str(exc).splitlines()[0]})
-        print(f"done ε={eps}", flush=True)
+        print(f"done target ε={eps}", flush=True)
     table = markdown(rows)
     print(table)
     setting = ("mnist_sample: %d train / %d test; paper: 55,000 train, 10,000 test, 32/64 maps, 2,400 epochs"

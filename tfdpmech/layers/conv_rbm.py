@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from ..chebyshev import APPROXIMATIONS, approximation_alpha, check_degree, poly_eval

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")

@@ -32,7 +32,7 @@ from ..allocation import BudgetAllocation, get_allocation
 from ..callbacks import PrivacyBudget
 from ..layers import InputNoise, PerturbedBias
 from ..ledger import PrivacyLedger, Release
-from ..losses.taylor_cross_entropy import PHI2, TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
+from ..losses.taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
 from ..models import check_bounded_last_hidden, first_affine_layer
 from ..noise import laplace, make_rng, noise_fingerprint
 from ..validation import (

@@ -34,7 +34,7 @@ from typing import Sequence
 import keras
 import numpy as np
 
-from ..validation import check_choice, check_epsilon, check_positive_int
+from ..validation import check_choice, check_positive_int, check_positive_real
 
 __all__ = [
     "OutputPerturbationBounds",
@@ -146,10 +146,6 @@ class OutputPerturbationBounds:
             return cls.from_dict(json.load(fh))
 
 
-def _check_positive(value, name: str) -> float:
-    return check_epsilon(value, name)
-
-
 def bounds_from_architecture(layer_widths: Sequence[int], n_train: int, l2: float, *,
                              activation_bound: float = 1.0, input_bound: float = 1.0,
                              layer_maxima: Sequence[float] | None = None, lambda_convention: str = "paper",
@@ -181,16 +177,16 @@ def bounds_from_architecture(layer_widths: Sequence[int], n_train: int, l2: floa
     if widths[-1] < 2:
         raise ValueError(f"the output layer must have C >= 2 classes, got {widths[-1]}")
     n = check_positive_int(n_train, "n_train")
-    c = _check_positive(l2, "l2")
-    a_u = _check_positive(activation_bound, "activation_bound")
-    x0 = _check_positive(input_bound, "input_bound")
+    c = check_positive_real(l2, "l2")
+    a_u = check_positive_real(activation_bound, "activation_bound")
+    x0 = check_positive_real(input_bound, "input_bound")
     check_choice(lambda_convention, "lambda_convention", LAMBDA_CONVENTIONS)
     check_choice(sensitivity_mode, "sensitivity_mode", SENSITIVITY_MODES)
     layers_below_output = len(widths) - 1  # T: layers 0..T-1 feed the products of Eq. 21
     if layer_maxima is None:
         maxima = [x0] + [a_u] * (layers_below_output - 1)
     else:
-        maxima = [_check_positive(v, f"layer_maxima[{i}]") for i, v in enumerate(layer_maxima)]
+        maxima = [check_positive_real(v, f"layer_maxima[{i}]") for i, v in enumerate(layer_maxima)]
         if len(maxima) != layers_below_output:
             raise ValueError(
                 f"layer_maxima must give x_t for the {layers_below_output} layers below the output "
@@ -365,7 +361,7 @@ def compute_bounds(model, n_train: int, l2: float | None = None, *, input_bound:
         raise ValueError(f"the L2 coefficients differ between layers ({found}); use the same L2(c) on every Dense")
     c_model = found[0]
     if l2 is not None:
-        l2 = _check_positive(l2, "l2")
+        l2 = check_positive_real(l2, "l2")
         if not math.isclose(l2, c_model, rel_tol=1e-5):
             raise ValueError(
                 f"l2={l2} does not match the model's kernel_regularizer L2({c_model:g}); the bound must use the "
