@@ -58,8 +58,8 @@ class BoundedLRN(keras.layers.Layer):
 
     def call(self, inputs):
         # Eq. 22: h / max(h, D) with D = (q + α Σ h²)^β > 0 equals min(h / D, 1) for every h, and
-        # h / D is exactly TensorFlow's fused LRN op (window sum not divided by size), 4x faster
-        # than composing pow/max/div here.
+        # h / D is exactly TensorFlow's fused LRN op (window sum not divided by size); the paper CNN
+        # trained 1.75x faster with it than with pow/max/div composed here (784 -> 1371 examples/s).
         if inputs.shape.rank == 4 and inputs.dtype in (tf.float32, tf.float16):
             lrn = tf.nn.local_response_normalization(
                 inputs, depth_radius=self.size // 2, bias=self.q, alpha=self.alpha, beta=self.beta)
