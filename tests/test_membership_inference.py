@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+import zipfile
+
 import keras
 import numpy as np
 import pytest
 
+from tfdpmech.audit import tf_privacy_mia_addon
 from tfdpmech.audit import (
     ShadowModelAttack,
     accuracy_loss,
@@ -122,11 +126,32 @@ def test_tf_privacy_attacks_on_the_same_outputs():
     p_in = np.stack([conf_in, 1 - conf_in], 1)
     p_out = np.stack([conf_out, 1 - conf_out], 1)
     res = run_tf_privacy_attacks(p_in, p_out, np.zeros(200, int), np.zeros(200, int))
+    assert set(res) == {"THRESHOLD_ATTACK", "LOGISTIC_REGRESSION"}
     assert res["THRESHOLD_ATTACK"]["advantage"] > 0.5
+    assert res["THRESHOLD_ATTACK"]["auc"] > 0.95
+    # members and non-members from one distribution: nothing to find
+    same = np.stack([rng.uniform(0.4, 0.8, 400), np.zeros(400)], 1)
+    same[:, 1] = 1 - same[:, 0]
+    res = run_tf_privacy_attacks(same[:200], same[200:], np.zeros(200, int), np.zeros(200, int))
+    assert res["THRESHOLD_ATTACK"]["advantage"] < 0.2
 
 
-def test_tf_privacy_attacks_missing_module_message():
-    if tf_privacy_attacks_available():
-        pytest.skip("the attack module is installed here")
-    with pytest.raises(ImportError, match="privacy_tests"):
+def test_tf_privacy_attacks_missing_module_message(monkeypatch):
+    # None in sys.modules makes the import fail, as on a plain tensorflow-privacy 0.9.0 install
+    monkeypatch.setitem(sys.modules, "tensorflow_privacy.privacy.privacy_tests.membership_inference_attack", None)
+    assert not tf_privacy_attacks_available()
+    with pytest.raises(ImportError, match="tf_privacy_mia_addon"):
         run_tf_privacy_attacks(np.full((2, 2), 0.5), np.full((2, 2), 0.5), [0, 1], [0, 1])
+
+
+def test_mia_addon_refuses_a_wheel_with_another_hash(tmp_path, monkeypatch):
+    fake = tmp_path / "tensorflow_privacy-0.8.12-py3-none-any.whl"
+    with zipfile.ZipFile(fake, "w") as zf:
+        zf.writestr("tensorflow_privacy/privacy/privacy_tests/__init__.py", "")
+    site = tmp_path / "site" / "tensorflow_privacy" / "privacy"
+    site.mkdir(parents=True)
+    monkeypatch.setattr(tf_privacy_mia_addon, "_check_requirements", lambda: None)
+    monkeypatch.setattr(tf_privacy_mia_addon, "_privacy_dir", lambda: str(site))
+    with pytest.raises(ValueError, match="SHA-256"):
+        tf_privacy_mia_addon.install(str(fake), log=lambda s: None)
+    assert not (site / "privacy_tests").exists()
