@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--learning-rate", type=float, default=d.learning_rate)
     cmp.add_argument("--out", default=d.out, help="output directory")
     cmp.add_argument("--quiet", action="store_true", help="no per-epoch progress lines")
+    cmp.add_argument("--no-audit", action="store_true",
+                     help="skip tensorflow-privacy's membership-inference attacks after each run")
     sub.add_parser("methods", help="list the registered methods")
     exp = sub.add_parser("experiment", help="run one paper's experiment (pass --help after its name)",
                          description="Experiments that do not fit the image runner: " + ", ".join(EXPERIMENTS))
@@ -85,7 +87,8 @@ def main(argv=None) -> int:
         methods = available_default_methods(lambda text: print(f"tfdpmech: note: {text}", file=sys.stderr))
     config = CompareConfig(dataset=args.dataset, methods=methods, epsilons=args.epsilons, seeds=args.seeds,
                            epochs=args.epochs, batch_size=args.batch_size, model=args.model, delta=args.delta,
-                           learning_rate=args.learning_rate, out=args.out, verbose=0 if args.quiet else 1)
+                           learning_rate=args.learning_rate, out=args.out, verbose=0 if args.quiet else 1,
+                           audit=not args.no_audit)
     try:
         config.validate()
         check_writable(args.out)

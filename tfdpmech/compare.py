@@ -4,7 +4,12 @@ Each method is an entry of :data:`METHODS`; a new mechanism joins with one
 :func:`register_method` call. A method's ``prepare`` function does the private (once-only)
 work and returns a compiled model, its training dataset and its ledger; the runner then trains
 all methods the same way and measures the same things: test accuracy per epoch, claimed and
-provable ε, δ, wall time per epoch, examples/s and peak memory.
+provable ε, δ, wall time per epoch, examples/s, peak memory and, when tensorflow-privacy's
+attack code is installed, the membership-inference advantage of its threshold and
+logistic-regression attacks (members: private training records; non-members: the test set).
+
+Output perturbation (Lu et al.) trains without noise and privatises every answer: its ε is per
+query, not per training run, and the report says so.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ class CompareConfig:
     """What to run. Defaults fit the embedded MNIST sample on a 2-core CPU in under 10 minutes."""
 
     dataset: str = "mnist_sample"
-    methods: tuple = ("nonprivate", "dpsgd", "adlm", "ilm", "adlm_shared")
+    methods: tuple = ("nonprivate", "dpsgd", "adlm", "ilm", "adlm_shared", "outpert", "outpert_all_logits")
     epsilons: tuple = (0.25, 0.5, 1.0, 2.0, 8.0)
     seeds: tuple = (0, 1)
     epochs: int = 15
@@ -53,6 +58,7 @@ class CompareConfig:
     learning_rate: float = 5e-3
     out: str = "results"
     verbose: int = 1
+    audit: bool = True
 
     def validate(self) -> "CompareConfig":
         unknown = [m for m in self.methods if m not in METHODS]
@@ -77,7 +83,12 @@ class CompareConfig:
 
 @dataclasses.dataclass
 class Prepared:
-    """What a method hands to the runner: a compiled model, its data and its ledger."""
+    """What a method hands to the runner: a compiled model, its data and its ledger.
+
+    ``predict_proba`` (x → class probabilities) replaces ``softmax(model.predict(x))`` for
+    methods whose answers are privatised at query time; ``per`` is ``"training"`` (the ledger
+    covers the whole run) or ``"query"`` (the ledger covers one answered query).
+    """
 
     model: keras.Model
     train: tf.data.Dataset
@@ -85,6 +96,13 @@ class Prepared:
     callbacks: list = dataclasses.field(default_factory=list)
     preprocessing_seconds: float = 0.0
     noise_mode: str | None = None
+    predict_proba: Callable | None = None
+    per: str = "training"
+
+    def probabilities(self, x) -> np.ndarray:
+        if self.predict_proba is not None:
+            return np.asarray(self.predict_proba(x))
+        return tf.nn.softmax(self.model.predict(x, batch_size=1000, verbose=0)).numpy()
 
 
 @dataclasses.dataclass
@@ -185,6 +203,37 @@ def _dpsgd(ctx: Context, epsilon, seed) -> Prepared:
                     [dp.callback(verbose=0)], time.perf_counter() - start, dp.path)
 
 
+OUTPUT_PERTURBATION_L2 = 0.001  # Lu et al. Table 4
+
+
+def _output_perturbation(mechanism):
+    """Lu et al. Algorithm 1 (``single_neuron``) or the ``all_logits`` variant, Laplace noise, ε per query."""
+
+    def prepare(ctx: Context, epsilon, seed) -> Prepared:
+        from .mechanisms.output_perturbation import DPPredictor, compute_bounds, convexified_mlp
+        from .query_budget import QueryBudgetAccountant
+
+        start = time.perf_counter()
+        flat = ctx.x_private.reshape(len(ctx.x_private), -1)
+        model = convexified_mlp(flat.shape[1], ctx.num_classes, l2=OUTPUT_PERTURBATION_L2,
+                                learning_rate=ctx.config.learning_rate)
+        # the bounds read the architecture, the L2 coefficient and n, not the weights (Eq. 15, 18–21)
+        bounds = compute_bounds(model, n_train=len(flat))
+        predictor = DPPredictor(model, bounds, QueryBudgetAccountant(epsilon, max_queries=1), noise="laplace",
+                                mechanism=mechanism, seed=seed + 1)
+
+        def predict_proba(x):  # an evaluation harness: every row is one query at ε, not charged
+            with predictor.evaluation_mode():
+                return predictor.predict_proba(np.reshape(x, (len(x), -1)))
+
+        train = (tf.data.Dataset.from_tensor_slices((flat, ctx.y_private))
+                 .shuffle(len(flat), seed=seed).batch(ctx.config.batch_size))
+        return Prepared(model, train, PrivacyLedger([predictor.release(1)]), [], time.perf_counter() - start,
+                        f"{mechanism}/laplace", predict_proba, per="query")
+
+    return prepare
+
+
 register_method("nonprivate", _nonprivate, "no privacy: the AdLM model and Taylor loss with the noise off",
                 private=False)
 register_method("adlm", _noise_once(AdLM, "per_example_frozen"),
@@ -193,6 +242,12 @@ register_method("ilm", _noise_once(ILM, "per_example_frozen"),
                 "ILM, identical per-record noise drawn once (provable per-record bound)")
 register_method("adlm_shared", _noise_once(AdLM, "shared_frozen"),
                 "AdLM reproduction mode: one noise draw shared by all records (claimed only, none proven)")
+register_method("outpert", _output_perturbation("single_neuron"),
+                "Lu et al. Algorithm 1 (output perturbation, Laplace): convexified MLP trained without noise, one "
+                "noisy output neuron per query; ε per query, claimed only (spec A1–A2)")
+register_method("outpert_all_logits", _output_perturbation("all_logits"),
+                "output perturbation, Laplace noise on all logits: ε per query, proven only given the Δz_T "
+                "sensitivity bound (spec A1)")
 register_method("dpsgd", _dpsgd, "DP-SGD through tensorflow-privacy, σ calibrated to (ε, δ)",
                 requires=(("tensorflow_privacy", "pip install 'tfdpmech[dpsgd]' (needs TensorFlow 2.15)"),))
 
@@ -250,21 +305,26 @@ class PeakMemory:
 
 
 class EpochRecorder(keras.callbacks.Callback):
-    """Train time and clean test accuracy (argmax of the outputs) after every epoch."""
+    """Train time and test accuracy (argmax of ``scores(x_test)``) after every epoch."""
 
-    def __init__(self, x_test, labels, progress: Callable[[int, float], None] | None = None):
+    def __init__(self, x_test, labels, progress: Callable[[int, float], None] | None = None,
+                 scores: Callable | None = None):
         super().__init__()
         self.x_test, self.labels, self.progress = x_test, labels, progress
+        self.scores = scores
         self.seconds: list[float] = []
         self.accuracy: list[float] = []
+        self.non_finite: list[bool] = []  # NaN/inf in the test outputs: training diverged
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         self.seconds.append(time.perf_counter() - self._start)
-        pred = np.argmax(self.model.predict(self.x_test, batch_size=1000, verbose=0), axis=-1)
-        self.accuracy.append(float(np.mean(pred == self.labels)))
+        scores = self.scores or (lambda x: self.model.predict(x, batch_size=1000, verbose=0))
+        out = np.asarray(scores(self.x_test))
+        self.non_finite.append(not bool(np.isfinite(out).all()))
+        self.accuracy.append(float(np.mean(np.argmax(out, axis=-1) == self.labels)))
         if self.progress:
             self.progress(epoch + 1, self.accuracy[-1])
 
@@ -278,7 +338,7 @@ def _run_one(ctx: Context, method: Method, epsilon, seed, progress) -> dict:
     keras.utils.set_random_seed(seed)
     with PeakMemory() as memory:
         prepared = method.prepare(ctx, epsilon, seed)
-        recorder = EpochRecorder(ctx.x_test, np.argmax(ctx.y_test, axis=-1), progress)
+        recorder = EpochRecorder(ctx.x_test, np.argmax(ctx.y_test, axis=-1), progress, prepared.predict_proba)
         prepared.model.fit(prepared.train, epochs=cfg.epochs, verbose=0,
                            callbacks=[*prepared.callbacks, recorder])
     ledger = prepared.ledger
@@ -296,12 +356,41 @@ def _run_one(ctx: Context, method: Method, epsilon, seed, progress) -> dict:
         "ledger": None if ledger is None else ledger.to_dict(cfg.epochs),
         "test_accuracy": recorder.accuracy[-1],
         "test_accuracy_per_epoch": recorder.accuracy,
+        "diverged": recorder.non_finite[-1],
         "seconds_per_epoch": recorder.seconds,
         "examples_per_second": trained / float(np.mean(steady)),
         "preprocessing_seconds": prepared.preprocessing_seconds,
         "peak_memory_bytes": memory.peak_bytes,
         "peak_memory_kind": memory.kind,
+        "per": prepared.per,
+        "membership_inference": _audit(ctx, prepared) if cfg.audit and not recorder.non_finite[-1] else None,
     }
+
+
+def _audit_status(config: CompareConfig) -> str:
+    from .audit.membership_inference import TF_PRIVACY_MIA_HINT, tf_privacy_attacks_available
+
+    if not config.audit:
+        return "off (audit=False)"
+    return "run" if tf_privacy_attacks_available() else TF_PRIVACY_MIA_HINT
+
+
+def _audit(ctx: Context, prepared: Prepared) -> dict | None:
+    """tensorflow-privacy's threshold and logistic-regression attacks on the trained model's answers.
+
+    Members: the first ``len(x_test)`` private training records; non-members: the test set. None
+    when tensorflow-privacy's attack code is not installed (and, in the runner, when the model
+    diverged: NaN outputs have no membership signal to measure).
+    """
+    from .audit.membership_inference import run_tf_privacy_attacks, tf_privacy_attacks_available
+
+    if not tf_privacy_attacks_available():
+        return None
+    m = min(len(ctx.x_private), len(ctx.x_test))
+    attacks = run_tf_privacy_attacks(prepared.probabilities(ctx.x_private[:m]), prepared.probabilities(ctx.x_test),
+                                     ctx.y_private[:m], ctx.y_test)
+    return {"attacks": attacks, "advantage": max(a["advantage"] for a in attacks.values()),
+            "members": m, "non_members": len(ctx.x_test)}
 
 
 def build_context(config: CompareConfig) -> Context:
@@ -327,6 +416,9 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
     device = "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
     log(f"tfdpmech compare: {len(plan)} runs on {config.dataset} ({len(ctx.x_private)} private, "
         f"{len(ctx.x_public)} public, {len(ctx.x_test)} test records), model={config.model}, {device}")
+    audit = _audit_status(config)
+    if config.audit and audit != "run":
+        log(f"note: no membership-inference audit: {audit}")
     for i, (name, epsilon, seed) in enumerate(plan, 1):
         label = f"[{i}/{len(plan)}] {name}" + (f" target ε={epsilon:g}" if epsilon is not None else "") + f" seed={seed}"
 
@@ -347,6 +439,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
             "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
         },
         "data": {"private": len(ctx.x_private), "public": len(ctx.x_public), "test": len(ctx.x_test)},
+        "membership_inference": audit,
         "runs": runs,
         "total_seconds": time.perf_counter() - started,
     }

@@ -70,7 +70,15 @@ def summarize(results: dict) -> list[dict]:
             "preprocessing_seconds": float(np.mean([r["preprocessing_seconds"] for r in runs])),
             "peak_memory_mb": float(np.mean([r["peak_memory_bytes"] for r in runs])) / 2**20,
             "seeds": len(runs),
+            "diverged": sum(bool(r.get("diverged")) for r in runs),
+            "per": runs[0].get("per", "training"),
+            "conditional_on": sorted({rel["details"]["conditional_on"] for r in runs if r["ledger"]
+                                      for rel in r["ledger"]["releases"] if "conditional_on" in rel["details"]}),
+            "mia_advantage": _mean_std([(r.get("membership_inference") or {}).get("advantage") for r in runs])[0],
         })
+    baseline = [r["accuracy_mean"] for r in rows if not r["private"]]
+    for r in rows:  # accuracy loss = 1 − acc/acc_nonprivate (Lu et al. Eq. 31), against the non-private run
+        r["accuracy_loss"] = 1.0 - r["accuracy_mean"] / baseline[0] if baseline and baseline[0] > 0 else None
     rows.sort(key=lambda r: (r["method"], r["epsilon_target"] or math.inf))
     return rows
 
@@ -81,19 +89,25 @@ def _fmt(value, spec=".3g", none="–"):
 
 def markdown_table(rows: list[dict]) -> str:
     """The comparison table in Markdown (also printed to the terminal)."""
-    head = ("| method | target ε | claimed ε | provable ε | δ | test accuracy | s/epoch | examples/s "
-            "| preprocessing s | peak memory MB |")
+    head = ("| method | target ε | claimed ε | provable ε | δ | test accuracy | acc loss | MIA adv. | s/epoch "
+            "| examples/s | preprocessing s | peak memory MB |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
         if not r["private"]:
             claimed, provable = "∞ (no privacy)", "∞ (no privacy)"
         else:
-            claimed = _fmt(r["epsilon_claimed"]) + (" (reproduction)" if r["reproduction"] else "")
-            provable = NONE_PROVEN if r["epsilon_provable"] is None else _fmt(r["epsilon_provable"])
+            per = " per query" if r.get("per") == "query" else ""
+            claimed = _fmt(r["epsilon_claimed"]) + per + (" (reproduction)" if r["reproduction"] else "")
+            provable = NONE_PROVEN if r["epsilon_provable"] is None else _fmt(r["epsilon_provable"]) + per
+            if r["epsilon_provable"] is not None and r.get("conditional_on"):
+                provable += f" (given the {', '.join(r['conditional_on'])})"
         acc = f"{100 * r['accuracy_mean']:.2f} ± {100 * r['accuracy_std']:.2f} (n={r['seeds']})"
+        if r.get("diverged"):
+            acc += f" ({r['diverged']} diverged: NaN outputs)"
         lines.append(
             f"| {r['method']} | {_fmt(r['epsilon_target'])} | {claimed} | {provable} | {_fmt(r['delta'], '.0e')} "
-            f"| {acc} | {r['seconds_per_epoch']:.2f} | {r['examples_per_second']:.0f} "
+            f"| {acc} | {_fmt(r.get('accuracy_loss'), '.3f')} | {_fmt(r.get('mia_advantage'), '.3f')} "
+            f"| {r['seconds_per_epoch']:.2f} | {r['examples_per_second']:.0f} "
             f"| {r['preprocessing_seconds']:.1f} | {r['peak_memory_mb']:.0f} |"
         )
     return "\n".join(lines)
@@ -120,7 +134,9 @@ def _plot_accuracy_vs_epsilon(rows, path):
                 unproven.add(method)
                 continue
             x, y, e = map(np.array, zip(*pts))
-            ax.errorbar(x, 100 * y, yerr=100 * e, marker="o", capsize=3, label=method, color=f"C{i}")
+            per_query = any(r.get("per") == "query" for r in private if r["method"] == method)
+            ax.errorbar(x, 100 * y, yerr=100 * e, marker="s" if per_query else "o", ls=":" if per_query else "-",
+                        capsize=3, label=method + (" (ε per query)" if per_query else ""), color=f"C{i}")
         for r in baseline:
             ax.axhline(100 * r["accuracy_mean"], ls="--", color="gray", label=f"{r['method']} (no privacy)")
         ax.set_xscale("log")
@@ -189,8 +205,15 @@ def write_report(results: dict, out: str) -> dict[str, str]:
             fh.write(markdown_table(rows) + "\n\n")
             fh.write("Claimed ε is what the paper (or method) states; provable ε is what a correct argument "
                      "gives for one record (see each run's ledger in results.json). "
-                     "'none proven' means no per-record guarantee holds. Peak memory is the process's peak RSS "
-                     "on a CPU (TensorFlow included) and the allocator's peak on a GPU.\n\n")
+                     "'none proven' means no per-record guarantee holds. 'per query' marks output perturbation: "
+                     "it trains without noise and spends ε on every answered query, so its ε is not comparable to "
+                     "a training-run ε (which covers any number of queries). Accuracy loss is 1 − acc/acc of the "
+                     "non-private row (Lu et al. Eq. 31; the non-private row is the AdLM model with the noise off). "
+                     "MIA adv. is the larger TPR − FPR of tensorflow-privacy's threshold and logistic-regression "
+                     "attacks on the trained model's answers (members: private training records; non-members: the "
+                     f"test set; mean over seeds); '–' where the attack code is not installed "
+                     f"({results.get('membership_inference', 'not recorded')}). Peak memory is the process's peak "
+                     "RSS on a CPU (TensorFlow included) and the allocator's peak on a GPU.\n\n")
             for name, text in results["methods"].items():
                 fh.write(f"- **{name}**: {text}\n")
         _plot_accuracy_vs_epsilon(rows, os.path.join(tmp, "accuracy_vs_epsilon.png"))

@@ -59,7 +59,7 @@ def test_default_methods_skip_dpsgd_visibly_without_tensorflow_privacy(monkeypat
 
 
 def test_tiny_comparison_writes_the_four_files(tmp_path):
-    methods = "nonprivate,adlm,ilm,adlm_shared"
+    methods = "nonprivate,adlm,ilm,adlm_shared,outpert,outpert_all_logits"
     try:
         import tensorflow_privacy  # noqa: F401
         methods += ",dpsgd"
@@ -74,7 +74,7 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
         assert (out / name).stat().st_size > 0
     results = json.loads((out / "results.json").read_text())
     runs = results["runs"]
-    assert len(runs) == 1 + 3 * 2 + (2 if "dpsgd" in methods else 0)
+    assert len(runs) == 1 + 5 * 2 + (2 if "dpsgd" in methods else 0)
     by = {(r["method"], r["epsilon_target"]): r for r in runs}
     assert by[("adlm_shared", 1.0)]["epsilon_provable"] is None
     assert by[("adlm", 8.0)]["epsilon_provable"] > 0
@@ -83,5 +83,7 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
     for r in runs:
         assert len(r["test_accuracy_per_epoch"]) == 2 and 0 <= r["test_accuracy"] <= 1
         assert r["examples_per_second"] > 0 and r["peak_memory_bytes"] > 0
+    assert by[("outpert", 8.0)]["per"] == "query" and by[("outpert", 8.0)]["epsilon_provable"] is None
     table = (out / "results.md").read_text()
     assert "none proven" in table and "claimed ε" in table and "provable ε" in table
+    assert "8 per query (given the sensitivity bound)" in table

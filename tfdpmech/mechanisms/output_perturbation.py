@@ -178,7 +178,9 @@ class DPPredictor:
         return x
 
     # -- ledger ----------------------------------------------------------------------------------
-    def _record(self, k: int) -> None:
+    def release(self, k: int = 1) -> Release:
+        """The ledger entry for ``k`` answered queries (claimed and provable ε), without answering."""
+        k = check_positive_int(k, "k")
         eps_q = self.epsilon_query
         gaussian = self.noise == "gaussian"
         composition = self.accountant.composition
@@ -214,12 +216,15 @@ class DPPredictor:
                 f"as (ε, δ) by Dong–Roth–Su; proven ONLY GIVEN the sensitivity bound Δz_T={self.bounds.delta_z:.6g} "
                 f"({bound_name}), which is not itself proven for a full MLP (spec §7 A1)"
             )
-        self.ledger.record(Release(
+        return Release(
             component="query_answers", mechanism=f"output_perturbation/{self.mechanism}/{self.noise}",
             epsilon_claimed=claimed, epsilon_provable=provable, basis=basis, delta=delta,
             sensitivity=self.bounds.delta_z, noise_scale=self._layer.noise_scale,
             reproduction=self.mechanism == "single_neuron", details=details,
-        ))
+        )
+
+    def _record(self, k: int) -> None:
+        self.ledger.record(self.release(k))
 
     # -- answering ---------------------------------------------------------------------------
     def _answer(self, x: np.ndarray) -> np.ndarray:
