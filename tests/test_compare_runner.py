@@ -61,6 +61,8 @@ def test_membership_inference_audit(results):
         assert all(r["membership_inference"] is None for r in results["runs"])
         pytest.skip("tensorflow-privacy's attack code is not installed (see the note in the results)")
     assert results["membership_inference"] == "run"
+    floor = results["membership_inference_floor"]  # attacks on outputs with no membership signal
+    assert 0 < floor["mean"] <= floor["max"] < 0.1
     for run in results["runs"]:
         mia = run["membership_inference"]
         assert set(mia["attacks"]) == {"THRESHOLD_ATTACK", "LOGISTIC_REGRESSION"}

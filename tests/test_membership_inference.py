@@ -17,6 +17,7 @@ from tfdpmech.audit import (
     run_tf_privacy_attacks,
     shadow_attack_data,
     split_target_and_shadows,
+    tf_privacy_attack_floor,
     tf_privacy_attacks_available,
     theoretical_leakage,
 )
@@ -134,6 +135,18 @@ def test_tf_privacy_attacks_on_the_same_outputs():
     same[:, 1] = 1 - same[:, 0]
     res = run_tf_privacy_attacks(same[:200], same[200:], np.zeros(200, int), np.zeros(200, int))
     assert res["THRESHOLD_ATTACK"]["advantage"] < 0.2
+
+
+@pytest.mark.dpsgd
+def test_tf_privacy_attack_floor_shrinks_with_the_sample():
+    if not tf_privacy_attacks_available():
+        pytest.skip("tensorflow_privacy.privacy.privacy_tests is not installed")
+    small = tf_privacy_attack_floor(100, 100, 2, repeats=5, seed=0)
+    large = tf_privacy_attack_floor(2000, 2000, 10, repeats=3, seed=0)
+    assert 0.05 < small["mean"] < 0.3 and small["max"] >= small["mean"]  # no signal, still positive
+    assert 0 < large["mean"] < small["mean"] / 2
+    with pytest.raises(ValueError, match="num_classes"):
+        tf_privacy_attack_floor(10, 10, 1)
 
 
 def test_tf_privacy_attacks_missing_module_message(monkeypatch):

@@ -375,6 +375,17 @@ def _audit_status(config: CompareConfig) -> str:
     return "run" if tf_privacy_attacks_available() else TF_PRIVACY_MIA_HINT
 
 
+def _audit_members(ctx: Context) -> int:
+    return min(len(ctx.x_private), len(ctx.x_test))
+
+
+def _audit_floor(ctx: Context) -> dict:
+    """The attacks' advantage on outputs without membership signal, at the audit's sample sizes."""
+    from .audit.membership_inference import tf_privacy_attack_floor
+
+    return tf_privacy_attack_floor(_audit_members(ctx), len(ctx.x_test), ctx.num_classes)
+
+
 def _audit(ctx: Context, prepared: Prepared) -> dict | None:
     """tensorflow-privacy's threshold and logistic-regression attacks on the trained model's answers.
 
@@ -386,7 +397,7 @@ def _audit(ctx: Context, prepared: Prepared) -> dict | None:
 
     if not tf_privacy_attacks_available():
         return None
-    m = min(len(ctx.x_private), len(ctx.x_test))
+    m = _audit_members(ctx)
     attacks = run_tf_privacy_attacks(prepared.probabilities(ctx.x_private[:m]), prepared.probabilities(ctx.x_test),
                                      ctx.y_private[:m], ctx.y_test)
     return {"attacks": attacks, "advantage": max(a["advantage"] for a in attacks.values()),
@@ -440,6 +451,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
         },
         "data": {"private": len(ctx.x_private), "public": len(ctx.x_public), "test": len(ctx.x_test)},
         "membership_inference": audit,
+        "membership_inference_floor": _audit_floor(ctx) if audit == "run" else None,
         "runs": runs,
         "total_seconds": time.perf_counter() - started,
     }

@@ -182,6 +182,14 @@ def _plot_accuracy_vs_epoch(rows, path):
     plt.close(fig)
 
 
+def _audit_note(status: str | None, floor: dict | None) -> str:
+    if status == "run" and floor:
+        return (f"this run: the attacks ran; on random outputs of the same sizes, which carry no membership "
+                f"signal, they reach {floor['mean']:.3f} on average (max {floor['max']:.3f} over {floor['repeats']} "
+                "draws), so only values above that show leakage")
+    return f"this run: {status or 'not recorded'}"
+
+
 def write_report(results: dict, out: str) -> dict[str, str]:
     """Write results.json, results.md and the two plots into ``out``; all or nothing.
 
@@ -211,8 +219,9 @@ def write_report(results: dict, out: str) -> dict[str, str]:
                      "non-private row (Lu et al. Eq. 31; the non-private row is the AdLM model with the noise off). "
                      "MIA adv. is the larger TPR − FPR of tensorflow-privacy's threshold and logistic-regression "
                      "attacks on the trained model's answers (members: private training records; non-members: the "
-                     f"test set; mean over seeds); '–' where the attack code is not installed "
-                     f"({results.get('membership_inference', 'not recorded')}). Peak memory is the process's peak "
+                     "test set; mean over seeds); '–' for runs whose outputs are NaN (diverged) and where the "
+                     f"attack is off or not installed ({_audit_note(results.get('membership_inference'), results.get('membership_inference_floor'))}). "
+                     "Peak memory is the process's peak "
                      "RSS on a CPU (TensorFlow included) and the allocator's peak on a GPU.\n\n")
             for name, text in results["methods"].items():
                 fh.write(f"- **{name}**: {text}\n")

@@ -8,6 +8,7 @@ from .membership_inference import (
     run_tf_privacy_attacks,
     shadow_attack_data,
     split_target_and_shadows,
+    tf_privacy_attack_floor,
     tf_privacy_attacks_available,
     theoretical_leakage,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "run_tf_privacy_attacks",
     "shadow_attack_data",
     "split_target_and_shadows",
+    "tf_privacy_attack_floor",
     "tf_privacy_attacks_available",
     "theoretical_leakage",
 ]

@@ -36,6 +36,7 @@ __all__ = [
     "theoretical_leakage",
     "run_tf_privacy_attacks",
     "tf_privacy_attacks_available",
+    "tf_privacy_attack_floor",
     "TF_PRIVACY_MIA_HINT",
 ]
 
@@ -291,3 +292,27 @@ def run_tf_privacy_attacks(probs_train, probs_test, labels_train, labels_test,
         name = res.attack_type.name
         out[name] = {"advantage": float(res.get_attacker_advantage()), "auc": float(res.get_auc())}
     return out
+
+
+def tf_privacy_attack_floor(n_members: int, n_non_members: int, num_classes: int, *, repeats: int = 5,
+                            seed: int = 0) -> dict:
+    """The advantage tensorflow-privacy's attacks reach when there is no membership signal at all.
+
+    Their advantage is the best TPR − FPR over all thresholds, which is positive even for outputs
+    that carry no information; at a few hundred records that floor is ~0.1. This runs the same
+    attacks on random probability vectors (Dirichlet(1)) and random labels of the given sizes.
+
+    Returns:
+        ``{"mean": float, "max": float, "repeats": int}`` of the larger advantage of the attacks.
+    """
+    n_in = check_positive_int(n_members, "n_members")
+    n_out = check_positive_int(n_non_members, "n_non_members")
+    c = check_positive_int(num_classes, "num_classes", minimum=2)
+    rng = make_rng(seed)
+    adv = []
+    for _ in range(check_positive_int(repeats, "repeats")):
+        probs = rng.dirichlet(np.ones(c), size=n_in + n_out)
+        labels = rng.integers(0, c, n_in + n_out)
+        res = run_tf_privacy_attacks(probs[:n_in], probs[n_in:], labels[:n_in], labels[n_in:])
+        adv.append(max(r["advantage"] for r in res.values()))
+    return {"mean": float(np.mean(adv)), "max": float(np.max(adv)), "repeats": len(adv)}

@@ -41,6 +41,7 @@ from ..audit.membership_inference import (
     run_tf_privacy_attacks,
     shadow_attack_data,
     split_target_and_shadows,
+    tf_privacy_attack_floor,
     tf_privacy_attacks_available,
     TF_PRIVACY_MIA_HINT,
 )
@@ -196,7 +197,9 @@ def run_dataset(name: str, eps_grid, cfg, *, seed: int = 0, with_dpsgd: bool = T
         log(f"[{name}] target ε={eps:g} done ({time.time() - t0:.0f}s)")
     return {"dataset": name, "n": n, "shadows": k, "epochs": epochs, "batch_size": batch, "num_classes": num_classes,
             "scaling": scaling, "bounds": bounds.to_dict(), "delta_dpsgd": delta, "rows": rows,
-            "tf_privacy_mia": "run" if mia_available else TF_PRIVACY_MIA_HINT, "seconds": time.time() - t0}
+            "tf_privacy_mia": "run" if mia_available else TF_PRIVACY_MIA_HINT,
+            "tf_privacy_mia_floor": tf_privacy_attack_floor(n, n, num_classes) if mia_available else None,
+            "seconds": time.time() - t0}
 
 
 def markdown_table(results) -> str:
@@ -217,6 +220,12 @@ def markdown_table(results) -> str:
                 f"{claimed} | {prov} | {r['acc']:.4f} | {r['acc_loss']:.4f} | {r['priv_leak']:.4f} | "
                 f"{'n/a' if r['tfp_advantage'] is None else format(r['tfp_advantage'], '.4f')} |"
             )
+    for res in results:
+        floor = res.get("tf_privacy_mia_floor")
+        if floor:
+            lines.append(f"\n{res['dataset']}: tf-privacy's attacks reach {floor['mean']:.3f} on average (max "
+                         f"{floor['max']:.3f}, {floor['repeats']} draws) on random outputs of the same sizes "
+                         f"({res['n']} members, {res['n']} non-members), which carry no membership signal.")
     return "\n".join(lines)
 
 
