@@ -211,6 +211,7 @@ def write_report(results: dict, out: str) -> dict[str, str]:
             fh.write(f"TensorFlow {env['tensorflow']} on {env['device']} ({env['cpu_count']} CPUs); "
                      f"total {results['total_seconds']:.0f} s.\n\n")
             fh.write(markdown_table(rows) + "\n\n")
+            audit = _audit_note(results.get("membership_inference"), results.get("membership_inference_floor"))
             fh.write("Claimed ε is what the paper (or method) states; provable ε is what a correct argument "
                      "gives for one record (see each run's ledger in results.json). "
                      "'none proven' means no per-record guarantee holds. 'per query' marks output perturbation: "
@@ -220,9 +221,8 @@ def write_report(results: dict, out: str) -> dict[str, str]:
                      "MIA adv. is the larger TPR − FPR of tensorflow-privacy's threshold and logistic-regression "
                      "attacks on the trained model's answers (members: private training records; non-members: the "
                      "test set; mean over seeds); '–' for runs whose outputs are NaN (diverged) and where the "
-                     f"attack is off or not installed ({_audit_note(results.get('membership_inference'), results.get('membership_inference_floor'))}). "
-                     "Peak memory is the process's peak "
-                     "RSS on a CPU (TensorFlow included) and the allocator's peak on a GPU.\n\n")
+                     f"attack is off or not installed ({audit}). Peak memory is the process's peak RSS on a CPU "
+                     "(TensorFlow included) and the allocator's peak on a GPU.\n\n")
             for name, text in results["methods"].items():
                 fh.write(f"- **{name}**: {text}\n")
         _plot_accuracy_vs_epsilon(rows, os.path.join(tmp, "accuracy_vs_epsilon.png"))
