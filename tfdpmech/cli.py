@@ -79,8 +79,9 @@ def main(argv=None) -> int:
 
         return int(importlib.import_module(EXPERIMENTS[args.name]).main(args.args) or 0)
     if args.command == "methods":
+        width = max(map(len, METHODS))
         for name, method in METHODS.items():
-            print(f"{name:12s} {method.description}")
+            print(f"{name:{width}s}  {method.description}")
         return 0
     methods = args.methods
     if methods is None:

@@ -61,12 +61,7 @@ def _download(folder: str) -> str:
     wheels = [f for f in os.listdir(folder) if f.endswith(".whl")]
     if len(wheels) != 1:
         raise RuntimeError(f"expected one wheel from {' '.join(cmd)}, found {wheels}")
-    path = os.path.join(folder, wheels[0])
-    with open(path, "rb") as fh:
-        digest = hashlib.sha256(fh.read()).hexdigest()
-    if digest != WHEEL_SHA256:
-        raise RuntimeError(f"{wheels[0]} has SHA-256 {digest}, expected {WHEEL_SHA256}; not installing it")
-    return path
+    return os.path.join(folder, wheels[0])
 
 
 def install(wheel: str | None = None, log=print) -> str:
@@ -76,7 +71,11 @@ def install(wheel: str | None = None, log=print) -> str:
         wheel: a local copy of the wheel (its SHA-256 is checked); None downloads it with pip.
 
     Returns:
-        The folder the sub-package lives in. Does nothing when it is already importable.
+        The folder the sub-package lives in. Does nothing when it is already there.
+
+    Raises:
+        ValueError: the wheel's SHA-256 is not the pinned one (nothing is written).
+        RuntimeError: a requirement of the attack code or tensorflow-privacy itself is missing.
     """
     _check_requirements()
     target = os.path.join(_privacy_dir(), "privacy_tests")
@@ -84,20 +83,26 @@ def install(wheel: str | None = None, log=print) -> str:
         log(f"tensorflow-privacy's privacy_tests is already installed at {target}")
         return target
     with tempfile.TemporaryDirectory() as tmp:
-        if wheel is None:
-            wheel = _download(tmp)
-        else:
-            with open(wheel, "rb") as fh:
-                if hashlib.sha256(fh.read()).hexdigest() != WHEEL_SHA256:
-                    raise ValueError(f"wheel={wheel!r} is not the tensorflow-privacy 0.8.12 wheel (SHA-256 differs)")
-        staging = os.path.join(tmp, "unpacked")
+        wheel = wheel or _download(tmp)
+        with open(wheel, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        if digest != WHEEL_SHA256:
+            raise ValueError(f"wheel {wheel!r} has SHA-256 {digest}, not that of {WHEEL_REQUIREMENT} "
+                             f"({WHEEL_SHA256}); nothing installed")
         with zipfile.ZipFile(wheel) as zf:
             members = [m for m in zf.namelist() if m.startswith(SUBPACKAGE) and not m.endswith("/")]
-            zf.extractall(staging, members)
-        shutil.copytree(os.path.join(staging, SUBPACKAGE), target)
-    with open(os.path.join(target, MARKER), "w") as fh:
-        fh.write(f"Unpacked by tfdpmech.audit.tf_privacy_mia_addon from the PyPI wheel {WHEEL_REQUIREMENT} "
-                 f"(sha256 {WHEEL_SHA256}); the 0.9.0 wheel omits this sub-package. Remove this folder to undo.\n")
+            zf.extractall(os.path.join(tmp, "unpacked"), members)
+        # copy next to the target, then rename: an interrupted install leaves no half package behind
+        staging = tempfile.mkdtemp(prefix=".privacy_tests-", dir=os.path.dirname(target))
+        try:
+            shutil.copytree(os.path.join(tmp, "unpacked", SUBPACKAGE), staging, dirs_exist_ok=True)
+            with open(os.path.join(staging, MARKER), "w") as fh:
+                fh.write(f"Unpacked by tfdpmech.audit.tf_privacy_mia_addon from the PyPI wheel {WHEEL_REQUIREMENT} "
+                         f"(sha256 {WHEEL_SHA256}); the 0.9.0 wheel omits this sub-package. "
+                         "Remove this folder to undo.\n")
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     log(f"installed tensorflow-privacy 0.8.12's privacy_tests ({len(members)} files) into {target}")
     return target
 
