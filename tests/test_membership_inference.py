@@ -135,6 +135,10 @@ def test_tf_privacy_attacks_on_the_same_outputs():
     same[:, 1] = 1 - same[:, 0]
     res = run_tf_privacy_attacks(same[:200], same[200:], np.zeros(200, int), np.zeros(200, int))
     assert res["THRESHOLD_ATTACK"]["advantage"] < 0.2
+    with pytest.raises(ValueError, match="attack_types has unknown names \\['NOPE'\\]"):
+        run_tf_privacy_attacks(p_in, p_out, np.zeros(200, int), np.zeros(200, int), attack_types=("NOPE",))
+    with pytest.raises(TypeError, match="attack_types must be a sequence"):
+        run_tf_privacy_attacks(p_in, p_out, np.zeros(200, int), np.zeros(200, int), attack_types="THRESHOLD_ATTACK")
 
 
 @pytest.mark.dpsgd
@@ -167,4 +171,7 @@ def test_mia_addon_refuses_a_wheel_with_another_hash(tmp_path, monkeypatch):
     monkeypatch.setattr(tf_privacy_mia_addon, "_privacy_dir", lambda: str(site))
     with pytest.raises(ValueError, match="SHA-256"):
         tf_privacy_mia_addon.install(str(fake), log=lambda s: None)
+    assert not (site / "privacy_tests").exists()
+    with pytest.raises(ValueError, match="wheel=.*is not a file"):
+        tf_privacy_mia_addon.install(str(tmp_path / "missing.whl"), log=lambda s: None)
     assert not (site / "privacy_tests").exists()

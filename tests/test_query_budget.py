@@ -183,6 +183,11 @@ def test_all_logits_is_proven_given_the_named_bound(trained, noise):
         assert rel.epsilon_provable == pytest.approx(0.2)
     else:
         assert rel.delta == 1e-5 and rel.epsilon_provable == pytest.approx(gdp_epsilon(0.2, 1e-5))
+    # release(k) describes k queries without answering: the same entry the answered batch recorded
+    described = pred.release(2)
+    assert described == rel and len(pred.ledger) == 1 and acct.queries_answered == 2
+    with pytest.raises(ValueError, match="k must be"):
+        pred.release(0)
 
 
 def test_refused_query_computes_and_releases_nothing(trained):

@@ -333,12 +333,12 @@ def _steps_per_epoch(n: int, batch_size: int) -> int:
     return n // batch_size
 
 
-def _run_one(ctx: Context, method: Method, epsilon, seed, progress) -> dict:
+def _run_one(ctx: Context, method: Method, epsilon, seed, progress, audit: bool = False) -> dict:
     cfg = ctx.config
     keras.utils.set_random_seed(seed)
     with PeakMemory() as memory:
         prepared = method.prepare(ctx, epsilon, seed)
-        recorder = EpochRecorder(ctx.x_test, np.argmax(ctx.y_test, axis=-1), progress, prepared.predict_proba)
+        recorder = EpochRecorder(ctx.x_test, np.argmax(ctx.y_test, axis=-1), progress, prepared.probabilities)
         prepared.model.fit(prepared.train, epochs=cfg.epochs, verbose=0,
                            callbacks=[*prepared.callbacks, recorder])
     ledger = prepared.ledger
@@ -363,7 +363,7 @@ def _run_one(ctx: Context, method: Method, epsilon, seed, progress) -> dict:
         "peak_memory_bytes": memory.peak_bytes,
         "peak_memory_kind": memory.kind,
         "per": prepared.per,
-        "membership_inference": _audit(ctx, prepared) if cfg.audit and not recorder.non_finite[-1] else None,
+        "membership_inference": _audit(ctx, prepared) if audit and not recorder.non_finite[-1] else None,
     }
 
 
@@ -389,14 +389,12 @@ def _audit_floor(ctx: Context) -> dict:
 def _audit(ctx: Context, prepared: Prepared) -> dict | None:
     """tensorflow-privacy's threshold and logistic-regression attacks on the trained model's answers.
 
-    Members: the first ``len(x_test)`` private training records; non-members: the test set. None
-    when tensorflow-privacy's attack code is not installed (and, in the runner, when the model
-    diverged: NaN outputs have no membership signal to measure).
+    Members: the first ``len(x_test)`` private training records; non-members: the test set. The
+    runner calls it only when the attack code is installed and the model did not diverge (NaN
+    outputs have no membership signal to measure).
     """
-    from .audit.membership_inference import run_tf_privacy_attacks, tf_privacy_attacks_available
+    from .audit.membership_inference import run_tf_privacy_attacks
 
-    if not tf_privacy_attacks_available():
-        return None
     m = _audit_members(ctx)
     attacks = run_tf_privacy_attacks(prepared.probabilities(ctx.x_private[:m]), prepared.probabilities(ctx.x_test),
                                      ctx.y_private[:m], ctx.y_test)
@@ -441,7 +439,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 log(f"{label} epoch {epoch}/{config.epochs} test acc {acc:.4f} | elapsed {elapsed:.0f}s, "
                     f"~{eta:.0f}s left")
 
-        runs.append(_run_one(ctx, METHODS[name], epsilon, seed, progress))
+        runs.append(_run_one(ctx, METHODS[name], epsilon, seed, progress, audit=audit == "run"))
     return {
         "config": dataclasses.asdict(config),
         "methods": {m: METHODS[m].description for m in config.methods},

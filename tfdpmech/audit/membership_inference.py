@@ -277,11 +277,19 @@ def run_tf_privacy_attacks(probs_train, probs_test, labels_train, labels_test,
 
     Raises:
         ImportError: the ``privacy_tests`` module is missing (message says how to install it).
+        ValueError / TypeError: unknown attack names, or a string instead of a sequence of names.
     """
     mia, ds = _import_tf_privacy_mia()
     pin = _check_probs(probs_train, "probs_train")
     pout = _check_probs(probs_test, "probs_test")
-    types = [getattr(ds.AttackType, name) for name in attack_types]
+    if isinstance(attack_types, str):
+        raise TypeError(f"attack_types must be a sequence of names, got the string {attack_types!r}; "
+                        f"pass ({attack_types!r},)")
+    unknown = [name for name in attack_types if name not in ds.AttackType.__members__]
+    if unknown or not attack_types:
+        raise ValueError(f"attack_types has unknown names {unknown or '(none given)'}; choose from "
+                         f"{sorted(ds.AttackType.__members__)}")
+    types = [ds.AttackType[name] for name in attack_types]
     attack_input = ds.AttackInputData(
         probs_train=pin, probs_test=pout, labels_train=_labels(labels_train), labels_test=_labels(labels_test),
     )

@@ -77,6 +77,9 @@ def install(wheel: str | None = None, log=print) -> str:
         ValueError: the wheel's SHA-256 is not the pinned one (nothing is written).
         RuntimeError: a requirement of the attack code or tensorflow-privacy itself is missing.
     """
+    if wheel is not None and not os.path.isfile(wheel):
+        raise ValueError(f"wheel={wheel!r} is not a file; pass the path of tensorflow_privacy-0.8.12-py3-none-any.whl "
+                         "or leave it out to download it with pip")
     _check_requirements()
     target = os.path.join(_privacy_dir(), "privacy_tests")
     if os.path.isdir(target):
