@@ -14,7 +14,6 @@ import scipy.stats as st
 import tensorflow as tf
 
 from tfdpmech.noise import (
-    exponential_mechanism,
     gaussian,
     laplace,
     make_rng,
@@ -168,62 +167,6 @@ def test_tf_laplace_seeded_generators_reproduce_and_entropy_differs():
     c = tf_laplace((32,), 1.0, tf.random.Generator.from_non_deterministic_state()).numpy()
     d = tf_laplace((32,), 1.0, tf.random.Generator.from_non_deterministic_state()).numpy()
     assert not np.array_equal(c, d)
-
-
-# ------------------------------------------------------------------------------------------------
-# exponential mechanism
-# ------------------------------------------------------------------------------------------------
-
-
-def _frequencies(scores, eps, sens, seed, n=20_000):
-    rng = make_rng(seed)
-    picks = [exponential_mechanism(scores, eps, sens, rng) for _ in range(n)]
-    assert all(isinstance(p, int) for p in picks[:10])
-    return np.bincount(picks, minlength=len(scores))
-
-
-def _expected(scores, eps, sens):
-    p = np.exp(eps * np.asarray(scores, dtype=float) / (2.0 * sens))
-    return p / p.sum()
-
-
-def test_exponential_mechanism_frequencies():
-    scores = [0.0, 1.0, 2.0, 4.0]
-    n = 20_000
-    counts = _frequencies(scores, 1.0, 1.0, seed=11, n=n)
-    p = _expected(scores, 1.0, 1.0)
-    # hand check of the target: exp(s/2) = 1, 1.648721, 2.718282, 7.389056; sum 12.756059
-    np.testing.assert_allclose(p, [0.078394, 0.129250, 0.213097, 0.579259], atol=1e-6)
-    assert st.chisquare(counts, n * p).pvalue > P_OK
-    # power: without the factor 2 (exp(ε s/Δ)) the same counts are rejected
-    assert st.chisquare(counts, n * _expected(scores, 2.0, 1.0)).pvalue < P_BAD
-
-
-def test_exponential_mechanism_sensitivity_and_epsilon_enter_as_eps_over_2delta():
-    scores = [0.0, 1.0, 2.0, 4.0]
-    n = 20_000
-    counts = _frequencies(scores, 2.0, 4.0, seed=12, n=n)  # ε/(2Δ) = 1/4
-    assert st.chisquare(counts, n * _expected(scores, 2.0, 4.0)).pvalue > P_OK
-    assert st.chisquare(counts, n * _expected(scores, 1.0, 1.0)).pvalue < P_BAD
-
-
-def test_exponential_mechanism_huge_scores_do_not_overflow():
-    rng = make_rng(0)
-    assert {exponential_mechanism([0.0, 1e6, -1e6], 1.0, 1.0, rng) for _ in range(20)} == {1}
-    # equal scores: every index is possible
-    assert set(_frequencies([5.0, 5.0, 5.0], 1.0, 1.0, seed=1, n=300).nonzero()[0]) == {0, 1, 2}
-
-
-def test_exponential_mechanism_errors():
-    rng = make_rng(0)
-    with pytest.raises(ValueError, match="epsilon must be finite and > 0"):
-        exponential_mechanism([0.0, 1.0], 0.0, 1.0, rng)
-    with pytest.raises(ValueError, match="sensitivity must be > 0"):
-        exponential_mechanism([0.0, 1.0], 1.0, 0.0, rng)
-    with pytest.raises(ValueError, match="sensitivity must be > 0"):
-        exponential_mechanism([0.0, 1.0], 1.0, float("nan"), rng)
-    with pytest.raises(ValueError, match="scores contains 1 NaN"):
-        exponential_mechanism([0.0, np.nan], 1.0, 1.0, rng)
 
 
 # ------------------------------------------------------------------------------------------------

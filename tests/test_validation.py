@@ -327,10 +327,19 @@ def test_budget_split_bad_parts_and_total_name_the_argument():
 # ------------------------------------------------------------------------------------------------
 
 
-def test_privacy_leak_warning_is_a_user_warning():
-    assert issubclass(PrivacyLeakWarning, UserWarning)
+def test_privacy_leak_warning_is_shown():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.warn("bounds from data", PrivacyLeakWarning)
     assert caught and caught[0].category is PrivacyLeakWarning
+
+
+@pytest.mark.parametrize("silenced", [UserWarning, RuntimeWarning])
+def test_privacy_leak_warning_is_not_hidden_by_user_or_runtime_warning_filters(silenced):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=silenced)
+        warnings.warn("a user warning", silenced)
+        warnings.warn("bounds from data", PrivacyLeakWarning)
+    assert [w.category for w in caught] == [PrivacyLeakWarning]  # the other one was filtered, the leak was not
 

@@ -1,20 +1,23 @@
 """tfdpmech: noise-once differential-privacy mechanisms for Keras, next to DP-SGD.
 
 Every release is recorded in a :class:`PrivacyLedger` with the ε the paper claims and the ε a
-correct argument proves (or "none proven").
+correct argument proves (or "none proven"). The package map is in ``docs/architecture.md``.
 """
 
 from . import (
-    allocation, audit, callbacks, chebyshev, data, layers, ledger, losses, mechanisms, models, noise, query_budget,
+    accounting, allocation, audit, chebyshev, data, dpsgd, layers, losses, mechanisms, metrics, models, noise,
     relevance, validation,
 )
-from .callbacks import PrivacyBudget
+from .accounting import (
+    BudgetExhaustedError, BudgetStateError, PrivacyBudget, PrivacyLedger, QueryBudgetAccountant, Release,
+    format_epsilon,
+)
 from .layers import BatchMinMax, BoundedLRN, ConvRBM, InputNoise, NoisyOutputNeuron, PerturbedBias, UnitClip
-from .ledger import PrivacyLedger, Release, format_epsilon
-from .losses import ChebyshevEnergy, ConvexifiedCrossEntropy, FunctionalSoftmaxHead, TaylorCrossEntropy
-from .mechanisms import AdLM, ILM, DPPredictor, InputPerturbation, PrivateCDBN, PrivateData, compute_bounds
+from .losses import ConvexifiedCrossEntropy, FunctionalSoftmaxHead, TaylorCrossEntropy
+from .mechanisms import (
+    AdLM, ILM, ChebyshevEnergy, DPPredictor, InputPerturbation, PrivateCDBN, PrivateData, compute_bounds,
+)
 from .metrics import taylor_accuracy
-from .query_budget import BudgetExhaustedError, BudgetStateError, QueryBudgetAccountant
 from .validation import PrivacyLeakWarning
 
 __version__ = "0.1.0"
@@ -28,7 +31,7 @@ __all__ = [
     # accounting
     "PrivacyBudget", "PrivacyLedger", "Release", "format_epsilon", "QueryBudgetAccountant", "BudgetExhaustedError",
     "BudgetStateError", "PrivacyLeakWarning",
-    # modules
-    "allocation", "audit", "callbacks", "chebyshev", "data", "layers", "ledger", "losses", "mechanisms", "models",
-    "noise", "query_budget", "relevance", "validation",
+    # subpackages and modules
+    "accounting", "allocation", "audit", "chebyshev", "data", "dpsgd", "layers", "losses", "mechanisms", "metrics",
+    "models", "noise", "relevance", "validation",
 ]

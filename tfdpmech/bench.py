@@ -93,7 +93,7 @@ def bench_family(family: str, x, y, x_public, y_public, *, batch_size: int, step
     labels = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(n, seed=0).batch(batch_size, drop_remainder=True)
     record("nonprivate_standard", _throughput(model, labels, steps, batch_size))
     try:
-        from .baselines.dpsgd import DPSGD, supports_fast_clipping
+        from .dpsgd import DPSGD, supports_fast_clipping
     except ImportError as exc:  # pragma: no cover - Keras 3 stack
         out["dpsgd_skipped"] = str(exc)
     else:

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from . import data as data_module
 from . import models
-from .ledger import PrivacyLedger
+from .accounting.ledger import PrivacyLedger
 from .losses import TaylorCrossEntropy, taylor_coefficients
 from .mechanisms import AdLM, ILM
 from .validation import check_delta, check_epsilon, check_positive_int
@@ -192,7 +192,7 @@ def _noise_once(cls, noise_mode):
 
 
 def _dpsgd(ctx: Context, epsilon, seed) -> Prepared:
-    from .baselines.dpsgd import DPSGD
+    from .dpsgd import DPSGD
 
     start = time.perf_counter()
     cfg = ctx.config
@@ -210,8 +210,9 @@ def _output_perturbation(mechanism):
     """Lu et al. Algorithm 1 (``single_neuron``) or the ``all_logits`` variant, Laplace noise, ε per query."""
 
     def prepare(ctx: Context, epsilon, seed) -> Prepared:
-        from .mechanisms.output_perturbation import DPPredictor, compute_bounds, convexified_mlp
-        from .query_budget import QueryBudgetAccountant
+        from .mechanisms.output_perturbation import DPPredictor, compute_bounds
+        from .accounting.query_budget import QueryBudgetAccountant
+        from .models.convexified import convexified_mlp
 
         start = time.perf_counter()
         flat = ctx.x_private.reshape(len(ctx.x_private), -1)

@@ -16,13 +16,12 @@ import hashlib
 import numpy as np
 import tensorflow as tf
 
-from .validation import check_array, check_epsilon
+from .validation import check_array
 
 __all__ = [
     "make_rng",
     "laplace",
     "gaussian",
-    "exponential_mechanism",
     "tf_laplace",
     "noise_fingerprint",
 ]
@@ -59,23 +58,6 @@ def gaussian(sigma, shape, rng: np.random.Generator) -> np.ndarray:
     if np.any(sigma < 0):
         raise ValueError("sigma must be >= 0")
     return rng.normal(0.0, 1.0, size=shape) * sigma
-
-
-def exponential_mechanism(scores, epsilon, sensitivity, rng: np.random.Generator) -> int:
-    """Pick an index with probability ∝ exp(ε·score / (2·sensitivity)) (McSherry–Talwar).
-
-    Raises:
-        ValueError: bad ε, non-positive sensitivity or non-finite scores.
-    """
-    epsilon = check_epsilon(epsilon)
-    if not sensitivity > 0:
-        raise ValueError(f"sensitivity must be > 0, got {sensitivity}")
-    scores = check_array(scores, "scores").astype(np.float64)
-    logits = epsilon * scores / (2.0 * sensitivity)
-    logits -= logits.max()
-    p = np.exp(logits)
-    p /= p.sum()
-    return int(rng.choice(len(p), p=p))
 
 
 def tf_laplace(shape, scale, generator: tf.random.Generator, dtype=tf.float32) -> tf.Tensor:

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from .ledger import NONE_PROVEN
+from .accounting.ledger import NONE_PROVEN
 
 __all__ = ["summarize", "markdown_table", "write_report", "check_writable"]
 

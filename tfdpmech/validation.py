@@ -29,8 +29,13 @@ __all__ = [
 ]
 
 
-class PrivacyLeakWarning(UserWarning):
-    """Warned when a quantity that should be public is taken from the private data."""
+class PrivacyLeakWarning(Warning):
+    """Warned when a quantity that should be public is taken from the private data.
+
+    It derives from ``Warning`` directly, not from ``UserWarning`` or ``RuntimeWarning``, so the
+    common ``warnings.filterwarnings("ignore", category=UserWarning)`` (or numpy's
+    ``RuntimeWarning`` noise filters) do not hide a leak.
+    """
 
 
 def _describe(value) -> str:

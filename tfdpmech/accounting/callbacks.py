@@ -7,8 +7,8 @@ import math
 import keras
 import numpy as np
 
+from ..noise import noise_fingerprint
 from .ledger import PrivacyLedger, format_epsilon
-from .noise import noise_fingerprint
 
 __all__ = ["PrivacyBudget"]
 
@@ -25,7 +25,7 @@ class PrivacyBudget(keras.callbacks.Callback):
     if any of them changed at the end of an epoch (noise that must be drawn once was redrawn).
 
     Args:
-        ledger: the :class:`~tfdpmech.ledger.PrivacyLedger` of the mechanism.
+        ledger: the :class:`~tfdpmech.accounting.ledger.PrivacyLedger` of the mechanism.
         frozen_weights: variables that must not change during training.
         verbose: 1 prints one line per epoch with both ε values.
     """

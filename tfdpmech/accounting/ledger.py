@@ -17,7 +17,7 @@ from typing import Iterable
 
 from .atomic_file import write_json_atomically
 
-__all__ = ["Release", "PrivacyLedger", "format_epsilon"]
+__all__ = ["Release", "PrivacyLedger", "format_epsilon", "NONE_PROVEN"]
 
 NONE_PROVEN = "none proven"
 
@@ -98,7 +98,7 @@ class PrivacyLedger:
     def record(self, release: Release) -> Release:
         """Append a release and return it."""
         if not isinstance(release, Release):
-            raise TypeError(f"release must be a tfdpmech.ledger.Release, got {type(release).__name__}")
+            raise TypeError(f"release must be a tfdpmech.accounting.ledger.Release, got {type(release).__name__}")
         self._releases.append(release)
         return release
 

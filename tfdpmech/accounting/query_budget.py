@@ -29,8 +29,8 @@ import threading
 
 from scipy import optimize, stats
 
+from ..validation import check_choice, check_delta, check_epsilon, check_positive_int
 from .atomic_file import write_json_atomically
-from .validation import check_choice, check_delta, check_epsilon, check_positive_int
 
 __all__ = [
     "QueryBudgetAccountant",

@@ -10,7 +10,6 @@ from .membership_inference import (
     split_target_and_shadows,
     tf_privacy_attack_floor,
     tf_privacy_attacks_available,
-    theoretical_leakage,
 )
 
 __all__ = [
@@ -23,5 +22,4 @@ __all__ = [
     "split_target_and_shadows",
     "tf_privacy_attack_floor",
     "tf_privacy_attacks_available",
-    "theoretical_leakage",
 ]

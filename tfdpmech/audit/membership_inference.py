@@ -16,7 +16,6 @@ loss are reported raw (they can be negative; spec A16).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Callable, Sequence
 
 import keras
@@ -33,7 +32,6 @@ __all__ = [
     "ShadowModelAttack",
     "membership_advantage",
     "accuracy_loss",
-    "theoretical_leakage",
     "run_tf_privacy_attacks",
     "tf_privacy_attacks_available",
     "tf_privacy_attack_floor",
@@ -236,11 +234,6 @@ def accuracy_loss(acc_dp: float, acc_baseline: float) -> float:
     if not acc_baseline > 0:
         raise ValueError(f"acc_baseline must be > 0, got {acc_baseline}")
     return float(1.0 - acc_dp / acc_baseline)
-
-
-def theoretical_leakage(epsilon: float, baseline_leakage: float) -> float:
-    """Yeom et al.'s bound as plotted by Lu et al.: ``min(e^ε − 1, baseline leakage)``."""
-    return float(min(math.expm1(epsilon) if epsilon < 700 else math.inf, baseline_leakage))
 
 
 def _import_tf_privacy_mia():

@@ -1,29 +1,11 @@
-"""Baselines the mechanisms are compared with: DP-SGD through tensorflow-privacy.
+"""DP-SGD through tensorflow-privacy: the :class:`DPSGD` run and its training paths.
 
 Importing this package does not import tensorflow-privacy; using the DP-SGD API without it raises
-an ImportError that says ``pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)``.
+an ImportError that says ``pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)``. The accounting
+(ε ↔ noise multiplier) lives in :mod:`tfdpmech.accounting.dpsgd`.
 """
 
-from .dpsgd import (
-    DPSGD,
-    DPSGDBudget,
-    OPTIMIZERS,
-    PATHS,
-    dpsgd_steps,
-    epsilon_for_noise_multiplier,
-    fast_clipping_layers,
-    noise_multiplier_for_epsilon,
-    supports_fast_clipping,
-)
+from .dpsgd import DPSGD, OPTIMIZERS, DPSGDBudget
+from .paths import PATHS, fast_clipping_layers, supports_fast_clipping
 
-__all__ = [
-    "DPSGD",
-    "DPSGDBudget",
-    "OPTIMIZERS",
-    "PATHS",
-    "dpsgd_steps",
-    "epsilon_for_noise_multiplier",
-    "fast_clipping_layers",
-    "noise_multiplier_for_epsilon",
-    "supports_fast_clipping",
-]
+__all__ = ["DPSGD", "DPSGDBudget", "OPTIMIZERS", "PATHS", "fast_clipping_layers", "supports_fast_clipping"]

@@ -6,65 +6,15 @@ adds Gaussian noise N(0, σ²C²) and takes an optimizer step. This module train
 architecture that way with tensorflow-privacy 0.9.0 and calibrates the noise multiplier σ to a
 target ε with the library's own accounting.
 
-Accounting (``noise_multiplier_for_epsilon`` / ``epsilon_for_noise_multiplier``):
-    ``dp_accounting``'s RDP accountant (``dp_accounting.rdp.RdpAccountant``, default orders,
-    add-or-remove-one-example adjacency) composes ``steps = ceil(epochs · n / batch_size)`` Poisson
-    subsampled Gaussian mechanisms, each sampling every example with probability
-    ``q = batch_size / n``; the RDP bound is converted to (ε, δ). This is exactly
-    tensorflow-privacy's "ε assuming Poisson sampling" of
-    ``compute_dp_sgd_privacy_statement`` (the library's standard assumption). The smallest σ
-    with ε(σ) ≤ target is found with ``dp_accounting.calibrate_dp_mechanism`` (Brent's method;
-    ε is decreasing in σ), so the achieved ε never exceeds the target.
+Accounting: :mod:`tfdpmech.accounting.dpsgd` (``dp_accounting`` RDP, Poisson sampling). The
+ledger records the Poisson ε as *claimed* and the ε that holds for *any* data order as *provable*:
+the training pipeline (``tf.data`` shuffle + fixed-size batches, as in tensorflow-privacy's
+tutorials) does not sample by Poisson, and tensorflow-privacy states only that for shuffled data
+the actual ε "is believed" to be close to the Poisson value.
 
-    Sampling assumption: the guarantee is proven for Poisson sampling. The training pipeline
-    (``tf.data`` shuffle + fixed-size batches, as in tensorflow-privacy's tutorials) samples
-    differently; tensorflow-privacy states that for shuffled data the actual ε "is believed" to
-    be close to the Poisson value. The ledger therefore records the Poisson ε as *claimed* and
-    the ε that holds for *any* data order (no amplification by sampling, each example once per
-    epoch: ``epochs`` Gaussian mechanisms composed by RDP) as *provable*; the latter is also in
-    ``details["epsilon_any_order"]``.
-
-    With microbatches of more than one example (``num_microbatches < batch_size``) a
-    neighbouring dataset can change one microbatch's clipped mean gradient arbitrarily within
-    the clip ball, which doubles the sensitivity to 2C under add-or-remove adjacency; the
-    accounting then uses σ/2 (tensorflow-privacy's ``used_microbatching=True``; "How to DP-fy
-    ML", Ponomareva et al. 2023, Sec 5.6).
-
-Training paths (``path=``):
-    ``"fast_clipping"``: tensorflow-privacy's fast gradient clipping (``DPSequential`` /
-        ``DPModel`` with a ``LayerRegistry``): per-example gradient norms from one extra backward
-        pass (the "ghost norm" trick, Goodfellow 2015, arXiv:1510.01799), then the gradient of
-        the clip-weighted loss, with a standard Keras optimizer. Usable only when every layer with trainable weights is in the registry and
-        the model is a ``Sequential`` or functional model. tensorflow-privacy 0.9.0's default
-        registry (``layer_registry.make_default_layer_registry``) holds exactly two classes:
-        ``tf.keras.layers.Dense`` and ``tf.keras.layers.Embedding``. **Conv2D is not supported**
-        (nor BatchNormalization, LayerNormalization, EinsumDense, MultiHeadAttention: 0.9.0 ships
-        registry functions for the last three in ``registry_functions/`` but does not register
-        them by default). Layers without trainable weights (Flatten, pooling, activations,
-        Dropout, Reshape) do not matter. Lookup is by exact class, so a subclass of ``Dense``
-        is not supported.
-    ``"microbatch"``: the DP Keras optimizers (``DPKerasAdamOptimizer`` /
-        ``DPKerasSGDOptimizer``, built on the legacy Keras optimizers) with a per-example
-        (reduction ``NONE``) loss and ``num_microbatches = batch_size`` by default. Works for any
-        model (subclassed too) whose layers do not mix the examples of a batch. Cost warning:
-        the optimizer takes ``tape.jacobian`` of the batch's per-example losses, i.e. one
-        vectorized backward pass over the *whole batch* per example, so time and memory grow
-        with ``batch_size²``. Measured on 2 shared CPU cores: the 784-128-10 MLP at batch 250 is
-        40-57× slower than non-private training; the MNIST CNN (``standard_cnn``) runs 20-80 ex/s
-        at batch 25-50 (non-private: ~1500 ex/s) and at batch 250 exhausted 23 GB of memory.
-    ``"vectorized"``: tensorflow-privacy's ``DPSequential`` / ``DPModel`` without a layer registry:
-        per-example (per-microbatch) gradients from ``tf.vectorized_map`` over single examples,
-        clipped, summed and noised in the model's ``train_step`` with a standard optimizer. Any
-        layer works; linear cost in the batch size (``standard_cnn`` at batch 250: 0.25-0.5 of the
-        non-private speed). Needs a ``Sequential`` or functional model.
-    ``"auto"`` picks ``"fast_clipping"`` when :func:`supports_fast_clipping` holds, else
-        ``"vectorized"`` for Sequential/functional models, else ``"microbatch"``.
-
-Guards: the compiled model refuses (``tf.errors.InvalidArgumentError`` naming the fix) any batch
-that does not hold exactly ``batch_size`` examples and any optimizer step beyond the
-``steps`` the ε was computed for. Layers that mix the records of a batch in training
-(``BatchNormalization``, :class:`tfdpmech.layers.BatchMinMax`) are refused: per-example clipping
-does not bound their sensitivity.
+Training paths and model checks: :mod:`tfdpmech.dpsgd.paths` (``"auto"``, ``"fast_clipping"``,
+``"vectorized"``, ``"microbatch"``). The compiled model refuses any batch that does not hold
+exactly ``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for.
 
 Example:
     >>> dp = DPSGD(epsilon=1.0, delta=1e-5, batch_size=250, epochs=5, n=8000)
@@ -78,311 +28,44 @@ tensorflow-privacy is imported only when this API is used: ``import tfdpmech`` w
 
 from __future__ import annotations
 
-import functools
-import math
-import numbers
-
 import keras
 import numpy as np
 import tensorflow as tf
 
-from ..callbacks import PrivacyBudget
-from ..layers import BatchMinMax
-from ..ledger import PrivacyLedger, Release, format_epsilon
-from ..validation import (
-    check_batch_size, check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real,
+from ..accounting.callbacks import PrivacyBudget
+from ..accounting.dpsgd import (
+    ACCOUNTANT,
+    SAMPLING,
+    check_training_shape,
+    dpsgd_steps,
+    epsilon_after_steps,
+    epsilon_any_order,
+    epsilon_for_noise_multiplier,
+    noise_multiplier_for_epsilon,
+)
+from ..accounting.ledger import PrivacyLedger, Release, format_epsilon
+from ..validation import check_choice, check_epsilon, check_positive_int, check_positive_real
+from .paths import (
+    PATHS,
+    check_logits,
+    check_model,
+    fast_clipping_layers,
+    rebuildable,
+    require_tf_privacy,
+    supports_fast_clipping,
 )
 
-__all__ = [
-    "PATHS",
-    "OPTIMIZERS",
-    "INSTALL_HINT",
-    "DPSGD",
-    "DPSGDBudget",
-    "noise_multiplier_for_epsilon",
-    "epsilon_for_noise_multiplier",
-    "dpsgd_steps",
-    "supports_fast_clipping",
-    "fast_clipping_layers",
-]
+__all__ = ["OPTIMIZERS", "DPSGD", "DPSGDBudget"]
 
-PATHS = ("auto", "fast_clipping", "vectorized", "microbatch")
 OPTIMIZERS = ("adam", "sgd")
 DEFAULT_LEARNING_RATES = {"adam": 1e-3, "sgd": 0.1}
-INSTALL_HINT = "pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)"
-
-ACCOUNTANT = "dp_accounting RDP accountant (add-or-remove-one adjacency)"
-SAMPLING = "Poisson subsampling with q = batch_size / n"
-
-
-# --------------------------------------------------------------------------------------------
-# Optional dependencies, imported on use
-# --------------------------------------------------------------------------------------------
-def _require_dp_accounting():
-    try:
-        import dp_accounting
-    except Exception as exc:  # ImportError, or a broken install
-        raise ImportError(f"DP-SGD accounting needs dp-accounting: {INSTALL_HINT}") from exc
-    return dp_accounting
-
-
-def _require_tf_privacy():
-    """Import tensorflow-privacy's pieces; one-line ImportError when it is missing or broken."""
-    try:
-        from tensorflow_privacy.privacy.fast_gradient_clipping import gradient_clipping_utils
-        from tensorflow_privacy.privacy.fast_gradient_clipping import layer_registry
-        from tensorflow_privacy.privacy.keras_models import dp_keras_model
-        from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras
-    except Exception as exc:  # tensorflow-privacy raises non-ImportErrors on Keras 3
-        raise ImportError(f"the DP-SGD baseline needs tensorflow-privacy: {INSTALL_HINT}") from exc
-    return gradient_clipping_utils, layer_registry, dp_keras_model, dp_optimizer_keras
-
-
-# --------------------------------------------------------------------------------------------
-# Accounting
-# --------------------------------------------------------------------------------------------
-def _check_training_shape(delta, n, batch_size, epochs):
-    delta = check_delta(delta)
-    n = check_positive_int(n, "n")
-    batch_size = check_batch_size(batch_size, n=n)
-    epochs = check_positive_int(epochs, "epochs")
-    return delta, n, batch_size, epochs
-
-
-def dpsgd_steps(n: int, batch_size: int, epochs: int) -> int:
-    """Number of DP-SGD steps the accounting covers: ``ceil(epochs · n / batch_size)``.
-
-    Training with ``drop_remainder=True`` batches runs ``epochs · floor(n / batch_size)`` steps,
-    never more.
-    """
-    n = check_positive_int(n, "n")
-    batch_size = check_batch_size(batch_size, n=n)
-    epochs = check_positive_int(epochs, "epochs")
-    return -(-epochs * n // batch_size)  # exact integer ceil (no float rounding)
-
-
-def _dpsgd_event(dp_accounting, noise_multiplier, q, steps):
-    return dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(noise_multiplier)), steps
-    )
-
-
-def _rdp_epsilon(dp_accounting, noise_multiplier, q, steps, delta) -> float:
-    return _rdp_epsilon_cached(float(noise_multiplier), float(q), int(steps), float(delta))
-
-
-@functools.lru_cache(maxsize=1024)
-def _rdp_epsilon_cached(noise_multiplier: float, q: float, steps: int, delta: float) -> float:
-    # Pure function of its arguments; cached because each evaluation costs ~0.1 s (160 RDP orders).
-    dp_accounting = _require_dp_accounting()
-    accountant = dp_accounting.rdp.RdpAccountant()
-    accountant.compose(_dpsgd_event(dp_accounting, noise_multiplier, q, steps))
-    return float(accountant.get_epsilon(delta))
-
-
-def epsilon_for_noise_multiplier(noise_multiplier: float, delta: float, n: int, batch_size: int, epochs: int,
-                                 *, used_microbatching: bool = False) -> float:
-    """ε of DP-SGD with noise multiplier σ after ``epochs`` epochs (RDP, Poisson sampling).
-
-    Args:
-        noise_multiplier: σ, the noise standard deviation divided by the clipping norm (>= 0).
-        delta: δ ∈ (0, 1).
-        n: number of training examples.
-        batch_size: examples per step (expected batch size of the Poisson sampling).
-        epochs: passes over the data; ``steps = ceil(epochs · n / batch_size)``.
-        used_microbatching: microbatches hold more than one example (sensitivity 2C: σ/2 is
-            accounted).
-
-    Returns:
-        ε (``inf`` for σ = 0). Equals tensorflow-privacy's "ε assuming Poisson sampling" of
-        ``compute_dp_sgd_privacy_statement`` for the same inputs.
-
-    Raises:
-        ImportError: dp-accounting is not installed.
-        ValueError / TypeError: invalid inputs (δ ∉ (0, 1), n <= 0, batch_size > n, ...).
-    """
-    if isinstance(noise_multiplier, bool) or not isinstance(noise_multiplier, numbers.Real):
-        raise TypeError(f"noise_multiplier must be a real number >= 0, got {noise_multiplier!r}")
-    sigma = float(noise_multiplier)
-    if not (math.isfinite(sigma) and sigma >= 0):
-        raise ValueError(f"noise_multiplier must be finite and >= 0, got {sigma}")
-    delta, n, batch_size, epochs = _check_training_shape(delta, n, batch_size, epochs)
-    dp_accounting = _require_dp_accounting()
-    if sigma == 0:
-        return math.inf
-    effective = sigma / 2 if used_microbatching else sigma
-    return _rdp_epsilon(dp_accounting, effective, batch_size / n, dpsgd_steps(n, batch_size, epochs), delta)
-
-
-def noise_multiplier_for_epsilon(epsilon: float, delta: float, n: int, batch_size: int, epochs: int,
-                                 *, used_microbatching: bool = False, tol: float = 1e-6) -> float:
-    """Smallest noise multiplier σ whose DP-SGD run meets (ε, δ) (RDP accountant, Poisson sampling).
-
-    Brackets the root of ``ε(σ) − ε_target`` by doubling/halving from σ = 1 and calls
-    ``dp_accounting.calibrate_dp_mechanism``, which returns σ within ``tol`` of the optimum
-    with ``ε(σ) <= ε_target`` guaranteed.
-
-    Args:
-        epsilon: target ε > 0.
-        delta, n, batch_size, epochs, used_microbatching: as for :func:`epsilon_for_noise_multiplier`.
-        tol: absolute tolerance on σ.
-
-    Returns:
-        σ > 0 with ``epsilon_for_noise_multiplier(σ, ...) <= epsilon``.
-
-    Raises:
-        ImportError: dp-accounting is not installed.
-        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), n <= 0, epochs <= 0, batch_size > n.
-    """
-    epsilon = check_epsilon(epsilon)
-    delta, n, batch_size, epochs = _check_training_shape(delta, n, batch_size, epochs)
-    if not (isinstance(tol, numbers.Real) and 0 < tol < 1):
-        raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
-    _require_dp_accounting()
-    return _calibrate(epsilon, delta, n, batch_size, epochs, bool(used_microbatching), float(tol))
-
-
-@functools.lru_cache(maxsize=256)
-def _calibrate(epsilon, delta, n, batch_size, epochs, used_microbatching, tol) -> float:
-    dp_accounting = _require_dp_accounting()
-    q = batch_size / n
-    steps = dpsgd_steps(n, batch_size, epochs)
-    factor = 2.0 if used_microbatching else 1.0  # accounted σ_eff = σ / factor
-
-    def eps_of(sigma_eff):
-        return _rdp_epsilon(dp_accounting, sigma_eff, q, steps, delta)
-
-    # Bracket [lo, hi] with eps_of(lo) > epsilon >= eps_of(hi); ε(σ) is decreasing.
-    lo, hi = 1.0, 1.0
-    if eps_of(hi) > epsilon:
-        previous = eps_of(hi)
-        for _ in range(60):
-            lo, hi = hi, hi * 2.0
-            try:
-                current = eps_of(hi)
-            except ValueError:  # dp_accounting's numerics break down at huge σ
-                current = previous
-            if current <= epsilon:
-                break
-            if current >= previous * 0.99:  # the RDP bound has levelled off above the target
-                raise ValueError(
-                    f"epsilon={epsilon:g} cannot be certified with delta={delta:g} by the RDP accountant for "
-                    f"{steps} steps (ε levels off at {current:.4g}); raise epsilon or delta, or train fewer epochs"
-                )
-            previous = current
-        else:  # pragma: no cover - needs an absurdly small ε
-            raise ValueError(f"no noise multiplier <= {hi:g} reaches epsilon={epsilon:g}; the target is too small")
-    else:
-        for _ in range(60):
-            lo = lo / 2.0
-            if eps_of(lo) > epsilon:
-                break
-            hi = lo
-        else:  # ε is so large that almost no noise is needed
-            return hi * factor
-    sigma_eff = dp_accounting.calibrate_dp_mechanism(
-        dp_accounting.rdp.RdpAccountant,
-        lambda s: _dpsgd_event(dp_accounting, s, q, steps),
-        epsilon,
-        delta,
-        dp_accounting.ExplicitBracketInterval(lo, hi),
-        tol=min(tol, lo / 2) if lo > 0 else tol,
-    )
-    sigma_eff = float(sigma_eff)
-    if eps_of(sigma_eff) > epsilon:  # belt and braces: never hand out a σ above budget
-        sigma_eff = hi
-    return sigma_eff * factor
-
-
-# --------------------------------------------------------------------------------------------
-# Model checks
-# --------------------------------------------------------------------------------------------
-def _iter_layers(model):
-    for layer in model.layers:
-        yield layer
-        if isinstance(layer, keras.Model):
-            yield from _iter_layers(layer)
-
-
-def _check_model(model) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"model must be a keras.Model (or a builder returning one), got {type(model).__name__}")
-    if not model.built:
-        raise ValueError(
-            f"model {model.name!r} is not built, so its trainable layers cannot be checked; start it with "
-            "keras.Input(shape) or call model.build(input_shape) first"
-        )
-    if not model.trainable_variables:
-        raise ValueError(f"model {model.name!r} has no trainable variables; nothing to train with DP-SGD")
-    for layer in _iter_layers(model):
-        if isinstance(layer, BatchMinMax) or (isinstance(layer, keras.layers.BatchNormalization) and layer.trainable):
-            raise ValueError(
-                f"layer {layer.name!r} ({type(layer).__name__}) mixes the examples of a batch in training, so "
-                "per-example clipping does not bound its sensitivity and DP-SGD would not be private; remove it "
-                "(tfdpmech.models.standard_cnn / standard_mlp use standard per-example layers only) or use "
-                "LayerNormalization / GroupNormalization"
-            )
-
-
-def _check_logits(model) -> None:
-    last = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)][-1]
-    activation = getattr(getattr(last, "activation", None), "__name__", None)
-    if isinstance(last, keras.layers.Softmax) or activation in ("softmax", "sigmoid"):
-        raise ValueError(
-            f"model {model.name!r} ends with a {activation or 'softmax'} output, but the default loss expects logits "
-            "(from_logits=True); remove the final activation or pass loss= explicitly"
-        )
-
-
-def _rebuildable(model) -> bool:
-    """A Sequential or functional model (layers and graph known), which DPSequential / DPModel can wrap."""
-    return isinstance(model, keras.Sequential) or bool(getattr(model, "_is_graph_network", False))
-
-
-def fast_clipping_layers(model, layer_registry=None) -> list[str]:
-    """Names of the layers with trainable weights that the fast-clipping registry does not support.
-
-    Empty when every trainable layer is registered. Nested models are listed as a whole (the
-    library does not look inside them).
-
-    Raises:
-        ImportError: tensorflow-privacy is missing.
-    """
-    _, lr, _, _ = _require_tf_privacy()
-    registry = layer_registry if layer_registry is not None else lr.make_default_layer_registry()
-    return [f"{layer.name} ({type(layer).__name__})" for layer in model.layers
-            if layer.trainable_variables and not registry.is_elem(layer)]
-
-
-def supports_fast_clipping(model, layer_registry=None) -> bool:
-    """True when tensorflow-privacy's fast gradient clipping applies to ``model``.
-
-    Mirrors the library's own test in ``DPModel.__init__``: the model has an internal compute
-    graph (``Sequential`` or functional, not subclassed) and every layer with trainable weights
-    is in the registry (0.9.0 default: ``Dense`` and ``Embedding`` only; Conv2D is not).
-
-    Args:
-        model: a built ``keras.Model``.
-        layer_registry: a ``tensorflow_privacy`` ``LayerRegistry``; the default registry if None.
-
-    Raises:
-        ImportError: tensorflow-privacy is missing.
-    """
-    gcu, lr, _, _ = _require_tf_privacy()
-    registry = layer_registry if layer_registry is not None else lr.make_default_layer_registry()
-    return bool(
-        isinstance(model, keras.Model)
-        and model.built
-        and gcu.has_internal_compute_graph(model)
-        and gcu.all_trainable_layers_are_registered(model, registry)
-    )
 
 
 # --------------------------------------------------------------------------------------------
 # Callback
 # --------------------------------------------------------------------------------------------
 class DPSGDBudget(PrivacyBudget):
-    """:class:`~tfdpmech.callbacks.PrivacyBudget` that also logs the DP-SGD ε spent so far.
+    """:class:`~tfdpmech.accounting.callbacks.PrivacyBudget` that also logs the DP-SGD ε spent so far.
 
     ``epsilon_claimed`` / ``epsilon_provable`` are the ledger totals (the full planned run).
     ``dpsgd_epsilon_spent`` is the Poisson-RDP ε of the optimizer steps taken so far, which
@@ -418,15 +101,15 @@ class DPSGD:
         l2_norm_clip: per-example (per-microbatch) gradient clipping norm C.
         learning_rate: optimizer step size; None means 1e-3 for Adam and 0.1 for SGD.
         optimizer: ``"adam"`` or ``"sgd"``.
-        path: ``"auto"``, ``"fast_clipping"``, ``"vectorized"`` or ``"microbatch"`` (see the module
-            docstring).
+        path: ``"auto"``, ``"fast_clipping"``, ``"vectorized"`` or ``"microbatch"`` (see
+            :mod:`tfdpmech.dpsgd.paths`).
         num_microbatches: None (one example per microbatch, the default) or a divisor of
             ``batch_size``; microbatches larger than one example double the accounted sensitivity.
         layer_registry: a tensorflow-privacy ``LayerRegistry`` for fast clipping (default registry
             if None).
         use_xla: compile the ``DPModel`` train step (fast_clipping / vectorized) with XLA; on CPU
             this was slower for the MLP, hence off by default.
-        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into (a new one if None).
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one if None).
 
     Attributes:
         noise_multiplier: σ, the smallest multiplier meeting the target ε.
@@ -448,7 +131,7 @@ class DPSGD:
                  path: str = "auto", num_microbatches: int | None = None, layer_registry=None,
                  use_xla: bool = False, ledger: PrivacyLedger | None = None):
         self.epsilon = check_epsilon(epsilon)
-        self.delta, self.n, self.batch_size, self.epochs = _check_training_shape(delta, n, batch_size, epochs)
+        self.delta, self.n, self.batch_size, self.epochs = check_training_shape(delta, n, batch_size, epochs)
         self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
         self.optimizer_name = check_choice(optimizer, "optimizer", OPTIMIZERS)
         self.learning_rate = (DEFAULT_LEARNING_RATES[self.optimizer_name] if learning_rate is None
@@ -471,7 +154,7 @@ class DPSGD:
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         self.layer_registry = layer_registry
         self.use_xla = bool(use_xla)
-        _require_tf_privacy()  # fail here, not half-way through compile
+        require_tf_privacy()  # fail here, not half-way through compile
 
         self.steps = dpsgd_steps(self.n, self.batch_size, self.epochs)
         self.sampling_probability = self.batch_size / self.n
@@ -489,23 +172,13 @@ class DPSGD:
     # -- accounting helpers ------------------------------------------------------------------
     def epsilon_after_steps(self, steps: int) -> float:
         """Poisson-RDP ε after ``steps`` optimizer steps with this run's σ, q and δ (0 for 0 steps)."""
-        steps = int(steps)
-        if steps <= 0:
-            return 0.0
-        dp_accounting = _require_dp_accounting()
-        sigma = self.noise_multiplier / 2 if self.used_microbatching else self.noise_multiplier
-        return _rdp_epsilon(dp_accounting, sigma, self.sampling_probability, steps, self.delta)
+        return epsilon_after_steps(self.noise_multiplier, self.delta, self.sampling_probability, steps,
+                                   used_microbatching=self.used_microbatching)
 
     def _epsilon_any_order(self) -> float:
-        if self._eps_any_order is not None:
-            return self._eps_any_order
-        # Each example is used once per epoch whatever the order: compose `epochs` Gaussian
-        # mechanisms without amplification (tensorflow-privacy's "each example occurring once per epoch").
-        dp_accounting = _require_dp_accounting()
-        sigma = self.noise_multiplier / 2 if self.used_microbatching else self.noise_multiplier
-        accountant = dp_accounting.rdp.RdpAccountant()
-        accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(sigma), self.epochs))
-        self._eps_any_order = float(accountant.get_epsilon(self.delta))
+        if self._eps_any_order is None:
+            self._eps_any_order = epsilon_any_order(self.noise_multiplier, self.delta, self.epochs,
+                                                    used_microbatching=self.used_microbatching)
         return self._eps_any_order
 
     # -- model preparation -------------------------------------------------------------------
@@ -513,7 +186,7 @@ class DPSGD:
         if self.requested_path == "microbatch":
             return "microbatch"
         if self.requested_path == "vectorized":
-            if not _rebuildable(model):
+            if not rebuildable(model):
                 raise ValueError(
                     f"path='vectorized' needs a Sequential or functional model, got {type(model).__name__} "
                     f"{model.name!r}; use path='microbatch'"
@@ -532,7 +205,7 @@ class DPSGD:
             )
         # The DP Keras optimizers cost batch_size**2 (measured: out of memory for the MNIST CNN at
         # batch 250); DPModel's vectorized per-example gradients compute the same clipped sum linearly.
-        return "vectorized" if _rebuildable(model) else "microbatch"
+        return "vectorized" if rebuildable(model) else "microbatch"
 
     def _loss(self, loss, reduction: str):
         if loss is None:
@@ -638,10 +311,10 @@ class DPSGD:
             )
         if not isinstance(model, keras.Model) and callable(model):
             model = model()
-        _check_model(model)
+        check_model(model)
         if loss is None:
-            _check_logits(model)
-        _, lr, dp_keras_model, dp_optimizer_keras = _require_tf_privacy()
+            check_logits(model)
+        _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
         self.path = self._resolve_path(model)
         if self.path in ("fast_clipping", "vectorized"):
             model = self._dp_model(model, dp_keras_model, lr)
@@ -724,7 +397,7 @@ class DPSGD:
         return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     def callback(self, verbose: int = 1) -> DPSGDBudget:
-        """A :class:`~tfdpmech.callbacks.PrivacyBudget` over this run's ledger (plus ε spent so far)."""
+        """A :class:`~tfdpmech.accounting.callbacks.PrivacyBudget` over this run's ledger (plus ε spent so far)."""
         return DPSGDBudget(self, verbose=verbose)
 
     def __repr__(self) -> str:

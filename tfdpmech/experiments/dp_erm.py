@@ -11,7 +11,7 @@ Methods (each on the same split, the same clipped features and the same test set
   ``tensorflow_privacy.privacy.logistic_regression.multinomial_logistic``). Its ε is claimed: the
   proof needs the exact minimiser, the library runs mini-batch SGD for a few epochs, takes ζ = R
   where the softmax gradient can reach √2·R, and leaves the bias unregularised and unperturbed.
-* ``dpsgd``: DP-SGD through tensorflow-privacy (:class:`tfdpmech.baselines.dpsgd.DPSGD`) on the
+* ``dpsgd``: DP-SGD through tensorflow-privacy (:class:`tfdpmech.dpsgd.DPSGD`) on the
   same bias-free linear model, σ calibrated to the target ε (RDP accountant, Poisson sampling:
   the claimed ε); the provable ε is the baseline's any-data-order bound (add/remove adjacency).
 * ``*_mlp``: the paper's one-hidden-layer MLP on the larger dataset (``nonprivate_mlp``,
@@ -42,9 +42,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..ledger import Release
-from ..mechanisms.dp_erm import erm_objective, erm_optimum, linear_model, paper_mlp
-from ..mechanisms.input_perturbation import InputPerturbation, clip_rows, logistic_constants
+from ..accounting.ledger import Release
+from ..mechanisms.input_perturbation import InputPerturbation, clip_rows, erm_objective, erm_optimum, logistic_constants
+from ..models.erm import linear_model, paper_mlp
 from ..validation import PrivacyLeakWarning
 
 __all__ = ["ExperimentConfig", "DATASETS", "METHODS", "load_dataset", "mechanism_seed", "run_experiment", "summarize",
@@ -218,7 +218,7 @@ def _kifer(data, config, epsilon, seed, mlp):
 
 
 def _dpsgd(data, config, epsilon, seed, mlp):
-    from ..baselines.dpsgd import DPSGD
+    from ..dpsgd import DPSGD
 
     x, y, M = data["x_train"], data["y_train"], data["num_classes"]
     n = len(x)

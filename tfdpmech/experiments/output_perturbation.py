@@ -45,10 +45,11 @@ from ..audit.membership_inference import (
     tf_privacy_attacks_available,
     TF_PRIVACY_MIA_HINT,
 )
+from ..accounting.ledger import NONE_PROVEN
+from ..accounting.query_budget import QueryBudgetAccountant, gdp_epsilon
 from ..data import load
-from ..ledger import NONE_PROVEN
-from ..mechanisms.output_perturbation import DPPredictor, compute_bounds, convexified_mlp
-from ..query_budget import QueryBudgetAccountant, gdp_epsilon
+from ..mechanisms.output_perturbation import DPPredictor, compute_bounds
+from ..models.convexified import convexified_mlp
 
 __all__ = ["run", "main", "load_tabular", "CONFIGS"]
 
@@ -105,7 +106,7 @@ def _fmt(v, digits=4):
 
 def _dpsgd_outputs(x_in, y_in, x_out, eps, delta, epochs, batch, seed):
     try:
-        from ..baselines.dpsgd import DPSGD
+        from ..dpsgd import DPSGD
         dp = DPSGD(epsilon=eps, delta=delta, batch_size=batch, epochs=epochs, n=len(x_in))
     except ImportError as exc:
         return None, str(exc)

@@ -68,7 +68,7 @@ def run_dpsgd(epsilon, data, *, quick, seed=0) -> dict:
     import keras
 
     from .. import models
-    from ..baselines.dpsgd import DPSGD
+    from ..dpsgd import DPSGD
 
     start = time.perf_counter()
     keras.utils.set_random_seed(seed)

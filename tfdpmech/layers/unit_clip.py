@@ -13,7 +13,7 @@ class UnitClip(keras.layers.Layer):
     The sensitivity ``Δ_F = M(|h| + |h|²/4)`` of the Taylor loss (AdLM Lemma 5) holds only if
     every unit of the last hidden layer lies in [0, 1] (|h| <= 1 suffices). Putting this layer
     right before the output layer makes that bound hold by construction and lets
-    :func:`tfdpmech.models.check_bounded_last_hidden` verify it.
+    :func:`tfdpmech.mechanisms.adlm.sensitivity.check_bounded_last_hidden` verify it.
 
     Args:
         low, high: the bounds; must satisfy ``-1 <= low < high <= 1``.

@@ -1,11 +1,10 @@
-"""Keras losses of tfdpmech."""
+"""Keras losses of tfdpmech (``keras.losses.Loss`` subclasses)."""
 
-from .chebyshev_energy import ChebyshevEnergy
-from .convexified_cross_entropy import ConvexifiedCrossEntropy, convexified_cross_entropy_reference
+from .convexified_cross_entropy import ConvexifiedCrossEntropy
 from .functional_softmax_head import FunctionalSoftmaxHead, head_sensitivity
 from .taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
 
 __all__ = [
-    "ChebyshevEnergy", "FunctionalSoftmaxHead", "head_sensitivity", "ConvexifiedCrossEntropy", "convexified_cross_entropy_reference", "TaylorCrossEntropy", "loss_sensitivity",
+    "FunctionalSoftmaxHead", "head_sensitivity", "ConvexifiedCrossEntropy", "TaylorCrossEntropy", "loss_sensitivity",
     "taylor_coefficients",
 ]

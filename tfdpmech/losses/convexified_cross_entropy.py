@@ -6,50 +6,18 @@ Convexified Loss Functions". Spec: ``specs/seed_001_output_perturbation.md`` §3
 
 from __future__ import annotations
 
-
 import keras
-import numpy as np
 import tensorflow as tf
 
 from ..validation import check_choice, check_positive_real
 
-__all__ = ["ConvexifiedCrossEntropy", "convexified_cross_entropy_reference", "LOSS_MODES"]
+__all__ = ["ConvexifiedCrossEntropy", "LOSS_MODES"]
 
 LOSS_MODES = ("per_sample", "reference_elementwise")
 
 
 def _check_alpha(alpha) -> float:
     return check_positive_real(alpha, "alpha", hint="the paper uses alpha in (0, 10], e.g. 1")
-
-
-def convexified_cross_entropy_reference(y_true, logits, alpha: float, mode: str = "per_sample") -> float:
-    """Float64 numpy value of the convexified loss on one batch (for tests and audits).
-
-    Args:
-        y_true: one-hot labels (B, C) or integer labels (B,).
-        logits: pre-softmax outputs (B, C).
-        alpha: the risk factor α > 0.
-        mode: ``"per_sample"`` (Eq. 22) or ``"reference_elementwise"`` (the authors' code).
-
-    Returns:
-        The batch loss as a Python float.
-    """
-    alpha = _check_alpha(alpha)
-    check_choice(mode, "mode", LOSS_MODES)
-    z = np.asarray(logits, dtype=np.float64)
-    y = np.asarray(y_true)
-    if y.ndim == 1:
-        y = np.eye(z.shape[1])[y.astype(int)]
-    m = z.max(axis=1, keepdims=True)
-    logp = z - m - np.log(np.exp(z - m).sum(axis=1, keepdims=True))
-    ce = -(y * logp).sum(axis=1)
-    if mode == "per_sample":
-        a = alpha * ce
-        top = a.max()
-        return float((top + np.log(np.mean(np.exp(a - top)))) / alpha)  # Eq. 22
-    e = -alpha * y * logp  # the code's exp(-α·y⊙log p) averaged over B·C entries
-    top = e.max()
-    return float((top + np.log(np.mean(np.exp(e - top)))) / alpha)
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")

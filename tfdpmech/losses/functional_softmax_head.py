@@ -14,7 +14,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from ..ledger import Release
+from ..accounting.ledger import Release
 from ..noise import laplace, make_rng, noise_fingerprint
 from ..validation import check_array, check_choice, check_epsilon, check_one_hot
 from .taylor_cross_entropy import LOG2, PHI2

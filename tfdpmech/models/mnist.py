@@ -1,15 +1,13 @@
-"""The papers' reference architectures and structural checks on Keras models."""
+"""MNIST models: AdLM's private networks (``mnist_cnn``, ``mlp``) and their standard-layer twins."""
 
 from __future__ import annotations
 
 import keras
 
-from .layers import BatchMinMax, BoundedLRN, InputNoise, PerturbedBias, UnitClip
-from .validation import check_positive_int
+from ..layers import BatchMinMax, BoundedLRN, InputNoise, PerturbedBias, UnitClip
+from ..validation import check_positive_int
 
-__all__ = ["mnist_cnn", "mlp", "standard_cnn", "standard_mlp", "first_affine_layer", "check_bounded_last_hidden"]
-
-AFFINE = (keras.layers.Dense, keras.layers.Conv2D)
+__all__ = ["mnist_cnn", "mlp", "standard_cnn", "standard_mlp"]
 
 
 def _private_head(hidden_units: int, num_classes: int):
@@ -109,41 +107,3 @@ def _prod(shape) -> int:
     for s in shape:
         out *= int(s)
     return out
-
-
-def first_affine_layer(model: keras.Model):
-    """Return the first ``Dense``/``Conv2D`` layer: the private affine transformation ``h_0``.
-
-    Raises:
-        ValueError: the model has no such layer.
-    """
-    for layer in model.layers:
-        if isinstance(layer, AFFINE):
-            return layer
-    raise ValueError("the model has no Dense or Conv2D layer to act as the private first affine layer h_0")
-
-
-def check_bounded_last_hidden(model: keras.Model) -> int:
-    """Check the layer feeding the output is bounded in [-1, 1] and return its width ``|h_(k)|``.
-
-    AdLM's loss sensitivity (Lemma 5) holds only if every unit of the last hidden layer lies in
-    [0, 1] (|·| <= 1 suffices); the last layer must be a ``Dense`` producing the logits.
-
-    Raises:
-        ValueError: the last layer is not a Dense, or the layer before it is not a
-            :class:`~tfdpmech.layers.UnitClip`.
-    """
-    layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
-    if len(layers) < 2 or not isinstance(layers[-1], keras.layers.Dense):
-        raise ValueError(
-            f"model {model.name!r} must end with a Dense output layer producing the logits; got "
-            f"{type(layers[-1]).__name__ if layers else 'no layers'}"
-        )
-    before = layers[-2]
-    if not isinstance(before, UnitClip):
-        raise ValueError(
-            f"the last hidden layer of model {model.name!r} is {type(before).__name__} ({before.name!r}), "
-            "which is not bounded; the loss sensitivity needs it in [0, 1]. Insert tfdpmech.layers.UnitClip() "
-            "right before the output Dense layer"
-        )
-    return int(layers[-1].kernel.shape[0])

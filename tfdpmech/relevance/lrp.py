@@ -1,12 +1,9 @@
-"""Layer-wise relevance propagation (LRP) on Keras models, and AdLM's private relevance.
+"""Layer-wise relevance propagation (LRP) with the ε-stabilised rule, on Keras models.
 
-AdLM (Phan et al., ICDM'17, §II-C and §III-A, Algorithm 1 lines 1–7) spends ε1 on a
-noisy, dataset-averaged relevance of every input feature. The steps are:
-
-1. LRP with the ε-stabilised rule (Eqs. 4–8) for each example, seeded at the output,
-2. per-example min-max normalisation into [0, 1] (after Eq. 9),
-3. the mean over the n records (Eq. 10),
-4. Laplace noise with scale Δ_R/ε1, Δ_R = 2d/n (Lemma 1, Eqs. 12–13).
+AdLM (Phan et al., ICDM'17, §II-C, Eqs. 4–8) measures the relevance of every input feature with
+LRP: seeded at the output, relevance flows down through each layer by the ε-rule
+``R_p = a_p · Σ_m w_pm · R_m / (z_m + μ·sign(z_m))``. The private, dataset-averaged relevance built
+on it is in :mod:`tfdpmech.relevance.private_relevance`.
 
 Only chain models (Sequential, or functional with one path) built from the layers
 listed in :data:`SUPPORTED_LAYERS` are handled; anything else is refused with a
@@ -27,24 +24,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .ledger import PrivacyLedger, Release
-from .noise import laplace, make_rng, noise_fingerprint
-from .validation import (
-    check_array,
-    check_choice,
-    check_epsilon,
-    check_labels,
-    check_positive_int,
-)
+from ..validation import check_array, check_choice, check_labels, check_positive_int
 
-__all__ = [
-    "SUPPORTED_LAYERS",
-    "STARTS",
-    "lrp_relevance",
-    "normalize_per_example",
-    "relevance_sensitivity",
-    "private_relevance",
-]
+__all__ = ["SUPPORTED_LAYERS", "STARTS", "lrp_relevance", "prepare_lrp", "lrp_batches"]
 
 STARTS = ("true_class_logit", "predicted_logit", "all_logits")
 
@@ -68,14 +50,6 @@ _L = keras.layers
 _AFFINE = (_L.Dense, _L.Conv2D)
 _HIDDEN_ACTIVATIONS = ("relu", "linear")
 _OUTPUT_ACTIVATIONS = ("softmax", "sigmoid", "linear")
-
-_BASIS_PUBLIC = "Laplace mechanism, Lemma 1, relevance model independent of the private data"
-_BASIS_PRIVATE = (
-    "none proven: the relevance model was trained on the private data, so its weights depend on every "
-    "record and replacing one record can change every other record's relevance; Δ_R = 2d/n bounds only "
-    "the record's own term (spec seed_000_adlm §9 A5). Train the relevance model on public or disjoint "
-    "data for a proven ε"
-)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -274,7 +248,8 @@ def _check_y(y, start: str, n: int, output_shape: tuple):
     return y1h
 
 
-def _prepare(model, x, y, mu, start, batch_size):
+def prepare_lrp(model, x, y, mu, start, batch_size):
+    """Check the model (build its LRP plan) and the arguments; returns ``(plan, x, y1h, mu, start, batch_size)``."""
     start = check_choice(start, "start", STARTS)
     mu = _check_mu(mu)
     batch_size = check_positive_int(batch_size, "batch_size")
@@ -351,7 +326,7 @@ def _lrp_batch(model, plan: _Plan, xb, y1h, mu: float, start: str, verify: bool)
     return r.numpy()
 
 
-def _lrp_batches(model, plan, x, y1h, mu, start, batch_size):
+def lrp_batches(model, plan, x, y1h, mu, start, batch_size):
     """Yield (lo, hi, relevance of x[lo:hi]); memory stays O(batch_size)."""
     for lo in range(0, len(x), batch_size):
         hi = min(lo + batch_size, len(x))
@@ -391,132 +366,8 @@ def lrp_relevance(model, x, y=None, *, mu=1.0, start="true_class_logit", batch_s
 
     Reference: Phan et al., "Adaptive Laplace Mechanism", ICDM'17, §II-C; spec §3.1, §9 A6.
     """
-    plan, x, y1h, mu, start, batch_size = _prepare(model, x, y, mu, start, batch_size)
+    plan, x, y1h, mu, start, batch_size = prepare_lrp(model, x, y, mu, start, batch_size)
     out = np.empty(x.shape, np.float32)
-    for lo, hi, r in _lrp_batches(model, plan, x, y1h, mu, start, batch_size):
+    for lo, hi, r in lrp_batches(model, plan, x, y1h, mu, start, batch_size):
         out[lo:hi] = r
     return out
-
-
-def normalize_per_example(r) -> np.ndarray:
-    """Min-max scale each example's relevance over its own d features into [0, 1].
-
-    ``(R − χ_i) / (φ_i − χ_i)`` with ``φ_i, χ_i`` the example's max and min (spec §3.1).
-    The paper says this gives [−1, 1]; it gives [0, 1] (spec §9 A12). A constant row,
-    where φ_i = χ_i, becomes all zeros.
-
-    Args:
-        r: array of shape ``(n, ...)``.
-
-    Returns:
-        float64 array of the same shape with every value in [0, 1].
-
-    Raises:
-        ValueError / TypeError: empty, non-numeric, NaN/inf or fewer than 2 dimensions.
-    """
-    r = check_array(r, "r", ndim_min=2).astype(np.float64)
-    flat = r.reshape(len(r), -1)
-    lo = flat.min(axis=1, keepdims=True)
-    span = flat.max(axis=1, keepdims=True) - lo
-    safe = np.where(span > 0, span, 1.0)
-    out = np.where(span > 0, (flat - lo) / safe, 0.0)
-    # Rounding can leave 1 + ulp; the sensitivity argument needs the bound exactly.
-    return np.clip(out, 0.0, 1.0).reshape(r.shape)
-
-
-def relevance_sensitivity(d, n) -> float:
-    """Δ_R = 2d/n (Lemma 1, Eq. 13): global sensitivity of the d mean relevances.
-
-    Replacing one of n records changes each mean of values in [−1, 1] by at most 2/n.
-    (With the [0, 1] normalisation d/n would suffice; the paper's bound is kept.)
-
-    Raises:
-        TypeError / ValueError: d or n not a positive integer.
-    """
-    d = check_positive_int(d, "d")
-    n = check_positive_int(n, "n")
-    return 2.0 * d / n
-
-
-def private_relevance(
-    model,
-    x,
-    y,
-    epsilon,
-    *,
-    rng_or_seed=None,
-    mu=1.0,
-    start="true_class_logit",
-    model_trained_on_private_data=False,
-    ledger=None,
-    batch_size=256,
-):
-    """ε-DP mean relevance of every input feature (AdLM Algorithm 1, lines 1–7).
-
-    Per example: LRP (:func:`lrp_relevance`), then :func:`normalize_per_example`; the
-    mean over the n records (Eq. 10) plus independent Laplace noise of scale Δ_R/ε per
-    feature, Δ_R = 2d/n (Eqs. 12–13), drawn once from a numpy Generator.
-
-    The guarantee is proven (Lemma 2, for replace-one neighbours with n public) only when
-    the relevance model does not depend on the private data: a model trained on x leaks
-    every record through its weights (spec §9 A5), so the release is then only claimed.
-
-    Args:
-        model: the relevance model (see :func:`lrp_relevance`).
-        x: the n private records, shape ``(n, *input_shape)``. Not kept after the call.
-        y: their labels, required for ``start="true_class_logit"``.
-        epsilon: ε1 > 0 spent on this release.
-        rng_or_seed: None (OS entropy), an int seed or a numpy Generator.
-        mu, start, batch_size: as for :func:`lrp_relevance`.
-        model_trained_on_private_data: True when the model was trained on (part of) x.
-        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record the release in, or None.
-
-    Returns:
-        ``(r_bar, release)``: float64 array of shape ``input_shape`` and the recorded Release.
-
-    Raises:
-        TypeError / ValueError: as for :func:`lrp_relevance`, bad ε, ledger or flag.
-
-    Reference: Phan et al., ICDM'17, §III-A, Lemmas 1–2; spec §3.1, §8.2, §9 A5–A7.
-    """
-    epsilon = check_epsilon(epsilon)
-    if not isinstance(model_trained_on_private_data, bool):
-        raise TypeError(f"model_trained_on_private_data must be True or False, got {model_trained_on_private_data!r}")
-    if ledger is not None and not isinstance(ledger, PrivacyLedger):
-        raise TypeError(f"ledger must be a tfdpmech.ledger.PrivacyLedger or None, got {type(ledger).__name__}")
-    rng = make_rng(rng_or_seed)
-    plan, x, y1h, mu, start, batch_size = _prepare(model, x, y, mu, start, batch_size)
-    n, d = len(x), int(np.prod(x.shape[1:]))
-    total = np.zeros(d, np.float64)
-    for _, _, r in _lrp_batches(model, plan, x, y1h, mu, start, batch_size):
-        total += normalize_per_example(r).reshape(len(r), d).sum(axis=0)
-    input_shape = x.shape[1:]
-    del x, y1h  # nothing below needs the private records
-    sensitivity = relevance_sensitivity(d, n)  # Lemma 1, Eq. 13
-    scale = sensitivity / epsilon
-    noise = laplace(scale, d, rng)  # Eq. 12, independent per feature, drawn once
-    r_bar = (total / n + noise).reshape(input_shape)  # Eqs. 10–11
-    release = _relevance_release(epsilon, sensitivity, scale, model_trained_on_private_data, noise, n, d, mu, start)
-    if ledger is not None:
-        ledger.record(release)
-    return r_bar, release
-
-
-def _relevance_release(epsilon, sensitivity, scale, trained_on_private, noise, n, d, mu, start) -> Release:
-    return Release(
-        component="relevance",
-        mechanism="laplace",
-        epsilon_claimed=epsilon,
-        epsilon_provable=None if trained_on_private else epsilon,
-        basis=_BASIS_PRIVATE if trained_on_private else _BASIS_PUBLIC,
-        sensitivity=sensitivity,
-        noise_scale=scale,
-        details={
-            "n": n,
-            "d": d,
-            "mu": mu,
-            "start": start,
-            "relevance_model_public": not trained_on_private,
-            "noise_fingerprint": noise_fingerprint(noise),
-        },
-    )

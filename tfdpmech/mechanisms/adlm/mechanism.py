@@ -28,14 +28,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..allocation import BudgetAllocation, get_allocation
-from ..callbacks import PrivacyBudget
-from ..layers import InputNoise, PerturbedBias
-from ..ledger import PrivacyLedger, Release
-from ..losses.taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
-from ..models import check_bounded_last_hidden, first_affine_layer
-from ..noise import laplace, make_rng, noise_fingerprint
-from ..validation import (
+from ...accounting.callbacks import PrivacyBudget
+from ...accounting.ledger import PrivacyLedger, Release
+from ...allocation import BudgetAllocation, get_allocation
+from ...layers import InputNoise, PerturbedBias
+from ...losses.taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
+from ...noise import laplace, make_rng, noise_fingerprint
+from ...relevance.private_relevance import private_relevance
+from ...validation import (
     check_batch_size,
     check_budget_split,
     check_choice,
@@ -43,70 +43,18 @@ from ..validation import (
     check_one_hot,
     check_unit_interval,
 )
+from .sensitivity import (
+    DELTA_H0_POLICIES,
+    check_bounded_last_hidden,
+    first_affine_layer,
+    first_layer_geometry,
+    first_layer_sensitivity,
+)
 
-__all__ = [
-    "AdLM",
-    "ILM",
-    "PrivateData",
-    "NOISE_MODES",
-    "DELTA_H0_POLICIES",
-    "first_layer_geometry",
-    "first_layer_sensitivity",
-    "provable_epsilon_per_record",
-]
+__all__ = ["AdLM", "ILM", "PrivateData", "NOISE_MODES"]
 
 NOISE_MODES = ("per_example_frozen", "shared_frozen", "shared_per_step")
-DELTA_H0_POLICIES = ("paper_literal", "fan_in", "reference_code", "shared_input")
 PHI2_FLOOR = 1e-3  # keeps the perturbed quadratic convex when order 2 is perturbed (§8.7.4)
-
-
-def first_layer_geometry(layer) -> dict:
-    """Counts of the first affine layer that the Δ_h0 policies use.
-
-    Returns:
-        dict with ``d`` (input features), ``fan_in`` (inputs of one neuron), ``neurons`` (all
-        output units) and ``positions`` (neurons of one output map; all units for Dense).
-    """
-    in_shape = tuple(int(s) for s in layer.input.shape[1:])
-    out_shape = tuple(int(s) for s in layer.output.shape[1:])
-    d = int(np.prod(in_shape))
-    if isinstance(layer, keras.layers.Conv2D):
-        kh, kw = layer.kernel_size
-        fan_in = kh * kw * in_shape[-1]
-        positions = out_shape[0] * out_shape[1]
-    else:
-        fan_in = in_shape[-1]
-        positions = out_shape[-1]
-    return {"d": d, "fan_in": int(fan_in), "neurons": int(np.prod(out_shape)), "positions": int(positions)}
-
-
-def first_layer_sensitivity(policy: str, *, d: int, fan_in: int, neurons: int, positions: int) -> float:
-    """Δ_h0 under an explicit counting policy (Lemma 3; spec §9 A4).
-
-    * ``paper_literal``: ``2·|h0|·d`` with |h0| all output neurons (Eq. 18 read literally).
-    * ``fan_in``: ``2·|h0|·fan_in``.
-    * ``reference_code``: ``2·positions·fan_in``, the authors' code (MNIST: 2·14·14·25 = 9800).
-    * ``shared_input``: ``d`` (Lemma 4's batch-sum argument: one noisy x̄ shared by all neurons).
-    """
-    check_choice(policy, "delta_h0_policy", DELTA_H0_POLICIES)
-    return float(
-        {
-            "paper_literal": 2 * neurons * d,
-            "fan_in": 2 * neurons * fan_in,
-            "reference_code": 2 * positions * fan_in,
-            "shared_input": d,
-        }[policy]
-    )
-
-
-def provable_epsilon_per_record(*, eps2, eps3, batch_size, d, delta_h0, delta_f, eps1=0.0) -> float:
-    """Per-record ε of ``per_example_frozen`` AdLM: ``ε1 + |L|·d·ε2/Δ_h0 + 2|L|·ε3/Δ_F`` (spec §8.5).
-
-    Each record's features get Laplace noise of scale ``Δ_h0/(|L|β_j ε2)`` with ``Σβ = d`` and
-    range 1 per feature; its order-1 label coefficients ``1/2 - y`` change by 1 in two classes.
-    Pass ``eps1=0`` when the relevance step has no proven bound (and report none instead).
-    """
-    return float(eps1 + batch_size * d * eps2 / delta_h0 + 2.0 * batch_size * eps3 / delta_f)
 
 
 @dataclasses.dataclass
@@ -230,8 +178,6 @@ class AdLM:
             trained_on_private_data: True if ``relevance_model`` saw these records; then the
                 ε1 bound does not hold (spec §9 A5) and the ledger marks the step *claimed*.
         """
-        from ..relevance import private_relevance
-
         check_unit_interval(x, "x")
         self.relevance, release = private_relevance(
             relevance_model, x, y, self.eps1, rng_or_seed=self._rng, mu=mu, start=start,

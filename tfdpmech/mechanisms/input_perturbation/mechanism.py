@@ -4,7 +4,7 @@ Kang, Liu, Niu, Tong, Zhang, Wang, "Input Perturbation: A New Paradigm between C
 Differential Privacy", arXiv:2002.08570 (2020). Spec: ``specs/seed_002_input_perturbation.md``.
 
 Algorithm 1 (spec §3.2), as steps of :meth:`InputPerturbation.perturb` and the recipe in
-:mod:`tfdpmech.mechanisms.dp_erm`:
+:mod:`tfdpmech.mechanisms.input_perturbation.training`:
 
 1. Check the data: ``n >= 2`` rows, ``‖x_i‖ <= R`` (a public bound; clipping only on request),
    labels in the declared classes.
@@ -15,7 +15,8 @@ Algorithm 1 (spec §3.2), as steps of :meth:`InputPerturbation.perturb` and the 
 4. Noise drawn ONCE: ``x̃_i = x_i + z_i`` (``per_record``, default) or ``x̃_i = x_i + z``
    (``shared``, the paper read literally). The noise and the raw data are not kept.
 5. ``θ_0 = 0``; ``T`` steps of full-batch projected gradient descent on the noisy data
-   (:func:`~tfdpmech.mechanisms.dp_erm.linear_model`, :class:`~tfdpmech.mechanisms.dp_erm.InputPerturbationBudget`).
+   (:func:`~tfdpmech.models.erm.linear_model`,
+   :class:`~tfdpmech.mechanisms.input_perturbation.training.InputPerturbationBudget`).
 
 Privacy (spec §7): the ``paper`` calibration is the guarantee *claimed* by Kang et al.
 (Theorem 1/3); the published proof has gaps (a variance written Cσ² instead of C²σ², a false lower
@@ -25,61 +26,47 @@ independent Gaussian mechanism with L2 sensitivity 2R (replace-one inside the R-
 with ``dp_accounting``; the model is post-processing, for any optimizer, batch size or model.
 Labels are public unless ``label_epsilon`` randomizes them (k-ary randomized response).
 
-``dp_accounting`` is needed only for the ``local_gaussian`` calibration and the implied local ε; it
-is imported on use.
+The pieces: :mod:`.calibration` (Theorems 1 / 3), :mod:`.constants` (logistic-regression constants),
+:mod:`.records` (clipping, labels), :mod:`.training` (the T-step recipe), and
+:mod:`tfdpmech.accounting.gaussian` (the proven per-record Gaussian calibration; ``dp_accounting`` is
+imported on use).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import numbers
 import warnings
 
 import numpy as np
 
-from ..ledger import PrivacyLedger, Release
-from ..noise import gaussian, make_rng, noise_fingerprint
-from ..validation import (
+from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, sigma_local_gaussian
+from ...accounting.ledger import PrivacyLedger, Release
+from ...models.erm import linear_model, paper_mlp
+from ...noise import gaussian, make_rng, noise_fingerprint
+from ...validation import (
     check_array,
     check_batch_size,
     check_choice,
     check_delta,
     check_epsilon,
     check_positive_int,
+    check_positive_real,
 )
+from .calibration import (
+    CONDITIONS,
+    curvature_factor,
+    epsilon_paper_accountant,
+    paper_constant,
+    sigma_input_perturbation,
+)
+from .constants import logistic_constants
+from .records import check_labels_in_classes, clip_rows, randomized_response
+from .training import InputPerturbationBudget, fit_dp_erm
 
-__all__ = [
-    "CALIBRATIONS",
-    "NOISE_STRUCTURES",
-    "CONDITIONS",
-    "G_CONVENTIONS",
-    "L2_CONVENTIONS",
-    "LogisticConstants",
-    "InputPerturbation",
-    "paper_constant",
-    "sigma_input_perturbation",
-    "epsilon_paper_accountant",
-    "sigma_paper_accountant",
-    "sigma_local_gaussian",
-    "local_gaussian_epsilon",
-    "implied_local_epsilon",
-    "logistic_constants",
-    "keras_l2_factor",
-    "clip_rows",
-    "perturb_record",
-    "randomized_response",
-    "check_labels_in_classes",
-]
+__all__ = ["CALIBRATIONS", "NOISE_STRUCTURES", "InputPerturbation"]
 
 CALIBRATIONS = ("paper", "local_gaussian")
 NOISE_STRUCTURES = ("per_record", "shared")
-CONDITIONS = ("strong_convexity", "pl")
-G_CONVENTIONS = ("full", "data_term")
-L2_CONVENTIONS = ("half", "keras")
-ACCOUNTANTS = ("analytic", "rdp", "pld")
 NORM_TOL = 1e-6  # relative slack on ‖x‖ <= R for float round-off
-DP_ACCOUNTING_HINT = "pip install dp-accounting (the local_gaussian calibration computes ε with it)"
 
 PAPER_BASIS = (
     "none proven: Kang et al. 2020 Theorem {thm} claims (ε, δ)-DP for θ_T, but the published proof has "
@@ -88,420 +75,6 @@ PAPER_BASIS = (
 )
 
 
-def _positive(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive real number, got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value}")
-    return value
-
-
-def _require_dp_accounting():
-    try:
-        import dp_accounting
-    except Exception as exc:  # ImportError, or a broken install
-        raise ImportError(f"dp_accounting is missing: {DP_ACCOUNTING_HINT}") from exc
-    return dp_accounting
-
-
-# ------------------------------------------------------------------------------------------------
-# Calibration: Theorem 1 / Theorem 3 (paper) and the per-record Gaussian mechanism (sound)
-# ------------------------------------------------------------------------------------------------
-def paper_constant(epsilon, delta, kappa: float = 1.0) -> float:
-    """The constant ``c`` of Eq. 9 that the proof of Theorem 1 implies: ``(8 + 4ε/ln(1/δ))/κ``.
-
-    Derived in spec §3.4 from the moment bound ``α_M(a) <= aε/2`` at the order
-    ``a* = 2 ln(1/δ)/ε``. ``κ = sqrt(2(ℓ(θ_T) − ℓ*))`` is the paper's unknowable "gap constant";
-    the default κ = 1 is a convention, not a bound.
-
-    Args:
-        epsilon: target ε > 0.
-        delta: δ ∈ (0, 1).
-        kappa: the gap constant κ > 0.
-
-    Returns:
-        c > 0.
-
-    Raises:
-        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), κ <= 0.
-    """
-    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    kappa = _positive(kappa, "kappa")
-    return (8.0 + 4.0 * epsilon / math.log(1.0 / delta)) / kappa
-
-
-def _curvature_factor(curvature, condition, paper_literal_pl) -> float:
-    check_choice(condition, "condition", CONDITIONS)
-    curvature = _positive(curvature, "curvature")
-    if paper_literal_pl:
-        if condition != "pl":
-            raise ValueError("paper_literal_pl=True reproduces Eq. 12 of Theorem 3; pass condition='pl' with it")
-        return 1.0  # Eq. 12 drops √μ (spec A8)
-    return math.sqrt(curvature)
-
-
-def sigma_input_perturbation(epsilon, delta, n, T, G, curvature, *, condition: str = "strong_convexity",
-                             c=None, kappa: float = 1.0, paper_literal_pl: bool = False) -> float:
-    """Noise std of Theorem 1 (Eq. 9) or Theorem 3 (Eq. 12): claimed by the paper, not proven.
-
-    ``σ² = c · G² · T · ln(1/δ) / (n(n−1) · sqrt(curvature) · ε²)``, with ``c`` from
-    :func:`paper_constant` unless given. For ``condition="pl"`` the curvature is the PL constant μ
-    (spec §4: √μ in place of √Δ, so strong convexity and PL agree); ``paper_literal_pl=True``
-    drops the factor as Eq. 12 prints it.
-
-    Args:
-        epsilon: target ε > 0.
-        delta: δ ∈ (0, 1).
-        n: number of training records (>= 2).
-        T: number of full-batch gradient steps (>= 1).
-        G: Lipschitz constant of the per-record loss in θ.
-        curvature: strong-convexity constant Δ, or PL constant μ.
-        condition: ``"strong_convexity"`` (Theorem 1) or ``"pl"`` (Theorem 3).
-        c: the constant of Eq. 9; None means ``(8 + 4ε/ln(1/δ))/κ``.
-        kappa: the gap constant κ (used only when ``c`` is None).
-        paper_literal_pl: reproduce Eq. 12 literally (no √μ).
-
-    Returns:
-        σ, the per-coordinate noise standard deviation.
-
-    Raises:
-        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), n < 2, T < 1, G, curvature, c or κ <= 0.
-
-    Reference: Kang et al. 2020, Theorems 1 and 3.
-    """
-    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    n = check_positive_int(n, "n", minimum=2)
-    T = check_positive_int(T, "T")
-    G = _positive(G, "G")
-    factor = _curvature_factor(curvature, condition, paper_literal_pl)
-    c = paper_constant(epsilon, delta, kappa) if c is None else _positive(c, "c")
-    var = c * G**2 * T * math.log(1.0 / delta) / (n * (n - 1) * factor * epsilon**2)  # Eq. 9 / 12
-    return math.sqrt(var)
-
-
-def epsilon_paper_accountant(sigma, delta, n, t, G, curvature, *, kappa: float = 1.0,
-                             condition: str = "strong_convexity", paper_literal_pl: bool = False) -> float:
-    """ε after ``t`` gradient steps under the paper's moment bound (spec §3.4, the inverse of Eq. 9).
-
-    ``K = 2tG²/(n(n−1)κ·sqrt(curvature)·σ²)`` and ``ε(t) = K + 2·sqrt(K ln(1/δ))``, from the
-    optimal moment order ``a = sqrt(ln(1/δ)/K)``. A claimed value (Theorem 1's proof), not proven.
-
-    Args:
-        sigma: the noise std (> 0).
-        delta: δ ∈ (0, 1).
-        n: number of training records (>= 2).
-        t: completed gradient steps (>= 0); ε(0) = 0.
-        G, curvature, kappa, condition, paper_literal_pl: as for :func:`sigma_input_perturbation`.
-
-    Returns:
-        ε(t) >= 0.
-
-    Raises:
-        ValueError / TypeError: invalid inputs.
-    """
-    sigma = _positive(sigma, "sigma")
-    delta = check_delta(delta)
-    n = check_positive_int(n, "n", minimum=2)
-    t = check_positive_int(t, "t", minimum=0)
-    G, kappa = _positive(G, "G"), _positive(kappa, "kappa")
-    factor = _curvature_factor(curvature, condition, paper_literal_pl)
-    if t == 0:
-        return 0.0
-    K = 2.0 * t * G**2 / (n * (n - 1) * kappa * factor * sigma**2)  # Eqs. 24-31 with C >= κ√Δ
-    return K + 2.0 * math.sqrt(K * math.log(1.0 / delta))
-
-
-def sigma_paper_accountant(epsilon, delta, n, T, G, curvature, *, kappa: float = 1.0,
-                           condition: str = "strong_convexity", paper_literal_pl: bool = False) -> float:
-    """σ that makes :func:`epsilon_paper_accountant` equal ε after T steps (optimal-order inversion).
-
-    ``s = sqrt(ln(1/δ)+ε) − sqrt(ln(1/δ))``, ``K = s²``, ``σ² = 2TG²/(n(n−1)κ·sqrt(curvature)·K)``.
-    Agrees with :func:`sigma_input_perturbation` (default c) to about 1e-5 relative.
-
-    Raises:
-        ValueError / TypeError: invalid inputs.
-    """
-    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    n = check_positive_int(n, "n", minimum=2)
-    T = check_positive_int(T, "T")
-    G, kappa = _positive(G, "G"), _positive(kappa, "kappa")
-    factor = _curvature_factor(curvature, condition, paper_literal_pl)
-    log_d = math.log(1.0 / delta)
-    K = (math.sqrt(log_d + epsilon) - math.sqrt(log_d)) ** 2
-    return math.sqrt(2.0 * T * G**2 / (n * (n - 1) * kappa * factor * K))
-
-
-def _gaussian_loss(dp_accounting, multiplier):
-    from dp_accounting.pld import privacy_loss_mechanism
-
-    return privacy_loss_mechanism.GaussianPrivacyLoss(multiplier, sensitivity=1.0)
-
-
-def _gaussian_epsilon(dp_accounting, multiplier, delta, accountant) -> float:
-    """ε of one Gaussian mechanism with noise multiplier ``σ/Δ₂`` at δ."""
-    if accountant == "analytic":
-        # exact: δ(ε) = Φ(1/(2m) − εm) − e^ε Φ(−1/(2m) − εm) (Balle & Wang 2018), decreasing in ε
-        loss = _gaussian_loss(dp_accounting, multiplier)
-        lo, hi = 0.0, 1.0
-        if loss.get_delta_for_epsilon(0.0) <= delta:
-            return 0.0
-        for _ in range(200):
-            if loss.get_delta_for_epsilon(hi) <= delta:
-                break
-            lo, hi = hi, hi * 2.0
-        for _ in range(100):  # bisection; hi always satisfies δ(hi) <= δ
-            mid = 0.5 * (lo + hi)
-            if loss.get_delta_for_epsilon(mid) <= delta:
-                hi = mid
-            else:
-                lo = mid
-            if hi - lo <= 1e-12 * hi:
-                break
-        return float(hi)
-    acc = dp_accounting.rdp.RdpAccountant() if accountant == "rdp" else dp_accounting.pld.PLDAccountant()
-    acc.compose(dp_accounting.GaussianDpEvent(multiplier))
-    return float(acc.get_epsilon(delta))
-
-
-def local_gaussian_epsilon(sigma, delta, feature_norm_bound: float = 1.0, *, accountant: str = "analytic") -> float:
-    """ε of one record's features released as ``x + N(0, σ²I)`` with ``‖x‖ <= R`` (replace-one).
-
-    A Gaussian mechanism with L2 sensitivity ``2R`` and noise multiplier ``σ/(2R)``, accounted with
-    ``dp_accounting``: ``"analytic"`` (default) is the exact privacy curve of one Gaussian mechanism
-    (``dp_accounting.pld.privacy_loss_mechanism.GaussianPrivacyLoss``); ``"rdp"`` and ``"pld"`` use the
-    library's accountants (RDP is looser, and cannot certify small ε at small δ with its orders).
-
-    Args:
-        sigma: the noise std (> 0).
-        delta: δ ∈ (0, 1).
-        feature_norm_bound: R, the public bound on ‖x‖.
-        accountant: ``"analytic"``, ``"rdp"`` or ``"pld"``.
-
-    Returns:
-        ε >= 0 (proven, feature-level).
-
-    Raises:
-        ImportError: dp_accounting is missing.
-        ValueError / TypeError: invalid inputs.
-    """
-    sigma = _positive(sigma, "sigma")
-    delta = check_delta(delta)
-    R = _positive(feature_norm_bound, "feature_norm_bound")
-    check_choice(accountant, "accountant", ACCOUNTANTS)
-    return _gaussian_epsilon(_require_dp_accounting(), sigma / (2.0 * R), delta, accountant)
-
-
-implied_local_epsilon = local_gaussian_epsilon  # the spec's name for the same quantity (§6.4)
-
-
-def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, accountant: str = "analytic",
-                         tol: float = 1e-6) -> float:
-    """Smallest σ whose per-record Gaussian mechanism on the features meets (ε, δ) (spec §3.7).
-
-    Sensitivity ``2R`` (replace one record inside the R-ball). ``"analytic"`` (default) takes the exact
-    smallest σ from ``GaussianPrivacyLoss.from_privacy_guarantee``; ``"rdp"`` / ``"pld"`` search σ with
-    ``dp_accounting.calibrate_dp_mechanism``. In every case ``local_gaussian_epsilon(σ) <= ε``.
-
-    Args:
-        epsilon: target ε > 0 of the feature release.
-        delta: δ ∈ (0, 1).
-        feature_norm_bound: R.
-        accountant: ``"analytic"`` (exact, fast), ``"rdp"`` or ``"pld"`` (~0.2 s per evaluation).
-        tol: relative tolerance on the noise multiplier (``"rdp"`` / ``"pld"``).
-
-    Returns:
-        σ > 0.
-
-    Raises:
-        ImportError: dp_accounting is missing.
-        ValueError / TypeError: invalid inputs, or an ε the chosen accountant cannot certify at this δ.
-    """
-    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    R = _positive(feature_norm_bound, "feature_norm_bound")
-    check_choice(accountant, "accountant", ACCOUNTANTS)
-    dp_accounting = _require_dp_accounting()
-    if accountant == "analytic":
-        from dp_accounting.pld import common, privacy_loss_mechanism
-
-        loss = privacy_loss_mechanism.GaussianPrivacyLoss.from_privacy_guarantee(
-            common.DifferentialPrivacyParameters(epsilon, delta), sensitivity=2.0 * R)
-        return float(loss.standard_deviation)
-    # the classic bound sqrt(2 ln(1.25/δ))/ε (valid for ε < 1) is within a small factor of the optimum
-    ceiling = 100.0 * math.sqrt(2.0 * math.log(1.25 / delta)) / min(epsilon, 1.0)
-    lo, hi = 1e-3, 1.0
-    while _gaussian_epsilon(dp_accounting, hi, delta, accountant) > epsilon:  # ε decreases in σ
-        lo, hi = hi, hi * 4.0
-        if hi > ceiling:
-            raise ValueError(
-                f"the {accountant!r} accountant cannot certify epsilon={epsilon:g} at delta={delta:g} (its bound "
-                "levels off, e.g. RDP at ln(1/δ)/max order); use accountant='analytic' (exact for one Gaussian)"
-            )
-    while _gaussian_epsilon(dp_accounting, lo, delta, accountant) <= epsilon:
-        lo /= 4.0
-    new_acc = (dp_accounting.rdp.RdpAccountant if accountant == "rdp" else dp_accounting.pld.PLDAccountant)
-    multiplier = dp_accounting.calibrate_dp_mechanism(
-        new_acc, dp_accounting.GaussianDpEvent, epsilon, delta,
-        dp_accounting.ExplicitBracketInterval(lo, hi), tol=tol * lo,
-    )
-    return float(multiplier) * 2.0 * R
-
-
-# ------------------------------------------------------------------------------------------------
-# Constants of L2-regularised logistic regression (spec §6.3): public quantities only
-# ------------------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class LogisticConstants:
-    """Data-independent constants of ``φ(θ; x, y) + (λ/2)‖θ‖²`` with ``‖x‖ <= R``, ``‖θ‖ <= D``.
-
-    Attributes:
-        G: Lipschitz constant in θ (``R·sup|∇_s φ| + λD`` for ``g_convention="full"``).
-        beta: smoothness in θ (``R²·sup φ'' + λ``).
-        strong_convexity: Δ = λ (also the PL constant μ).
-        theta_bound: D, the radius of the ball the iterates are projected onto.
-        phi2: sup of φ'' on the logits (1/4 binary, 1/2 softmax).
-        feature_norm_bound: R.
-        l2: λ, in the (λ/2)‖θ‖² convention.
-        keras_l2: the factor to pass to ``keras.regularizers.L2`` (= λ/2).
-        num_classes: 2 (sigmoid, one logit) or M > 2 (softmax).
-        g_convention: ``"full"`` or ``"data_term"``.
-    """
-
-    G: float
-    beta: float
-    strong_convexity: float
-    theta_bound: float
-    phi2: float
-    feature_norm_bound: float
-    l2: float
-    keras_l2: float
-    num_classes: int
-    g_convention: str
-
-
-def keras_l2_factor(strong_convexity) -> float:
-    """The ``keras.regularizers.L2`` factor for strong convexity Δ: Keras adds ``l2·Σw²``, so Δ/2."""
-    return _positive(strong_convexity, "strong_convexity") / 2.0
-
-
-def logistic_constants(l2, feature_norm_bound: float = 1.0, *, num_classes: int = 2, theta_bound=None,
-                       g_convention: str = "full", l2_convention: str = "half") -> LogisticConstants:
-    """G, smoothness, strong convexity and D of L2-regularised logistic regression (spec §6.3).
-
-    Every constant depends on public quantities only (λ, R, M). ``D = sqrt(2 ln M / λ)``: the
-    regularised objective is ``ln M`` at θ = 0 for any data, so ``(λ/2)‖θ*‖² <= ln M`` also for the
-    noisy objective. Binary (sigmoid): ``sup|φ'| = 1``, ``sup φ'' = 1/4``. Softmax (M > 2): the
-    per-record gradient ``x(p − e_y)ᵀ`` has Frobenius norm ``<= √2·R`` and the logit Hessian
-    ``diag(p) − ppᵀ`` has norm ``<= 1/2``; the paper's margin-form theory does not cover it.
-
-    Args:
-        l2: the regularisation strength.
-        feature_norm_bound: R, the public bound on ‖x‖.
-        num_classes: 2 for binary logistic regression, M > 2 for multinomial.
-        theta_bound: D; None means ``sqrt(2 ln M / λ)``.
-        g_convention: ``"full"`` (``G = R·g + λD``, the literal theorem, default) or
-            ``"data_term"`` (``G = R·g``: the regulariser gradient cancels between neighbours).
-        l2_convention: ``"half"``: ``l2`` is λ of ``(λ/2)‖θ‖²`` (the paper's Δ); ``"keras"``:
-            ``l2`` is the factor of ``keras.regularizers.L2(l2)``, which adds ``l2·‖θ‖²``, so λ = 2·l2.
-
-    Returns:
-        :class:`LogisticConstants`.
-
-    Raises:
-        ValueError / TypeError: l2 or R <= 0, num_classes < 2, unknown convention.
-    """
-    lam = _positive(l2, "l2")
-    check_choice(l2_convention, "l2_convention", L2_CONVENTIONS)
-    if l2_convention == "keras":
-        lam *= 2.0
-    R = _positive(feature_norm_bound, "feature_norm_bound")
-    M = check_positive_int(num_classes, "num_classes", minimum=2)
-    check_choice(g_convention, "g_convention", G_CONVENTIONS)
-    D = math.sqrt(2.0 * math.log(M) / lam) if theta_bound is None else _positive(theta_bound, "theta_bound")
-    grad, phi2 = (1.0, 0.25) if M == 2 else (math.sqrt(2.0), 0.5)
-    G = R * grad + (lam * D if g_convention == "full" else 0.0)
-    return LogisticConstants(G=G, beta=R**2 * phi2 + lam, strong_convexity=lam, theta_bound=D, phi2=phi2,
-                             feature_norm_bound=R, l2=lam, keras_l2=lam / 2.0, num_classes=M,
-                             g_convention=g_convention)
-
-
-# ------------------------------------------------------------------------------------------------
-# Data helpers
-# ------------------------------------------------------------------------------------------------
-def clip_rows(x, bound) -> tuple[np.ndarray, int]:
-    """``x_i · min(1, R/‖x_i‖)`` with a fixed, public R (never the data's maximum norm).
-
-    Returns:
-        (clipped copy in float64, number of rows that were scaled).
-    """
-    x = check_array(x, "x", ndim_min=2).astype(np.float64)
-    R = _positive(bound, "feature_norm_bound")
-    norms = np.linalg.norm(x, axis=1)
-    scale = np.minimum(1.0, R / np.maximum(norms, 1e-300))
-    return x * scale[:, None], int(np.count_nonzero(scale < 1.0))
-
-
-def perturb_record(x, sigma, rng=None) -> np.ndarray:
-    """Client-side input perturbation of one record (spec A10): ``x + N(0, σ²I)`` in float64.
-
-    ``n`` and ``T`` (and so σ) must be public in advance. ``rng``: None (OS entropy), a seed or a
-    numpy Generator.
-    """
-    x = check_array(x, "x", ndim_min=1).astype(np.float64)
-    return x + gaussian(_positive(sigma, "sigma"), x.shape, make_rng(rng))
-
-
-def randomized_response(labels, epsilon, num_classes: int, rng) -> np.ndarray:
-    """k-ary randomized response: keep a label with prob ``e^ε/(e^ε + k − 1)``, else a uniform other.
-
-    ε-DP for the label of each record (Warner 1965; k-RR). ``rng`` is a numpy Generator.
-    """
-    epsilon = check_epsilon(epsilon, "label_epsilon")
-    k = check_positive_int(num_classes, "num_classes", minimum=2)
-    labels = np.asarray(labels).astype(np.int64)
-    keep = rng.random(labels.shape) < math.exp(epsilon) / (math.exp(epsilon) + k - 1)
-    other = (labels + rng.integers(1, k, size=labels.shape)) % k  # uniform over the k − 1 other classes
-    return np.where(keep, labels, other)
-
-
-def check_labels_in_classes(y, num_classes: int, n: int | None = None, name: str = "y") -> np.ndarray:
-    """Integer class ids in [0, M) from {0,1}/{−1,+1} (binary), class ids or one-hot (M > 2).
-
-    Raises:
-        ValueError: labels outside the declared classes, wrong shape or length.
-    """
-    M = check_positive_int(num_classes, "num_classes", minimum=2)
-    arr = check_array(y, name, ndim_min=1)
-    if arr.ndim == 2 and arr.shape[1] == M and M > 2:
-        if not (np.all((arr == 0) | (arr == 1)) and np.all(arr.sum(axis=1) == 1)):
-            raise ValueError(f"{name} of shape {arr.shape} must be one-hot over num_classes={M} classes")
-        arr = arr.argmax(axis=1)
-    elif arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr[:, 0]
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D class labels (or one-hot for num_classes > 2), got shape {arr.shape}")
-    if n is not None and arr.shape[0] != n:
-        raise ValueError(f"x has {n} records but {name} has {arr.shape[0]}; pass matching arrays")
-    values = set(np.unique(arr).tolist())
-    if M == 2:
-        if values <= {0, 1}:
-            return arr.astype(np.int64)
-        if values <= {-1, 1}:
-            return ((arr + 1) // 2).astype(np.int64)
-        raise ValueError(
-            f"{name} has labels {sorted(values)[:6]}, not in the declared binary classes {{0, 1}} or {{-1, +1}}; "
-            "map them to 0/1, or pass num_classes= for a multinomial model"
-        )
-    allowed = set(range(M))
-    if not values <= allowed:
-        bad = sorted(values - allowed)[:6]
-        raise ValueError(f"{name} has labels {bad} outside the declared classes 0..{M - 1} (num_classes={M})")
-    return arr.astype(np.int64)
-
-
-# ------------------------------------------------------------------------------------------------
-# The mechanism
-# ------------------------------------------------------------------------------------------------
 class InputPerturbation:
     """Input perturbation (Kang et al. 2020) as a once-only step before ``model.fit``.
 
@@ -531,7 +104,7 @@ class InputPerturbation:
         accountant: ``"analytic"`` (exact, default), ``"rdp"`` or ``"pld"`` for ``local_gaussian``.
         strict: raise (True) or warn (False) on configurations the proof does not cover.
         seed: None (OS entropy, the default) or an int for tests; never stored with the model.
-        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into (a new one by default).
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one by default).
 
     Raises:
         ValueError / TypeError: ε <= 0, δ ∉ (0, 1), epochs < 1, n < 2, λ, R, G, c, κ or μ <= 0, an unknown
@@ -566,13 +139,13 @@ class InputPerturbation:
                                             g_convention=g_convention, l2_convention=l2_convention)
         self.num_classes = self.constants.num_classes
         self.feature_norm_bound = self.constants.feature_norm_bound
-        self.G = self.constants.G if G is None else _positive(G, "G")
+        self.G = self.constants.G if G is None else check_positive_real(G, "G")
         self.curvature = (self.constants.strong_convexity if pl_constant is None
-                          else _positive(pl_constant, "pl_constant"))
-        self.c = None if c is None else _positive(c, "c")
-        self.kappa = _positive(kappa, "kappa")
+                          else check_positive_real(pl_constant, "pl_constant"))
+        self.c = None if c is None else check_positive_real(c, "c")
+        self.kappa = check_positive_real(kappa, "kappa")
         self.paper_literal_pl = bool(paper_literal_pl)
-        _curvature_factor(self.curvature, self.condition, self.paper_literal_pl)
+        curvature_factor(self.curvature, self.condition, self.paper_literal_pl)
         self.clip = bool(clip)
         self.batch_size = None if batch_size is None else check_positive_int(batch_size, "batch_size")
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
@@ -796,13 +369,11 @@ class InputPerturbation:
     def make_linear_model(self, d=None, *, use_bias: bool = False, regularize_bias: bool = True):
         """Linear DP-ERM model: zero init, L2(λ/2), projection onto ‖θ‖ <= D (spec §6.2).
 
-        See :func:`tfdpmech.mechanisms.dp_erm.linear_model`.
+        See :func:`tfdpmech.models.erm.linear_model`.
 
         Raises:
             ValueError: an unregularised intercept with shared noise (zero privacy, spec A4).
         """
-        from .dp_erm import linear_model
-
         if use_bias and not regularize_bias and self.noise_structure == "shared":
             raise ValueError(
                 "an unregularised intercept with noise_structure='shared' gives zero privacy: the intercept absorbs "
@@ -820,8 +391,6 @@ class InputPerturbation:
         With the ``paper`` calibration the claimed ε assumes G, Δ of logistic regression, which an MLP
         does not have (the paper's own MLP runs share this gap): a warning says so.
         """
-        from .dp_erm import paper_mlp
-
         d = self._need_d(d)
         if self.calibration == "paper":
             warnings.warn(
@@ -840,18 +409,14 @@ class InputPerturbation:
         return check_positive_int(d, "d")
 
     def budget_callback(self, verbose: int = 0):
-        """An :class:`~tfdpmech.mechanisms.dp_erm.InputPerturbationBudget` for this mechanism."""
-        from .dp_erm import InputPerturbationBudget
-
+        """An :class:`~tfdpmech.mechanisms.input_perturbation.training.InputPerturbationBudget` for this mechanism."""
         return InputPerturbationBudget(self, verbose=verbose)
 
     def fit(self, model, x_noisy, y, *, learning_rate=None, callbacks=(), verbose: int = 0, **fit_kwargs):
         """Compile ``model`` with plain SGD and run the T full-batch steps (Algorithm 1, lines 2-4).
 
-        See :func:`tfdpmech.mechanisms.dp_erm.fit_dp_erm`.
+        See :func:`tfdpmech.mechanisms.input_perturbation.training.fit_dp_erm`.
         """
-        from .dp_erm import fit_dp_erm
-
         return fit_dp_erm(self, model, x_noisy, y, learning_rate=learning_rate, callbacks=callbacks,
                           verbose=verbose, **fit_kwargs)
 

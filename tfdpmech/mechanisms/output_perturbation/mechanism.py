@@ -5,10 +5,11 @@ Convexified Loss Functions". Spec: ``specs/seed_001_output_perturbation.md``.
 
 The recipe, as the paper's steps:
 
-1. Train a non-private MLP ``m → 128 (tanh) → C`` with :class:`ConvexifiedCrossEntropy` (Eq. 22)
-   and ``L2(c)`` on every kernel (Eq. 23); :func:`convexified_mlp` builds it.
-2. :func:`compute_bounds` reads the model and n and returns ρ, Δ₂W, Δω, Δz_T, Δp and the OARO
-   bound (Eq. 15, 18–21, 30).
+1. Train a non-private MLP ``m → 128 (tanh) → C`` with
+   :class:`~tfdpmech.losses.ConvexifiedCrossEntropy` (Eq. 22) and ``L2(c)`` on every kernel (Eq. 23);
+   :func:`tfdpmech.models.convexified.convexified_mlp` builds it.
+2. :func:`~tfdpmech.mechanisms.output_perturbation.sensitivity.compute_bounds` reads the model and
+   n and returns ρ, Δ₂W, Δω, Δz_T, Δp and the OARO bound (Eq. 15, 18–21, 30).
 3. :class:`DPPredictor` answers queries: it charges the :class:`QueryBudgetAccountant` first, then
    runs the logits model and :class:`NoisyOutputNeuron` (Algorithm 1), and records each answered
    batch in a :class:`PrivacyLedger`.
@@ -32,28 +33,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MECHANISMS, NoisyOutputNeuron
-from ..ledger import PrivacyLedger, Release
-from ..losses.convexified_cross_entropy import ConvexifiedCrossEntropy
-from ..query_budget import QueryBudgetAccountant, UnlimitedAccountant, gdp_epsilon
-from ..validation import check_array, check_choice, check_positive_int
-from .output_sensitivity import (
-    OutputPerturbationBounds,
-    bounds_from_architecture,
-    compute_bounds,
-    describe_mlp,
-    logits_model_from,
-)
+from ...accounting.ledger import PrivacyLedger, Release
+from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant, gdp_epsilon
+from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MECHANISMS, NoisyOutputNeuron
+from ...models.convexified import logits_model_from
+from ...validation import check_array, check_choice, check_positive_int
+from .sensitivity import OutputPerturbationBounds, describe_mlp
 
-__all__ = [
-    "DPPredictor",
-    "convexified_mlp",
-    "compute_bounds",
-    "bounds_from_architecture",
-    "logits_model_from",
-    "OutputPerturbationBounds",
-    "EXPORT_WARNING",
-]
+__all__ = ["DPPredictor", "EXPORT_WARNING"]
 
 EXPORT_WARNING = (
     "the exported model adds fresh output noise on every call, but budget enforcement does NOT travel with the "
@@ -62,36 +49,12 @@ EXPORT_WARNING = (
 )
 
 
-def convexified_mlp(input_dim: int, num_classes: int, *, hidden_units: int = 128, l2: float = 0.001,
-                     activation: str = "tanh", alpha: float = 1.0, learning_rate: float = 0.001,
-                     compile: bool = True) -> keras.Model:
-    """The paper's model (Table 4): ``m → hidden (tanh) → C`` logits, ``L2(c)`` on every kernel.
-
-    The output is linear (logits); with ``compile`` the model is compiled with Adam and
-    :class:`ConvexifiedCrossEntropy` (``alpha``) on one-hot labels.
-    """
-    m = check_positive_int(input_dim, "input_dim")
-    c = check_positive_int(num_classes, "num_classes", minimum=2)
-    h = check_positive_int(hidden_units, "hidden_units")
-    reg = keras.regularizers.L2(l2)
-    model = keras.Sequential([
-        keras.Input(shape=(m,)),
-        keras.layers.Dense(h, activation=activation, kernel_regularizer=reg),
-        keras.layers.Dense(c, kernel_regularizer=keras.regularizers.L2(l2)),
-    ])
-    if compile:
-        model.compile(optimizer=keras.optimizers.Adam(learning_rate),
-                      loss=ConvexifiedCrossEntropy(alpha, from_logits=True, sparse=False),
-                      metrics=["categorical_accuracy"])
-    return model
-
-
 class DPPredictor:
     """Answer queries with Lu et al.'s output perturbation under a query budget.
 
     Args:
         logits_model: a trained Keras MLP returning logits (or softmax: it is stripped with
-            :func:`logits_model_from`). Never exposed to clients.
+            :func:`~tfdpmech.models.convexified.logits_model_from`). Never exposed to clients.
         bounds: :class:`OutputPerturbationBounds` from :func:`compute_bounds` on that model.
         accountant: a :class:`QueryBudgetAccountant`; its per-query amount is the query's ε (μ
             for Gaussian noise).

@@ -34,13 +34,13 @@ from typing import Sequence
 import keras
 import numpy as np
 
-from ..validation import check_choice, check_positive_int, check_positive_real
+from ...models.convexified import LINEAR_ACTIVATIONS, activation_name
+from ...validation import check_choice, check_positive_int, check_positive_real
 
 __all__ = [
     "OutputPerturbationBounds",
     "bounds_from_architecture",
     "compute_bounds",
-    "logits_model_from",
     "describe_mlp",
     "LAMBDA_CONVENTIONS",
     "SENSITIVITY_MODES",
@@ -50,7 +50,6 @@ __all__ = [
 LAMBDA_CONVENTIONS = ("paper", "exact")
 SENSITIVITY_MODES = ("paper", "output_layer_cs")
 BOUNDED_ACTIVATIONS = {"tanh": 1.0, "sigmoid": 1.0, "softsign": 1.0, "hard_sigmoid": 1.0}
-_LINEAR = ("linear", None)
 
 _BASIS = {
     "paper": (
@@ -229,14 +228,6 @@ def bounds_from_architecture(layer_widths: Sequence[int], n_train: int, l2: floa
     )
 
 
-def _activation_name(layer) -> str | None:
-    act = getattr(layer, "activation", None)
-    if act is None:
-        return None
-    name = getattr(act, "__name__", None) or str(act)
-    return name
-
-
 def _regularizer_l2(layer) -> float | None:
     reg = getattr(layer, "kernel_regularizer", None)
     if reg is None:
@@ -296,12 +287,12 @@ def describe_mlp(model) -> dict:
             widths.append(int(layer.units))
             l2s.append(_regularizer_l2(layer))
             use_bias.append(bool(layer.use_bias))
-            pending = _activation_name(layer)
+            pending = activation_name(layer)
             continue
         if isinstance(layer, keras.layers.Activation):
-            if pending not in _LINEAR:
+            if pending not in LINEAR_ACTIVATIONS:
                 raise ValueError(f"Activation layer {layer.name!r} follows a non-linear Dense; not supported")
-            pending = _activation_name(layer)
+            pending = activation_name(layer)
             continue
         raise ValueError(
             f"layer {layer.name!r} ({type(layer).__name__}) is not covered by the sensitivity bound; the bound holds "
@@ -311,7 +302,7 @@ def describe_mlp(model) -> dict:
     if len(widths) < 2:
         raise ValueError("the model has no Dense layer; the bound needs an MLP ending in Dense(C)")
     output_activation = pending
-    if output_activation not in _LINEAR + ("softmax",):
+    if output_activation not in LINEAR_ACTIVATIONS + ("softmax",):
         raise ValueError(
             f"the output layer must be linear (logits) or softmax, got activation {output_activation!r}"
         )
@@ -374,32 +365,3 @@ def compute_bounds(model, n_train: int, l2: float | None = None, *, input_bound:
         info["widths"], n_train, c_model, activation_bound=a_u, input_bound=input_bound, layer_maxima=layer_maxima,
         lambda_convention=lambda_convention, sensitivity_mode=sensitivity_mode, count_bias=count_bias,
     )
-
-
-def logits_model_from(model) -> keras.Model:
-    """A model that returns the logits of ``model`` (spec §6.1(g)), sharing its weights.
-
-    ``model`` ends in ``Dense(C, activation="softmax")`` (the last Dense is cloned with a linear
-    activation and its weights copied), in ``Activation("softmax")`` (dropped), or is already
-    linear (returned as is).
-
-    Raises:
-        ValueError: the model's output layer is neither softmax nor linear.
-    """
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"model must be a keras.Model, got {type(model).__name__}")
-    last = model.layers[-1]
-    act = _activation_name(last)
-    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    if isinstance(last, keras.layers.Activation) and act == "softmax":
-        return keras.Model(inputs, last.input, name=f"{model.name}_logits")
-    if isinstance(last, keras.layers.Dense) and act == "softmax":
-        cfg = last.get_config()
-        cfg.update(activation="linear", name=f"{last.name}_logits")
-        clone = keras.layers.Dense.from_config(cfg)
-        out = clone(last.input)
-        clone.set_weights(last.get_weights())
-        return keras.Model(inputs, out, name=f"{model.name}_logits")
-    if act in _LINEAR:
-        return model
-    raise ValueError(f"the last layer {last.name!r} has activation {act!r}; expected softmax or linear")

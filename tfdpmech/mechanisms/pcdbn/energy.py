@@ -17,81 +17,28 @@ Modes (spec §8.1):
 
 from __future__ import annotations
 
-import itertools
 import math
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from ..chebyshev import PAPER_SMOOTHSTEP, PAPER_SMOOTHSTEP_DENOMINATORS, poly_eval
-from ..layers.conv_rbm import ConvRBM
-from ..ledger import Release
-from ..noise import laplace, make_rng, noise_fingerprint
-from ..validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int
+from ...accounting.ledger import Release
+from ...chebyshev import PAPER_SMOOTHSTEP, PAPER_SMOOTHSTEP_DENOMINATORS, poly_eval
+from ...layers.conv_rbm import ConvRBM
+from ...noise import laplace, make_rng, noise_fingerprint
+from ...validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int
+from .monomials import (
+    MAX_MONOMIALS,
+    _exact_coefficients,
+    check_functional_feasible,
+    energy_orders,
+    monomial_table,
+)
 
-__all__ = [
-    "ChebyshevEnergy",
-    "ENERGY_MODES",
-    "MAX_MONOMIALS",
-    "energy_orders",
-    "monomial_count",
-    "monomial_table",
-    "multinomial_factors",
-    "energy_sensitivity",
-    "check_functional_feasible",
-    "check_domain",
-]
+__all__ = ["ChebyshevEnergy", "ENERGY_MODES", "energy_sensitivity", "check_domain"]
 
 ENERGY_MODES = ("exact", "noiseless", "functional", "reference")
-MAX_MONOMIALS = 1_000_000  # total distinct monomials per layer the functional mode accepts (spec §8.4.6)
-
-
-# --------------------------------------------------------------------------- monomial algebra
-def energy_orders(alpha) -> list[int]:
-    """Orders m = l + 1 of the monomials of Ê in w̃ (one per non-zero α_l; spec §3.4)."""
-    return [l + 1 for l, a in enumerate(np.asarray(alpha, dtype=np.float64)) if a != 0.0]
-
-
-def monomial_count(d: int, alpha) -> int:
-    """Σ_m C(d + m − 1, m): distinct monomials of one filter's polynomial."""
-    return int(sum(math.comb(d + m - 1, m) for m in energy_orders(alpha)))
-
-
-def monomial_table(d: int, m: int) -> np.ndarray:
-    """Sorted variable indices of every degree-m monomial in d variables, shape (C(d+m−1, m), m)."""
-    if m == 0:
-        return np.zeros((1, 0), dtype=np.int32)
-    count = math.comb(d + m - 1, m)
-    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations_with_replacement(range(d), m)),
-                       dtype=np.int32, count=count * m)
-    return flat.reshape(count, m)
-
-
-def multinomial_factors(table: np.ndarray) -> np.ndarray:
-    """``m!/γ!`` for each sorted row of a monomial table (float64)."""
-    n, m = table.shape
-    denom = np.ones(n)
-    run = np.ones(n)
-    for j in range(1, m):
-        run = np.where(table[:, j] == table[:, j - 1], run + 1.0, 1.0)
-        denom *= run
-    return math.factorial(m) / denom
-
-
-def _rank_lookup(d: int, r: int) -> np.ndarray:
-    table = monomial_table(d, r)
-    if r == 0:
-        return np.zeros((), dtype=np.int64)
-    lut = np.full((d,) * r, -1, dtype=np.int64)
-    lut[tuple(table.T)] = np.arange(len(table))
-    return lut
-
-
-def _features(x: np.ndarray, table: np.ndarray) -> np.ndarray:
-    out = np.ones((x.shape[0], table.shape[0]))
-    for j in range(table.shape[1]):
-        out *= x[:, table[:, j]]
-    return out
 
 
 def check_domain(x, visible_max: float, name: str = "x") -> np.ndarray:
@@ -111,28 +58,6 @@ def check_domain(x, visible_max: float, name: str = "x") -> np.ndarray:
     return arr.astype(np.float32)
 
 
-def check_functional_feasible(layer: ConvRBM, max_monomials: int = MAX_MONOMIALS) -> int:
-    """Refuse a layer/degree whose explicit monomial expansion is too large (spec §3.4, §8.4.6).
-
-    Returns:
-        the monomial count.
-
-    Raises:
-        ValueError: more than ``max_monomials`` monomials; the message gives the count.
-    """
-    d = layer.patch_dim
-    count = monomial_count(d, layer.alpha)
-    if count > max_monomials:
-        orders = energy_orders(layer.alpha)
-        raise ValueError(
-            f"functional mode is infeasible for this layer: approx={layer.approx!r} degree={layer.degree} gives "
-            f"monomial orders {orders} in d={d} variables (N_W²·C_in + 1), i.e. {count:,} monomials, above the "
-            f"limit max_monomials={max_monomials:,}. Use degree=3 (the paper finds L >= 3 enough) on small layers, "
-            "approx='chebyshev_sigmoid' with degree=1 for wide layers, fewer input channels or a smaller kernel"
-        )
-    return count
-
-
 def energy_sensitivity(layer: ConvRBM, input_shape) -> float:
     """Δ of the shared noisy polynomial with constant Z (spec §4.7 [rec], Lemma 1 + §3.4).
 
@@ -146,41 +71,6 @@ def energy_sensitivity(layer: ConvRBM, input_shape) -> float:
     hidden = nh * nw * sum(abs(a) * big_r ** (l + 1) / z**l for l, a in enumerate(layer.alpha))
     visible = (int(np.prod(input_shape[1:])) * layer.visible_max) if layer.visible_bias_enabled else 0.0
     return float(2.0 * (hidden + visible))  # Lemma 1: Δ <= 2 max_t Σ|λ_φt|
-
-
-def _exact_coefficients(layer: ConvRBM, x, *, chunk: int = 8192) -> dict:
-    """Noise-free λ_γ and λ_c of Ê over ``x`` (spec §3.4). Internal: never exported (§8.8 item 11)."""
-    d = layer.patch_dim
-    orders = energy_orders(layer.alpha)
-    splits = {m: (m // 2, m - m // 2) for m in orders}
-    rs = sorted({r for m in orders for r in splits[m]})
-    tables = {r: monomial_table(d, r) for r in rs}
-    grams = {m: np.zeros((len(tables[splits[m][0]]), len(tables[splits[m][1]]))) for m in orders}
-    s0 = 0.0
-    n_img = max(1, chunk // max(1, int(np.prod(layer.hidden_shape(x.shape)))))
-    for start in range(0, len(x), n_img):
-        xb = x[start : start + n_img]
-        s0 += float(np.sum(xb, dtype=np.float64))
-        p = layer.patches(tf.constant(xb)).numpy().astype(np.float64).reshape(-1, d)
-        feats = {r: _features(p, tables[r]) for r in rs}
-        for m in orders:
-            r1, r2 = splits[m]
-            grams[m] += feats[r1].T @ feats[r2]  # S_γ by one GEMM of lower-order features (§8.4.2)
-    coeffs = {}
-    for m in orders:
-        r1, r2 = splits[m]
-        table = monomial_table(d, m)
-        i1 = _rank_lookup(d, r1)[tuple(table[:, :r1].T)] if r1 else np.zeros(len(table), dtype=np.int64)
-        i2 = _rank_lookup(d, r2)[tuple(table[:, r1:].T)]
-        s_gamma = grams[m][i1, i2]
-        scale = layer.alpha[m - 1] / layer.z ** (m - 1)
-        coeffs[m] = -scale * multinomial_factors(table) * s_gamma  # λ_γ = −(α_{m−1}/Z^{m−1})(m!/γ!)S_γ
-    coeffs["c"] = -s0 if layer.visible_bias_enabled else 0.0  # λ_c = −s_0
-    return coeffs
-
-
-def _l1(coeffs: dict) -> float:
-    return float(sum(np.abs(v).sum() for v in coeffs.values()))
 
 
 # --------------------------------------------------------------------------- the objective
@@ -255,7 +145,7 @@ class ChebyshevEnergy:
             x: every training record, mapped through the frozen lower layers, in the domain.
 
         Returns:
-            the privacy :class:`~tfdpmech.ledger.Release` (None for non-private modes).
+            the privacy :class:`~tfdpmech.accounting.ledger.Release` (None for non-private modes).
 
         Raises:
             RuntimeError: called twice (the budget is taken).
@@ -413,8 +303,6 @@ class ChebyshevEnergy:
         In functional mode ``x`` is read only by :meth:`prepare`; each epoch runs
         ``ceil(n / batch_size)`` data-free steps.
         """
-        import keras
-
         if not self._prepared:
             self.prepare(x)
         epochs = check_positive_int(epochs, "epochs")

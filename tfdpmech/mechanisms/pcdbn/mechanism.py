@@ -7,7 +7,7 @@ Algorithm 1, as steps of :meth:`PrivateCDBN.fit`:
 
 1. For each CRBM layer ℓ (greedy, Bengio et al. 2007): map the training data through the frozen
    layers 1..ℓ−1 (sigmoid + pooling; inference only) and build the layer's objective
-   (:class:`~tfdpmech.losses.chebyshev_energy.ChebyshevEnergy`): σ replaced by the degree-L
+   (:class:`~tfdpmech.mechanisms.pcdbn.energy.ChebyshevEnergy`): σ replaced by the degree-L
    surrogate σ̂(a/Z) (Eqs. 12–14), coefficients perturbed once with ``Lap(Δ_ℓ/ε_ℓ)`` (Lemma 1–2,
    constant-Z Δ of spec §4.7), then trained for ``pretrain_epochs`` on the data-free objective.
 2. Pooling after every hidden layer (post-processing, no budget).
@@ -30,15 +30,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..layers.conv_rbm import ConvRBM
-from ..ledger import PrivacyLedger, Release
-from ..losses.chebyshev_energy import ENERGY_MODES, MAX_MONOMIALS, ChebyshevEnergy, check_domain
-from ..losses.functional_softmax_head import FunctionalSoftmaxHead, head_sensitivity
-from ..losses.taylor_cross_entropy import TaylorCrossEntropy
-from ..noise import make_rng, tf_laplace
-from ..validation import (
+from ...accounting.ledger import PrivacyLedger, Release
+from ...layers.conv_rbm import ConvRBM
+from ...losses.functional_softmax_head import FunctionalSoftmaxHead, head_sensitivity
+from ...losses.taylor_cross_entropy import TaylorCrossEntropy
+from ...noise import make_rng, tf_laplace
+from ...validation import (
     check_budget_split, check_choice, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
+from .energy import ENERGY_MODES, ChebyshevEnergy, check_domain
+from .monomials import MAX_MONOMIALS
 
 __all__ = ["PrivateCDBN", "PCDBN_MODES"]
 
@@ -65,10 +66,10 @@ class PrivateCDBN:
         learning_rate: Adam step size of the CRBM layers.
         head_epochs, head_learning_rate: for the heads trained by gradient (exact, reference).
         head_ridge: ρ of the closed-form Taylor head (relative to n).
-        neg_chains, gibbs_steps, l1: see :class:`~tfdpmech.losses.chebyshev_energy.ChebyshevEnergy`.
+        neg_chains, gibbs_steps, l1: see :class:`~tfdpmech.mechanisms.pcdbn.energy.ChebyshevEnergy`.
         max_monomials: functional-mode expansion limit per layer.
         seed: master seed (None: OS entropy).
-        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into (new if None).
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (new if None).
 
     Raises:
         ValueError / TypeError: empty or non-ConvRBM layers, unknown mode, ε <= 0, ε missing for a

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tfdpmech.ledger import NONE_PROVEN, PrivacyLedger, Release, format_epsilon
+from tfdpmech.accounting.ledger import NONE_PROVEN, PrivacyLedger, Release, format_epsilon
 
 
 def _rel(component="relevance", claimed=0.1, provable=0.1, **kwargs):
@@ -122,7 +122,7 @@ def test_record_and_extend():
     led = PrivacyLedger()
     r = _rel()
     assert led.record(r) is r
-    with pytest.raises(TypeError, match="release must be a tfdpmech.ledger.Release, got dict"):
+    with pytest.raises(TypeError, match="release must be a tfdpmech.accounting.ledger.Release, got dict"):
         led.record({"component": "x"})
     other = _adlm_like_ledger()
     led.extend(other)

@@ -1,4 +1,4 @@
-"""Tests for tfdpmech.losses.taylor_cross_entropy and tfdpmech.metrics.
+"""Tests for tfdpmech.losses.taylor_cross_entropy.
 
 The Taylor polynomial of per-class sigmoid cross-entropy at z = 0 (AdLM Eq. 25) is
 ``log 2 + (1/2 - y) z + z²/8 = (z - (4y - 2))²/8 + log 2 - 1/2`` per class (spec §3.4, §11.1).
@@ -17,6 +17,7 @@ import tfdpmech
 from tfdpmech.losses import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
 from tfdpmech.losses.taylor_cross_entropy import LOG2, PHI2
 from tfdpmech.metrics import taylor_accuracy
+
 
 LN2 = math.log(2.0)
 
@@ -245,29 +246,3 @@ def test_registered_names():
     assert keras.saving.get_registered_name(TaylorCrossEntropy) == "tfdpmech>TaylorCrossEntropy"
     assert keras.saving.get_registered_object("tfdpmech>taylor_accuracy") is taylor_accuracy
     assert tfdpmech.TaylorCrossEntropy is TaylorCrossEntropy and tfdpmech.taylor_accuracy is taylor_accuracy
-
-
-# ------------------------------------------------------------------------------------------------
-# taylor_accuracy
-# ------------------------------------------------------------------------------------------------
-
-
-def test_taylor_accuracy_on_one_hot():
-    y = np.eye(3, dtype=np.float32)[[0, 2, 1, 1]]
-    z = np.array([[3, 1, 2], [0, -1, 5], [0, 1, 2], [-1, 0, -2]], dtype=np.float32)
-    acc = _np(taylor_accuracy(tf.constant(y), tf.constant(z)))
-    np.testing.assert_array_equal(acc, [1.0, 1.0, 0.0, 1.0])
-    assert acc.dtype == np.float32
-
-
-def test_taylor_accuracy_on_coefficients():
-    y = np.eye(3, dtype=np.float32)[[0, 2, 1, 1]]
-    z = np.array([[3, 1, 2], [0, -1, 5], [0, 1, 2], [-1, 0, -2]], dtype=np.float32)
-    phi = taylor_coefficients(y)
-    np.testing.assert_array_equal(_np(taylor_accuracy(tf.constant(phi), tf.constant(z))), [1.0, 1.0, 0.0, 1.0])
-    # perturbed coefficients: the label is argmin of the order-1 coefficient (a noisy label)
-    noisy = phi.copy()
-    noisy[2, :, 1] = [0.9, 0.4, -0.7]  # now class 2 looks like the label of example 2
-    noisy[0, :, 0] = 100.0  # orders 0 and 2 do not matter
-    noisy[0, :, 2] = -100.0
-    np.testing.assert_array_equal(_np(taylor_accuracy(tf.constant(noisy), tf.constant(z))), [1.0, 1.0, 1.0, 1.0])

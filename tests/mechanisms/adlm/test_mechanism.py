@@ -1,4 +1,4 @@
-"""AdLM / ILM mechanism: spec seed_000_adlm.md §11 and the issue's bad-input list."""
+"""AdLM / ILM mechanism: the ledger against hand calculations, noise modes, frozen noise, bad input."""
 
 import gc
 import math
@@ -11,18 +11,15 @@ import tensorflow as tf
 
 import tfdpmech
 from tfdpmech import AdLM, ILM, models
-from tfdpmech.mechanisms.adlm import (
-    first_layer_geometry,
-    first_layer_sensitivity,
-    provable_epsilon_per_record,
-)
+from tfdpmech.mechanisms.adlm import provable_epsilon_per_record
+
 
 N, L = 240, 40
 
 
 @pytest.fixture(scope="module")
-def sample():
-    ds = tfdpmech.data.load("mnist_sample")
+def sample(mnist_sample):
+    ds = mnist_sample
     return ds.x_train[:N], ds.y_train[:N], ds.x_train[N : N + 200], ds.y_train[N : N + 200]
 
 
@@ -45,35 +42,6 @@ def fitted_adlm(sample, relevance_model, **kwargs):
     adlm = AdLM(0.1, 0.1, 0.2, L, seed=0, **kwargs)
     adlm.fit_relevance(relevance_model, x, y)
     return adlm
-
-
-# --- §11.4: sensitivities of the reference configurations -------------------------------
-def test_delta_h0_reference_configs():
-    # MNIST [code]: 2 · 14·14 positions · 5·5·1 fan-in; CIFAR: 2 · 10·10 · 3·3·3
-    assert first_layer_sensitivity("reference_code", d=784, fan_in=25, neurons=0, positions=196) == 9800
-    assert first_layer_sensitivity("reference_code", d=1200, fan_in=27, neurons=0, positions=100) == 5400
-    assert first_layer_sensitivity("fan_in", d=784, fan_in=25, neurons=28 * 28 * 32, positions=0) == 1_254_400
-    assert first_layer_sensitivity("paper_literal", d=784, fan_in=25, neurons=28 * 28 * 32, positions=0) == (
-        2 * 28 * 28 * 32 * 784
-    )
-    assert first_layer_sensitivity("shared_input", d=784, fan_in=25, neurons=1, positions=1) == 784
-    with pytest.raises(ValueError, match="delta_h0_policy"):
-        first_layer_sensitivity("nope", d=1, fan_in=1, neurons=1, positions=1)
-
-
-def test_geometry_of_paper_cnn():
-    geo = first_layer_geometry(models.first_affine_layer(models.mnist_cnn()))
-    assert geo == {"d": 784, "fan_in": 25, "neurons": 28 * 28 * 32, "positions": 784}
-    geo = first_layer_geometry(models.first_affine_layer(small_model()))
-    assert geo == {"d": 784, "fan_in": 784, "neurons": 16, "positions": 16}
-
-
-# --- §11.8: the accountant against the hand calculation -----------------------------------
-def test_per_record_bound_hand_calculation():
-    eps = provable_epsilon_per_record(eps1=0.075, eps2=0.075, eps3=0.15, batch_size=1800, d=784,
-                                      delta_h0=9800, delta_f=1812.5)
-    assert eps == pytest.approx(0.075 + 144 * 0.075 + (3600 / 1812.5) * 0.15, rel=1e-12)
-    assert eps == pytest.approx(0.075 + 10.8 + 1.986 * 0.15, rel=1e-3)
 
 
 def test_ledger_matches_hand_calculation(sample, relevance_model):
@@ -335,9 +303,9 @@ def test_shared_per_step_needs_noise_layer(sample):
 
 # --- §11.9: the noise-free pipeline learns MNIST --------------------------------------------
 @pytest.mark.slow
-def test_noise_free_taylor_pipeline_reaches_96_percent():
+def test_noise_free_taylor_pipeline_reaches_96_percent(mnist_sample):
     """Same model, same loss and data path as AdLM, with the noise off (bundled MNIST sample)."""
-    ds = tfdpmech.data.load("mnist_sample")
+    ds = mnist_sample
     keras.utils.set_random_seed(0)
     model = models.mnist_cnn()
     coeffs = tfdpmech.losses.taylor_coefficients(ds.y_train)
@@ -367,9 +335,9 @@ def test_clipping_noisy_inputs_is_post_processing(sample):
 
 
 @pytest.mark.slow
-def test_with_little_noise_the_private_pipeline_learns():
+def test_with_little_noise_the_private_pipeline_learns(mnist_sample):
     """The noise, not the pipeline, is what costs accuracy: at a huge ε ILM learns like non-private training."""
-    ds = tfdpmech.data.load("mnist_sample")
+    ds = mnist_sample
     keras.utils.set_random_seed(0)
     ilm = ILM(1e6, 1e6, 100, seed=0)
     model = models.mlp()

@@ -10,17 +10,16 @@ from __future__ import annotations
 import math
 
 import keras
-import numpy as np
 import pytest
 
-from tfdpmech.mechanisms.output_perturbation import convexified_mlp
-from tfdpmech.mechanisms.output_sensitivity import (
+from tfdpmech.mechanisms.output_perturbation.sensitivity import (
     OutputPerturbationBounds,
     bounds_from_architecture,
     compute_bounds,
     describe_mlp,
-    logits_model_from,
 )
+from tfdpmech.models.convexified import convexified_mlp
+
 
 # dataset: (m, C, n, |W|, rho, delta_omega, delta_z, raw delta_p) -- spec §3.13, m = 600 for Purchase
 TABLE_3_13 = {
@@ -215,19 +214,6 @@ def test_conv_model_refused():
                               keras.layers.Dense(3, kernel_regularizer=keras.regularizers.L2(0.01))])
     with pytest.raises(ValueError, match="not covered"):
         compute_bounds(model, 100)
-
-
-def test_logits_model_from_strips_softmax():
-    x = np.random.default_rng(0).uniform(-1, 1, (5, 6)).astype("float32")
-    model = _mlp(out_act="softmax")
-    logits = logits_model_from(model)
-    z = np.asarray(logits(x))
-    np.testing.assert_allclose(np.asarray(model(x)), np.exp(z) / np.exp(z).sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
-    seq = keras.Sequential([keras.Input(shape=(6,)), keras.layers.Dense(3), keras.layers.Activation("softmax")])
-    z2 = np.asarray(logits_model_from(seq)(x))
-    np.testing.assert_allclose(z2, np.asarray(seq.layers[0](x)), rtol=1e-6)
-    linear = _mlp()
-    assert logits_model_from(linear) is linear
 
 
 def test_bounds_json_round_trip(tmp_path):

@@ -1,0 +1,107 @@
+"""Tests for tfdpmech.accounting.dpsgd: σ ↔ ε of DP-SGD with dp_accounting (RDP, Poisson sampling)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from tfdpmech.accounting.dpsgd import (
+    dpsgd_steps,
+    epsilon_after_steps,
+    epsilon_any_order,
+    epsilon_for_noise_multiplier,
+    noise_multiplier_for_epsilon,
+)
+
+
+def _tf_privacy_analysis():
+    """tensorflow-privacy's own DP-SGD accountant, to compare against (TensorFlow 2.15 stack only)."""
+    return pytest.importorskip(
+        "tensorflow_privacy.privacy.analysis.compute_dp_sgd_privacy_lib",
+        reason="tensorflow-privacy is not installed or does not import (it needs TensorFlow 2.15 / Keras 2)",
+    )
+
+
+def test_noise_multiplier_is_monotone_in_epsilon():
+    sigmas = [noise_multiplier_for_epsilon(eps, 1e-5, 1000, 50, 2) for eps in (0.3, 1.0, 8.0)]
+    assert sigmas[0] > sigmas[1] > sigmas[2] > 0
+
+
+@pytest.mark.parametrize("eps", [0.3, 1.0, 8.0])
+def test_round_trip_meets_target_and_is_tight(eps):
+    sigma = noise_multiplier_for_epsilon(eps, 1e-5, 1000, 50, 2)
+    achieved = epsilon_for_noise_multiplier(sigma, 1e-5, 1000, 50, 2)
+    assert achieved <= eps
+    assert achieved == pytest.approx(eps, rel=1e-3)
+    # a slightly smaller σ no longer meets the target: σ is (near) the smallest one
+    assert epsilon_for_noise_multiplier(sigma * 0.99, 1e-5, 1000, 50, 2) > eps
+
+
+@pytest.mark.dpsgd
+def test_anchor_matches_tensorflow_privacy():
+    compute_dp_sgd_privacy_lib = _tf_privacy_analysis()
+    # Classic MNIST setting: n=60000, batch 256, σ=1.1, 60 epochs, δ=1e-5.
+    ours = epsilon_for_noise_multiplier(1.1, 1e-5, 60000, 256, 60)
+    theirs = compute_dp_sgd_privacy_lib._compute_dp_sgd_example_privacy(  # pylint: disable=protected-access
+        60, 1.1, 1e-5, used_microbatching=False, poisson_subsampling_probability=256 / 60000
+    )
+    assert ours == pytest.approx(theirs, rel=1e-12)
+    statement = compute_dp_sgd_privacy_lib.compute_dp_sgd_privacy_statement(
+        60000, 256, 60, 1.1, 1e-5, used_microbatching=False
+    )
+    poisson = float(re.search(r"Epsilon assuming Poisson sampling \(\*\):\s+([0-9.]+)", statement).group(1))
+    assert round(ours, 3) == poisson
+    assert ours == pytest.approx(2.5967, abs=1e-4)  # regression anchor of the above
+
+
+@pytest.mark.dpsgd
+def test_microbatching_doubles_sensitivity():
+    compute_dp_sgd_privacy_lib = _tf_privacy_analysis()
+    plain = epsilon_for_noise_multiplier(1.2, 1e-5, 1000, 50, 2)
+    doubled = epsilon_for_noise_multiplier(2.4, 1e-5, 1000, 50, 2, used_microbatching=True)
+    assert doubled == pytest.approx(plain, rel=1e-12)
+    theirs = compute_dp_sgd_privacy_lib._compute_dp_sgd_example_privacy(  # pylint: disable=protected-access
+        2, 2.4, 1e-5, used_microbatching=True, poisson_subsampling_probability=50 / 1000
+    )
+    assert doubled == pytest.approx(theirs, rel=1e-12)
+
+
+def test_steps_use_integer_ceiling():
+    assert dpsgd_steps(300, 50, 1) == 6
+    assert dpsgd_steps(310, 50, 3) == 19  # ceil(930 / 50)
+    assert epsilon_for_noise_multiplier(0.0, 1e-5, 300, 50, 1) == math.inf
+
+
+def test_bad_input_to_accounting():
+    with pytest.raises(ValueError, match="epsilon"):
+        noise_multiplier_for_epsilon(0.0, 1e-5, 100, 10, 1)
+    with pytest.raises(ValueError, match="exceeds"):
+        noise_multiplier_for_epsilon(1.0, 1e-5, 100, 200, 1)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        epsilon_for_noise_multiplier(-1.0, 1e-5, 100, 10, 1)
+
+
+def test_uncertifiable_target_gives_a_clear_error():
+    # the RDP bound levels off above 0.01 at δ = 1/n² (found by the DP-ERM comparison)
+    with pytest.raises(ValueError, match="cannot be certified"):
+        noise_multiplier_for_epsilon(0.01, 1 / 20000**2, 20000, 256, 20)
+
+
+def test_epsilon_after_steps_grows_to_the_poisson_epsilon_of_the_run():
+    sigma, n, batch, epochs, delta = 1.1, 1000, 50, 2, 1e-5
+    full = epsilon_for_noise_multiplier(sigma, delta, n, batch, epochs)
+    steps = dpsgd_steps(n, batch, epochs)
+    partial = [epsilon_after_steps(sigma, delta, batch / n, t) for t in (0, 1, steps // 2, steps)]
+    assert partial[0] == 0.0 and partial[1] < partial[2] < partial[3]
+    assert partial[3] == pytest.approx(full, rel=1e-12)
+
+
+def test_epsilon_any_order_exceeds_the_poisson_epsilon():
+    # without amplification by sampling each epoch is one full Gaussian mechanism
+    sigma, n, batch, epochs, delta = 1.1, 1000, 50, 2, 1e-5
+    any_order = epsilon_any_order(sigma, delta, epochs)
+    assert any_order > epsilon_for_noise_multiplier(sigma, delta, n, batch, epochs)
+    # σ/2 under microbatching: the same ε as half the noise
+    assert epsilon_any_order(2 * sigma, delta, epochs, used_microbatching=True) == pytest.approx(any_order, rel=1e-12)

@@ -1,0 +1,159 @@
+"""Gaussian-mechanism calibrations with ``dp_accounting``: ε of one release and the σ for a target ε.
+
+One Gaussian mechanism ``x + N(0, σ²I)`` with L2 sensitivity Δ₂ has noise multiplier ``σ/Δ₂``.
+Three accountants of ``dp_accounting`` compute its (ε, δ):
+
+* ``"analytic"`` (default): the exact privacy curve of one Gaussian mechanism,
+  ``δ(ε) = Φ(1/(2m) − εm) − e^ε Φ(−1/(2m) − εm)`` (Balle & Wang 2018), through
+  ``dp_accounting.pld.privacy_loss_mechanism.GaussianPrivacyLoss``;
+* ``"rdp"``: ``dp_accounting.rdp.RdpAccountant`` (looser; it cannot certify small ε at small δ with
+  its default orders);
+* ``"pld"``: ``dp_accounting.pld.PLDAccountant``.
+
+``dp_accounting`` is imported on first use (about 1 s), with a one-line ImportError naming the fix.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..validation import check_choice, check_delta, check_epsilon, check_positive_real
+
+__all__ = [
+    "ACCOUNTANTS",
+    "require_dp_accounting",
+    "gaussian_epsilon",
+    "local_gaussian_epsilon",
+    "sigma_local_gaussian",
+]
+
+ACCOUNTANTS = ("analytic", "rdp", "pld")
+DP_ACCOUNTING_HINT = "pip install dp-accounting"
+
+
+def require_dp_accounting(purpose: str = "this privacy computation"):
+    """Import ``dp_accounting``, or raise a one-line ImportError that names ``purpose`` and the fix."""
+    try:
+        import dp_accounting
+    except Exception as exc:  # ImportError, or a broken install
+        raise ImportError(f"dp_accounting is missing ({purpose} needs it): {DP_ACCOUNTING_HINT}") from exc
+    return dp_accounting
+
+
+def _gaussian_loss(multiplier):
+    from dp_accounting.pld import privacy_loss_mechanism
+
+    return privacy_loss_mechanism.GaussianPrivacyLoss(multiplier, sensitivity=1.0)
+
+
+def gaussian_epsilon(multiplier, delta, accountant: str = "analytic") -> float:
+    """ε at δ of one Gaussian mechanism with noise multiplier ``σ/Δ₂`` (see the module docstring).
+
+    Raises:
+        ImportError: dp_accounting is missing.
+        ValueError / TypeError: multiplier <= 0, δ ∉ (0, 1), unknown accountant.
+    """
+    multiplier = check_positive_real(multiplier, "multiplier")
+    delta = check_delta(delta)
+    check_choice(accountant, "accountant", ACCOUNTANTS)
+    dp_accounting = require_dp_accounting("the Gaussian-mechanism accounting")
+    if accountant == "analytic":
+        # exact: δ(ε) = Φ(1/(2m) − εm) − e^ε Φ(−1/(2m) − εm) (Balle & Wang 2018), decreasing in ε
+        loss = _gaussian_loss(multiplier)
+        lo, hi = 0.0, 1.0
+        if loss.get_delta_for_epsilon(0.0) <= delta:
+            return 0.0
+        for _ in range(200):
+            if loss.get_delta_for_epsilon(hi) <= delta:
+                break
+            lo, hi = hi, hi * 2.0
+        for _ in range(100):  # bisection; hi always satisfies δ(hi) <= δ
+            mid = 0.5 * (lo + hi)
+            if loss.get_delta_for_epsilon(mid) <= delta:
+                hi = mid
+            else:
+                lo = mid
+            if hi - lo <= 1e-12 * hi:
+                break
+        return float(hi)
+    acc = dp_accounting.rdp.RdpAccountant() if accountant == "rdp" else dp_accounting.pld.PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(multiplier))
+    return float(acc.get_epsilon(delta))
+
+
+def local_gaussian_epsilon(sigma, delta, feature_norm_bound: float = 1.0, *, accountant: str = "analytic") -> float:
+    """ε of one record's features released as ``x + N(0, σ²I)`` with ``‖x‖ <= R`` (replace-one).
+
+    A Gaussian mechanism with L2 sensitivity ``2R`` and noise multiplier ``σ/(2R)``, accounted with
+    ``dp_accounting`` (:func:`gaussian_epsilon`).
+
+    Args:
+        sigma: the noise std (> 0).
+        delta: δ ∈ (0, 1).
+        feature_norm_bound: R, the public bound on ‖x‖.
+        accountant: ``"analytic"``, ``"rdp"`` or ``"pld"``.
+
+    Returns:
+        ε >= 0 (proven, feature-level).
+
+    Raises:
+        ImportError: dp_accounting is missing.
+        ValueError / TypeError: invalid inputs.
+    """
+    sigma = check_positive_real(sigma, "sigma")
+    delta = check_delta(delta)
+    R = check_positive_real(feature_norm_bound, "feature_norm_bound")
+    check_choice(accountant, "accountant", ACCOUNTANTS)
+    return gaussian_epsilon(sigma / (2.0 * R), delta, accountant)
+
+
+def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, accountant: str = "analytic",
+                         tol: float = 1e-6) -> float:
+    """Smallest σ whose per-record Gaussian mechanism on the features meets (ε, δ).
+
+    Sensitivity ``2R`` (replace one record inside the R-ball). ``"analytic"`` (default) takes the exact
+    smallest σ from ``GaussianPrivacyLoss.from_privacy_guarantee``; ``"rdp"`` / ``"pld"`` search σ with
+    ``dp_accounting.calibrate_dp_mechanism``. In every case ``local_gaussian_epsilon(σ) <= ε``.
+
+    Args:
+        epsilon: target ε > 0 of the feature release.
+        delta: δ ∈ (0, 1).
+        feature_norm_bound: R.
+        accountant: ``"analytic"`` (exact, fast), ``"rdp"`` or ``"pld"`` (~0.2 s per evaluation).
+        tol: relative tolerance on the noise multiplier (``"rdp"`` / ``"pld"``).
+
+    Returns:
+        σ > 0.
+
+    Raises:
+        ImportError: dp_accounting is missing.
+        ValueError / TypeError: invalid inputs, or an ε the chosen accountant cannot certify at this δ.
+    """
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    R = check_positive_real(feature_norm_bound, "feature_norm_bound")
+    check_choice(accountant, "accountant", ACCOUNTANTS)
+    dp_accounting = require_dp_accounting("the Gaussian-mechanism calibration")
+    if accountant == "analytic":
+        from dp_accounting.pld import common, privacy_loss_mechanism
+
+        loss = privacy_loss_mechanism.GaussianPrivacyLoss.from_privacy_guarantee(
+            common.DifferentialPrivacyParameters(epsilon, delta), sensitivity=2.0 * R)
+        return float(loss.standard_deviation)
+    # the classic bound sqrt(2 ln(1.25/δ))/ε (valid for ε < 1) is within a small factor of the optimum
+    ceiling = 100.0 * math.sqrt(2.0 * math.log(1.25 / delta)) / min(epsilon, 1.0)
+    lo, hi = 1e-3, 1.0
+    while gaussian_epsilon(hi, delta, accountant) > epsilon:  # ε decreases in σ
+        lo, hi = hi, hi * 4.0
+        if hi > ceiling:
+            raise ValueError(
+                f"the {accountant!r} accountant cannot certify epsilon={epsilon:g} at delta={delta:g} (its bound "
+                "levels off, e.g. RDP at ln(1/δ)/max order); use accountant='analytic' (exact for one Gaussian)"
+            )
+    while gaussian_epsilon(lo, delta, accountant) <= epsilon:
+        lo /= 4.0
+    new_acc = (dp_accounting.rdp.RdpAccountant if accountant == "rdp" else dp_accounting.pld.PLDAccountant)
+    multiplier = dp_accounting.calibrate_dp_mechanism(
+        new_acc, dp_accounting.GaussianDpEvent, epsilon, delta,
+        dp_accounting.ExplicitBracketInterval(lo, hi), tol=tol * lo,
+    )
+    return float(multiplier) * 2.0 * R

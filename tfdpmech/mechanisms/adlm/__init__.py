@@ -1,0 +1,20 @@
+"""AdLM and ILM (Phan et al., ICDM'17): adaptive (or uniform) Laplace noise drawn once, before training.
+
+* :mod:`.mechanism`: :class:`AdLM`, :class:`ILM`, :class:`PrivateData`.
+* :mod:`.sensitivity`: Δ_h0 policies, the per-record ε, and the model checks they rest on.
+"""
+
+from .mechanism import ILM, NOISE_MODES, AdLM, PrivateData
+from .sensitivity import (
+    DELTA_H0_POLICIES,
+    check_bounded_last_hidden,
+    first_affine_layer,
+    first_layer_geometry,
+    first_layer_sensitivity,
+    provable_epsilon_per_record,
+)
+
+__all__ = [
+    "AdLM", "ILM", "PrivateData", "NOISE_MODES", "DELTA_H0_POLICIES", "first_affine_layer",
+    "check_bounded_last_hidden", "first_layer_geometry", "first_layer_sensitivity", "provable_epsilon_per_record",
+]
