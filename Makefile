@@ -38,7 +38,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/tfdpmech compare
 
 bench: $(VENV)/.installed
-	$(PY) -m tfdpmech.bench
+	$(VENV)/bin/tfdpmech bench
 
 clean:
 	rm -rf $(VENV) $(VENV_K3) .pytest_cache

@@ -1,4 +1,8 @@
-"""The ``tfdpmech`` command (also ``python -m tfdpmech``)."""
+"""The ``tfdpmech`` command (also ``python -m tfdpmech``): compare | methods | bench.
+
+Every list flag is spelled one way: comma-separated (``--epsilons 0.5,2,8``, ``--seeds 0,1``,
+``--methods a,b``, ``--dataset a,b``, ``--audit mia,canary``).
+"""
 
 from __future__ import annotations
 
@@ -27,70 +31,84 @@ def _strings(text: str) -> tuple:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
-def _parser() -> argparse.ArgumentParser:
-    from .compare import CompareConfig
+def _audits(text: str) -> tuple:
+    return () if text.strip().lower() in ("", "none", "off") else _strings(text)
 
-    d = CompareConfig()
+
+def _public(text: str):
+    text = text.strip()
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def add_bench_arguments(parser) -> None:
+    """The flags of ``tfdpmech bench`` (also read by its fresh-process memory probes)."""
+    parser.add_argument("--out", default=os.path.join("bench", "results.json"))
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats per method (default 5)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--max-private", type=int, default=0, help="cap the private set (0: all 7,000)")
+    parser.add_argument("--methods", type=lambda t: tuple(x for x in t.split(",") if x), default=None)
+    parser.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory probes")
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfdpmech", description="Noise-once DP mechanisms next to DP-SGD.")
     sub = parser.add_subparsers(dest="command", required=True)
     cmp = sub.add_parser("compare", help="train every method × ε × seed and write a report",
-                         description="Side-by-side comparison. Writes results.json, results.md, "
-                                     "accuracy_vs_epsilon.png and accuracy_vs_epoch.png into --out.")
-    cmp.add_argument("--dataset", default=d.dataset, help=f"dataset name (default {d.dataset}: embedded MNIST sample)")
+                         description="Side-by-side comparison through the one runner. Writes results.json, "
+                                     "results.md, accuracy_vs_epsilon.png and accuracy_vs_epoch.png into --out. "
+                                     "Flags override the preset's settings.")
+    cmp.add_argument("--preset", default="demo", help="a named configuration (`tfdpmech methods` lists them)")
+    cmp.add_argument("--quick", action="store_true", help="the preset's quick variant (same code path, seconds)")
+    cmp.add_argument("--dataset", type=_strings, default=None, help="comma-separated dataset names")
     cmp.add_argument("--methods", type=_strings, default=None,
-                     help=f"comma-separated methods (default: {','.join(d.methods)}; dpsgd only where "
-                          "tensorflow-privacy imports)")
-    cmp.add_argument("--epsilons", type=_floats, default=d.epsilons, help="comma-separated target ε values")
-    cmp.add_argument("--epochs", type=int, default=d.epochs)
-    cmp.add_argument("--seeds", type=_ints, default=d.seeds, help="comma-separated seeds")
-    cmp.add_argument("--batch-size", type=int, default=d.batch_size)
-    cmp.add_argument("--model", default=d.model, help="mlp (default) or cnn (the paper's MNIST network)")
-    cmp.add_argument("--delta", type=float, default=d.delta, help="δ for DP-SGD")
-    cmp.add_argument("--learning-rate", type=float, default=d.learning_rate)
-    cmp.add_argument("--out", default=d.out, help="output directory")
-    cmp.add_argument("--quiet", action="store_true", help="no per-epoch progress lines")
-    cmp.add_argument("--no-audit", action="store_true",
-                     help="skip tensorflow-privacy's membership-inference attacks after each run")
-    sub.add_parser("methods", help="list the registered methods")
-    exp = sub.add_parser("experiment", help="run one paper's experiment (pass --help after its name)",
-                         description="Experiments that do not fit the image runner: " + ", ".join(EXPERIMENTS))
-    exp.add_argument("name", choices=sorted(EXPERIMENTS))
-    exp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the experiment, e.g. --quick")
+                     help="comma-separated methods (default: the preset's; dpsgd only where tensorflow-privacy imports)")
+    cmp.add_argument("--epsilons", type=_floats, default=None, help="comma-separated target ε values")
+    cmp.add_argument("--seeds", type=_ints, default=None, help="comma-separated seeds")
+    cmp.add_argument("--epochs", type=int, default=None)
+    cmp.add_argument("--batch-size", type=int, default=None)
+    cmp.add_argument("--model", default=None, help="mlp or cnn (images), linear (tabular)")
+    cmp.add_argument("--delta", type=float, default=None, help="δ of the (ε, δ) methods on image data")
+    cmp.add_argument("--public", type=_public, default=None,
+                     help="public data: N training records kept out of the private set, a source name, or 0")
+    cmp.add_argument("--learning-rate", type=float, default=None)
+    cmp.add_argument("--audit", type=_audits, default=None, help="comma-separated audits (mia, canary) or none")
+    cmp.add_argument("--out", default="results", help="output directory")
+    cmp.add_argument("--quiet", action="store_true", help="no progress line")
+    sub.add_parser("methods", help="list the registered methods and presets")
+    bench = sub.add_parser("bench", help="throughput, time-to-accuracy and peak memory of each method (repeated)")
+    add_bench_arguments(bench)
     return parser
 
 
-# name -> module with a main(argv) entry point
-EXPERIMENTS = {
-    "dp_erm": "tfdpmech.experiments.dp_erm",
-    "output_perturbation": "tfdpmech.experiments.output_perturbation",
-    "pcdbn_mnist": "tfdpmech.experiments.pcdbn_mnist",
-}
+def _skip_unavailable(methods: tuple, note) -> tuple:
+    from .experiments import METHODS
+
+    kept = []
+    for name in methods:
+        reason = METHODS[name].unavailable() if name in METHODS else None
+        if reason:
+            note(f"skipping {name}: {reason}")
+        else:
+            kept.append(name)
+    return tuple(kept)
 
 
-def main(argv=None) -> int:
-    """Entry point; returns the exit status. Errors in the arguments print one line, no traceback."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = _parser().parse_args(argv)
-    from .compare import METHODS, CompareConfig, available_default_methods, run_comparison
+def _compare(args) -> int:
+    from .experiments import preset_config, run_comparison
     from .report import check_writable, markdown_table, summarize, write_report
 
-    if args.command == "experiment":
-        import importlib
+    def note(text):
+        print(f"tfdpmech: note: {text}", file=sys.stderr)
 
-        return int(importlib.import_module(EXPERIMENTS[args.name]).main(args.args) or 0)
-    if args.command == "methods":
-        width = max(map(len, METHODS))
-        for name, method in METHODS.items():
-            print(f"{name:{width}s}  {method.description}")
-        return 0
-    methods = args.methods
-    if methods is None:
-        methods = available_default_methods(lambda text: print(f"tfdpmech: note: {text}", file=sys.stderr))
-    config = CompareConfig(dataset=args.dataset, methods=methods, epsilons=args.epsilons, seeds=args.seeds,
-                           epochs=args.epochs, batch_size=args.batch_size, model=args.model, delta=args.delta,
-                           learning_rate=args.learning_rate, out=args.out, verbose=0 if args.quiet else 1,
-                           audit=not args.no_audit)
     try:
+        config = preset_config(args.preset, quick=args.quick, datasets=args.dataset, methods=args.methods,
+                               epsilons=args.epsilons, seeds=args.seeds, epochs=args.epochs,
+                               batch_size=args.batch_size, model=args.model, delta=args.delta, public=args.public,
+                               learning_rate=args.learning_rate, audit=args.audit, out=args.out,
+                               verbose=0 if args.quiet else 1)
+        if args.methods is None:  # the preset's list: skip what this installation cannot run, visibly
+            config.methods = _skip_unavailable(config.methods, note)
         config.validate()
         check_writable(args.out)
     except (ValueError, TypeError) as exc:
@@ -105,6 +123,32 @@ def main(argv=None) -> int:
     files = write_report(results, args.out)
     print("wrote " + ", ".join(files.values()))
     return 0
+
+
+def _methods() -> int:
+    from .experiments import METHODS, PRESETS
+
+    width = max(map(len, METHODS))
+    print("methods (mode: reference = claimed as the paper/authors ran it, private = proven, none = no privacy):")
+    for name, m in METHODS.items():
+        print(f"  {name:{width}s}  [{m.mode}] {m.description}")
+    print("presets (tfdpmech compare --preset NAME [--quick]):")
+    for name, p in PRESETS.items():
+        print(f"  {name:{width}s}  {p.description}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """Entry point; returns the exit status. Errors in the arguments print one line, no traceback."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = _parser().parse_args(argv)
+    if args.command == "methods":
+        return _methods()
+    if args.command == "bench":
+        from .experiments.bench import main as bench_main
+
+        return bench_main(args)
+    return _compare(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

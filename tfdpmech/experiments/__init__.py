@@ -1,0 +1,9 @@
+"""The method registry, the one runner and its presets (``tfdpmech compare``)."""
+
+from .context import Context, build_context
+from .presets import PRESETS, preset_config, register_preset
+from .registry import METHODS, Method, Prepared, register_method
+from .runner import AUDITS, CompareConfig, register_audit, run_comparison
+
+__all__ = ["Context", "build_context", "PRESETS", "preset_config", "register_preset", "METHODS", "Method",
+           "Prepared", "register_method", "AUDITS", "CompareConfig", "register_audit", "run_comparison"]

@@ -1,0 +1,34 @@
+"""The benchmark's arithmetic: time to a target accuracy, median and spread over repeats; one tiny run."""
+
+import argparse
+import json
+
+import pytest
+
+from tfdpmech.experiments.bench import main, summarize_repeats, time_to_accuracy
+
+
+def test_time_to_accuracy_counts_preprocessing_and_stops_at_the_first_epoch_reaching_it():
+    run = {"preprocessing_seconds": 2.0, "seconds_per_epoch": [1.0, 1.0, 1.0], "accuracy_curve": [0.5, 0.8, 0.9],
+           "train_seconds": 3.0}
+    assert time_to_accuracy(run, 0.8) == pytest.approx(4.0)
+    assert time_to_accuracy(run, 0.95) is None
+
+
+def test_summary_of_repeats():
+    s = summarize_repeats([3.0, 1.0, 2.0, None, float("nan"), 4.0])
+    assert s == {"median": 2.5, "min": 1.0, "max": 4.0, "iqr": pytest.approx(1.5), "repeats": 4}
+    assert summarize_repeats([None]) is None
+
+
+@pytest.mark.slow
+def test_tiny_bench_writes_ratios_with_spread(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    args = argparse.Namespace(out=str(out), repeats=2, epochs=1, epsilon=1.0, max_private=600,
+                              methods=("nonprivate", "ilm_per_record"), no_memory=True)
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    ratio = result["methods"]["ilm_per_record"]["throughput_ratio_to_baseline"]
+    assert ratio["repeats"] == 2 and ratio["min"] <= ratio["median"] <= ratio["max"]
+    assert result["environment"]["device"].startswith(("CPU", "GPU"))
+    assert "median [min–max]" in capsys.readouterr().out

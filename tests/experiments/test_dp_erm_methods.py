@@ -1,0 +1,26 @@
+"""The DP-ERM methods through the runner: claimed vs proven for input perturbation, Kifer and DP-SGD."""
+
+import pytest
+
+from tfdpmech.experiments import preset_config, run_comparison
+
+
+def _runs(methods, **kw):
+    config = preset_config("dp_erm", quick=True, datasets=("iris",), methods=methods, audit=(), verbose=0, **kw)
+    return {r["method"]: r for r in run_comparison(config)["runs"]}
+
+
+def test_input_perturbation_reference_is_claimed_private_is_proven():
+    runs = _runs(("ip_reference", "ip_private"), epochs=5)
+    assert runs["ip_reference"]["epsilon_provable"] is None and runs["ip_reference"]["epsilon_claimed"] == 1.0
+    assert runs["ip_private"]["epsilon_provable"] == pytest.approx(1.0, rel=1e-6)
+    assert runs["ip_private"]["delta"] == pytest.approx(1 / 120**2)  # δ = 1/n², n = 120 Iris training rows
+
+
+@pytest.mark.dpsgd
+def test_kifer_is_claimed_and_dpsgd_has_both_numbers():
+    pytest.importorskip("tensorflow_privacy", reason="Kifer objective perturbation and DP-SGD need tensorflow-privacy")
+    runs = _runs(("kifer", "dpsgd"))
+    assert runs["kifer"]["epsilon_provable"] is None and runs["kifer"]["epsilon_claimed"] == 1.0
+    assert "exact minimiser" in runs["kifer"]["provable_basis"]
+    assert runs["dpsgd"]["epsilon_claimed"] <= 1.0 and runs["dpsgd"]["epsilon_provable"] is not None

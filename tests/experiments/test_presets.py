@@ -1,0 +1,43 @@
+"""Every preset's quick run goes through the one runner and writes results in the one schema."""
+
+import json
+
+import pytest
+
+from tfdpmech.experiments import PRESETS, METHODS, preset_config, run_comparison
+from tfdpmech.report import RUN_FIELDS, SCHEMA_VERSION, check_results_schema, write_report
+
+
+def _runnable(config):
+    config.methods = tuple(m for m in config.methods if METHODS[m].unavailable() is None)
+    return config
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_quick_run_of_each_preset_has_the_one_schema(name, tmp_path):
+    config = _runnable(preset_config(name, quick=True, audit=(), verbose=0))
+    results = run_comparison(config)
+    check_results_schema(results)
+    files = write_report(results, str(tmp_path / name))
+    on_disk = json.loads(open(files["results.json"]).read())
+    assert on_disk["schema"] == SCHEMA_VERSION and on_disk["preset"] == name
+    assert len(on_disk["runs"]) > 0
+    for run in on_disk["runs"]:
+        assert set(RUN_FIELDS) <= set(run)
+        assert 0.0 <= run["accuracy"] <= 1.0
+        assert run["mode"] in ("reference", "private", "none")
+        if run["mode"] == "none":
+            assert run["epsilon_claimed"] is None and run["epsilon_provable"] is None and run["ledger"] is None
+        else:  # a private run always has a claimed ε; a provable one only where an argument holds
+            assert run["epsilon_claimed"] > 0 and run["provable_basis"]
+        if run["mode"] == "reference":
+            assert run["epsilon_provable"] is None, f"{run['method']} is a reference (claimed) mode"
+    text = open(files["results.md"]).read()
+    assert "claimed ε" in text and "provable ε" in text
+
+
+def test_flags_override_the_preset():
+    config = preset_config("dp_erm", epsilons=(0.5,), seeds=(3,))
+    assert config.epsilons == (0.5,) and config.seeds == (3,) and config.datasets[0] == "breast_cancer"
+    with pytest.raises(ValueError, match="unknown preset 'nope'"):
+        preset_config("nope")

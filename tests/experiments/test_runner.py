@@ -1,0 +1,113 @@
+"""The one runner: ε per query vs per training, claimed vs proven, the MIA audit, divergence, bad config."""
+
+import numpy as np
+import pytest
+
+from tfdpmech.audit.membership_inference import tf_privacy_attacks_available
+from tfdpmech.experiments import CompareConfig, run_comparison
+from tfdpmech.experiments.runner import EpochRecorder
+from tfdpmech.report import markdown_table, summarize
+
+SMALL = {"max_private": 2000, "max_test": 1000}
+
+
+@pytest.fixture(scope="module")
+def results():
+    config = CompareConfig(methods=("nonprivate", "outpert_reference", "outpert_private"), epsilons=(0.01, 100.0),
+                           seeds=(0,), epochs=2, verbose=0, options=SMALL)
+    return run_comparison(config)
+
+
+def _by(results):
+    return {(r["method"], r["epsilon_target"]): r for r in results["runs"]}
+
+
+def test_epsilon_is_per_query_and_reference_mode_is_claimed_only(results):
+    by = _by(results)
+    for eps in (0.01, 100.0):
+        reference, private = by[("outpert_reference", eps)], by[("outpert_private", eps)]
+        for run in (reference, private):
+            assert run["per"] == "query"
+            assert run["epsilon_claimed"] == pytest.approx(eps)  # one query
+            (release,) = run["ledger"]["releases"]
+            assert release["details"]["queries"] == 1 and release["mechanism"].endswith("/laplace")
+        assert reference["epsilon_provable"] is None and reference["mode"] == "reference"
+        assert reference["provable_basis"]  # the reason there is no proof
+        assert private["epsilon_provable"] == pytest.approx(eps) and private["mode"] == "private"
+        assert private["ledger"]["releases"][0]["details"]["conditional_on"] == "sensitivity bound"
+    assert by[("nonprivate", None)]["per"] == "training" and by[("nonprivate", None)]["mode"] == "none"
+
+
+def test_noise_scales_with_epsilon(results):
+    by = _by(results)
+    # at ε = 0.01 per query the Laplace scale is thousands of logit units: near chance (10 classes)
+    assert by[("outpert_private", 0.01)]["accuracy"] < 0.3
+    assert by[("outpert_private", 100.0)]["accuracy"] > 0.6
+    assert by[("outpert_reference", 100.0)]["accuracy"] > 0.6
+
+
+def test_report_marks_per_query_and_the_conditional_proof(results):
+    rows = summarize(results)
+    table = markdown_table(rows)
+    assert "| 100 per query | none proven |" in table
+    assert "100 per query (given the sensitivity bound)" in table
+    nonprivate = next(r for r in rows if r["method"] == "nonprivate")
+    assert nonprivate["accuracy_loss"] == pytest.approx(0.0)
+    low = next(r for r in rows if r["method"] == "outpert_private" and r["epsilon_target"] == 0.01)
+    assert low["accuracy_loss"] == pytest.approx(1 - low["accuracy_mean"] / nonprivate["accuracy_mean"])
+
+
+def test_membership_inference_audit(results):
+    status = results["audit"]["mia"]["status"]
+    if not tf_privacy_attacks_available():
+        assert status.startswith("tensorflow-privacy's membership-inference attacks")
+        assert all(r["mia_advantage"] is None for r in results["runs"])
+        pytest.skip("tensorflow-privacy's attack code is not installed (see the note in the results)")
+    assert status == "run"
+    floor = results["audit"]["mia"]["floor"]["mnist_sample"]  # attacks on outputs with no membership signal
+    assert 0 < floor["mean"] <= floor["max"] < 0.15
+    for run in results["runs"]:
+        assert 0 <= run["mia_advantage"] <= 1
+
+
+def test_audit_can_be_switched_off():
+    res = run_comparison(CompareConfig(methods=("outpert_private",), epsilons=(1.0,), seeds=(0,), epochs=1, verbose=0,
+                                       audit=(), options=SMALL))
+    assert res["audit"] == {} and res["runs"][0]["mia_advantage"] is None
+
+
+def test_nan_outputs_are_flagged_as_diverged_not_scored():
+    import keras
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.set_weights([np.full((3, 2), np.nan, np.float32), np.zeros(2, np.float32)])
+    recorder = EpochRecorder(np.ones((4, 3), np.float32), np.array([0, 1, 0, 1]),
+                             lambda x: model.predict(x, verbose=0))
+    recorder.on_epoch_begin(0)
+    recorder.on_epoch_end(0)
+    assert recorder.accuracy == [0.5]  # argmax of NaN is 0: the runner flags this via `diverged`
+    rows = [{"dataset": "d", "method": "m", "mode": "private", "epsilon_target": 1.0, "epsilon_claimed": 1.0,
+             "epsilon_provable": None, "epsilon_lower_bound": None, "delta": 0.0, "private": True, "per": "training",
+             "conditional_on": [], "accuracy_mean": 0.5, "accuracy_std": 0.0, "seeds": 2, "diverged": 1,
+             "accuracy_loss": None, "mia_advantage": None, "train_seconds": 1.0, "examples_per_second": 1.0,
+             "preprocessing_seconds": 0.0, "peak_memory_mb": 1.0}]
+    assert "(1 diverged: NaN outputs)" in markdown_table(rows)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(methods=()), "no methods"),
+    (dict(methods=("nope",)), "unknown method 'nope'"),
+    (dict(datasets=("imagenet",)), "unknown dataset 'imagenet'"),
+    (dict(epsilons=()), "ε list is empty"),
+    (dict(epsilons=(1.0, -2.0)), "epsilon"),
+    (dict(delta=1.5), "delta"),
+    (dict(model="resnet"), "model='resnet'"),
+    (dict(audit=("psychic",)), "unknown audit"),
+    (dict(public=-3), "public=-3"),
+    (dict(methods=("ip_private",)), "runs on tabular data"),
+    (dict(methods=("adlm_per_record",), public=0), "needs public data"),
+])
+def test_bad_configuration_is_refused_before_any_training(changes, message):
+    config = CompareConfig(**{**dict(methods=("nonprivate",), verbose=0), **changes})
+    with pytest.raises((ValueError, TypeError), match=message):
+        config.validate()

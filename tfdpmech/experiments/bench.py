@@ -1,0 +1,166 @@
+"""``tfdpmech bench`` (``make bench``): throughput, time-to-accuracy and peak memory of each method.
+
+Every method runs through the same :func:`~tfdpmech.experiments.runner.run_one` as in
+``tfdpmech compare``, at the same model, batch size and target ε. Measurements are repeated
+(``--repeats``, at least 5 by default) with the methods **interleaved** (repeat r runs every
+method once, in a rotated order), so drifts of a shared machine hit every method alike. Each
+ratio to the non-private baseline is taken within a repeat; the report gives the median and the
+spread (min–max and interquartile range) over repeats. Peak memory is measured per method in a
+**fresh process**: the growth of its RSS during the run over the RSS at the run's start (on a GPU the
+allocator's peak), next to the whole process's peak RSS and that of a process that only imports
+and loads the data. The device is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from .runner import CompareConfig, device_description, run_one
+from .context import build_context
+from .registry import METHODS
+
+__all__ = ["BENCH_METHODS", "main", "time_to_accuracy", "summarize_repeats"]
+
+BENCH_METHODS = ("nonprivate", "dpsgd", "adlm_per_record", "ilm_per_record", "outpert_private")
+
+
+def time_to_accuracy(run: dict, target: float) -> float | None:
+    """Seconds from the start of the run (private preprocessing included) until the test accuracy
+    first reaches ``target`` (None if it never does)."""
+    elapsed = run["preprocessing_seconds"]
+    for seconds, accuracy in zip(run["seconds_per_epoch"] or [run["train_seconds"]], run["accuracy_curve"]):
+        elapsed += seconds
+        if accuracy >= target:
+            return elapsed
+    return None
+
+
+def summarize_repeats(values) -> dict | None:
+    """Median, min, max and interquartile range of the finite values (None if there are none)."""
+    values = np.array([v for v in values if v is not None and np.isfinite(v)], float)
+    if not len(values):
+        return None
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return {"median": float(med), "min": float(values.min()), "max": float(values.max()), "iqr": float(q3 - q1),
+            "repeats": int(len(values))}
+
+
+def _config(args, methods) -> CompareConfig:
+    options = {"max_private": args.max_private} if args.max_private else {}
+    return CompareConfig(methods=methods, epsilons=(args.epsilon,), seeds=(0,), epochs=args.epochs,
+                         batch_size=200, model="mlp", audit=(), verbose=0, options=options, preset="bench").validate()
+
+
+def _memory_probe(method: str, args) -> dict:
+    """Peak RSS of a fresh process running one run of ``method`` ("load" = data and imports only)."""
+    cmd = [sys.executable, "-m", "tfdpmech.experiments.bench", "--memory-probe", method, "--epochs", str(args.epochs),
+           "--epsilon", str(args.epsilon), "--max-private", str(args.max_private or 0)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout.strip().splitlines()[-1]
+    return json.loads(out)
+
+
+def _probe_main(method: str, args) -> int:
+    from .runner import PeakMemory
+
+    config = _config(args, ("nonprivate",) if method == "load" else (method,))
+    ctx = build_context(config, config.datasets[0])
+    run_peak, kind = 0, None
+    if method != "load":
+        with PeakMemory() as memory:
+            run_one(ctx, METHODS[method], args.epsilon if METHODS[method].takes_epsilon else None, 0)
+        run_peak, kind = memory.peak_bytes, memory.kind
+    # ru_maxrss is in KiB on Linux: the whole process, imports and data loading included
+    print(json.dumps({"process_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "run_peak_bytes": run_peak, "run_peak_kind": kind}))
+    return 0
+
+
+def run_bench(args, log=print) -> dict:
+    methods = tuple(m for m in (args.methods or BENCH_METHODS) if METHODS[m].unavailable() is None)
+    config = _config(args, methods)
+    ctx = build_context(config, config.datasets[0])
+    log(f"bench: {len(methods)} methods × {args.repeats} repeats (interleaved), {args.epochs} epochs, "
+        f"{ctx.n_private} private records, target ε = {args.epsilon}, {device_description()}")
+    runs = {m: [] for m in methods}
+    for r in range(args.repeats):
+        order = methods[r % len(methods):] + methods[:r % len(methods)]
+        for name in order:
+            m = METHODS[name]
+            runs[name].append(run_one(ctx, m, args.epsilon if m.takes_epsilon else None, r).to_dict())
+        log(f"  repeat {r + 1}/{args.repeats} done")
+    base = "nonprivate" if "nonprivate" in methods else methods[0]
+    target = float(np.median([run["accuracy"] for run in runs["dpsgd"]])) if "dpsgd" in runs else None
+    out = {"environment": {"device": device_description(), "cpu_count": os.cpu_count()},
+           "settings": {"repeats": args.repeats, "epochs": args.epochs, "epsilon": args.epsilon,
+                        "private_records": ctx.n_private, "batch_size": config.batch_size, "model": config.model},
+           "baseline": base, "dpsgd_final_accuracy_median": target, "methods": {}}
+    for name in methods:
+        ratios = [a["examples_per_second"] / b["examples_per_second"] for a, b in zip(runs[name], runs[base])
+                  if a["examples_per_second"] and b["examples_per_second"]]
+        tta = [time_to_accuracy(run, target) for run in runs[name]] if target is not None else []
+        tta_dpsgd = [time_to_accuracy(run, target) for run in runs.get("dpsgd", [])]
+        speedup = [d / t for t, d in zip(tta, tta_dpsgd) if t and d]
+        out["methods"][name] = {
+            "examples_per_second": summarize_repeats([r["examples_per_second"] for r in runs[name]]),
+            "throughput_ratio_to_baseline": summarize_repeats(ratios),
+            "preprocessing_seconds": summarize_repeats([r["preprocessing_seconds"] for r in runs[name]]),
+            "accuracy": summarize_repeats([r["accuracy"] for r in runs[name]]),
+            "time_to_dpsgd_accuracy_seconds": summarize_repeats(tta),
+            "time_to_accuracy_speedup_vs_dpsgd": summarize_repeats(speedup),
+        }
+    if not args.no_memory:
+        out["memory_baseline_process_peak_rss_bytes"] = _memory_probe("load", args)["process_peak_rss_bytes"]
+        for name in methods:
+            out["methods"][name]["peak_memory"] = _memory_probe(name, args)
+    return out
+
+
+def _print(out: dict, log=print) -> None:
+    def cell(s, fmt=".3g"):
+        return "–" if s is None else f"{s['median']:{fmt}} [{s['min']:{fmt}}–{s['max']:{fmt}}]"
+
+    log(f"\n| method | examples/s | ratio to {out['baseline']} | time to DP-SGD's accuracy s | speed-up vs DP-SGD "
+        "| peak memory of the run MB (fresh process) |")
+    log("|---|---|---|---|---|---|")
+    for name, m in out["methods"].items():
+        mem = m.get("peak_memory")
+        mem_mb = "–" if not mem else f"{mem['run_peak_bytes'] / 2**20:.0f}"
+        log(f"| {name} | {cell(m['examples_per_second'], '.0f')} | {cell(m['throughput_ratio_to_baseline'])} "
+            f"| {cell(m['time_to_dpsgd_accuracy_seconds'])} | {cell(m['time_to_accuracy_speedup_vs_dpsgd'])} "
+            f"| {mem_mb} |")
+    log("median [min–max] over repeats; ratios taken within each repeat")
+
+
+def main(args) -> int:
+    """Entry point of ``tfdpmech bench`` (``args`` from the CLI parser)."""
+    if args.repeats < 1:
+        print(f"tfdpmech: error: --repeats {args.repeats} must be >= 1", file=sys.stderr)
+        return 2
+    out = run_bench(args)
+    _print(out)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(out, fh, indent=2)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":  # the fresh process of a memory probe
+    import argparse
+
+    from ..cli import add_bench_arguments
+
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    parser.add_argument("--memory-probe", required=True)
+    ns = parser.parse_args()
+    ns.max_private = ns.max_private or None
+    raise SystemExit(_probe_main(ns.memory_probe, ns))

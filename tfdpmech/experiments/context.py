@@ -1,0 +1,155 @@
+"""The data and settings every run of a comparison shares: one split, one public set, one test set."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import keras
+import numpy as np
+
+from .. import data as image_data
+from .. import data_tabular, models
+from ..losses import TaylorCrossEntropy
+
+__all__ = ["Context", "build_context", "MODEL_FAMILIES", "PUBLIC_SOURCES", "dataset_kind", "KNOWN_DATASETS"]
+
+# model family -> {role: builder(num_classes, input_shape)}; "private" is the noise-once mechanisms'
+# network (bounded last hidden layer), "standard" the same widths with standard layers (DP-SGD).
+MODEL_FAMILIES = {
+    "mlp": {"private": models.mlp, "standard": models.standard_mlp},
+    "cnn": {"private": models.mnist_cnn, "standard": models.standard_cnn},
+}
+TABULAR_MODELS = ("linear", "mlp")
+KNOWN_DATASETS = tuple(image_data.KNOWN_DATASETS) + tuple(data_tabular.TABULAR_DATASETS)
+
+# name -> loader(num_classes, input_shape) -> (x_public, y_public one-hot): public data from another source
+PUBLIC_SOURCES: dict[str, Callable] = {}
+
+
+def dataset_kind(name: str) -> str:
+    """``"image"`` or ``"tabular"``; ValueError naming the choices for an unknown dataset."""
+    if name in image_data.KNOWN_DATASETS:
+        return "image"
+    if name in data_tabular.TABULAR_DATASETS:
+        return "tabular"
+    raise ValueError(f"unknown dataset {name!r}; choose from {list(KNOWN_DATASETS)}")
+
+
+@dataclasses.dataclass
+class Context:
+    """What every method gets: the private, public and test records and shared helpers.
+
+    Labels are one-hot (``y_*``) and integer (``labels_*``). ``x_public`` is empty when the
+    comparison uses no public data.
+    """
+
+    config: object
+    dataset: str
+    kind: str
+    x_private: np.ndarray
+    y_private: np.ndarray
+    x_public: np.ndarray
+    y_public: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    public_source: str = "none"
+    note: str = ""
+    _public_models: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def labels_private(self) -> np.ndarray:
+        return np.argmax(self.y_private, axis=-1)
+
+    @property
+    def labels_test(self) -> np.ndarray:
+        return np.argmax(self.y_test, axis=-1)
+
+    @property
+    def n_private(self) -> int:
+        return len(self.x_private)
+
+    def build(self, role: str = "standard", **kwargs) -> keras.Model:
+        """A fresh model of the comparison's family: ``role`` is ``"private"`` or ``"standard"``."""
+        builder = MODEL_FAMILIES[self.config.model][role]
+        return builder(self.num_classes, input_shape=self.x_private.shape[1:], **kwargs)
+
+    def optimizer(self, learning_rate: float | None = None):
+        return keras.optimizers.Adam(self.config.learning_rate if learning_rate is None else learning_rate)
+
+    def require_public(self, method: str) -> None:
+        if len(self.x_public) == 0:
+            raise ValueError(f"method {method!r} needs public data; pass --public N (records of the training split "
+                             f"kept out of the private set) or --public <source> ({sorted(PUBLIC_SOURCES) or 'none'})")
+
+    def public_model(self, seed: int) -> keras.Model:
+        """The private-family model trained on the public records only (never the private ones), cached per seed.
+
+        It serves AdLM's relevance (Phan et al. Algorithm 1 Step 1 on public data) and the
+        public feature extractor of the functional head and of DP-SGD's pre-trained variants.
+        """
+        self.require_public("public_model")
+        if seed not in self._public_models:
+            keras.utils.set_random_seed(10_000 + seed)
+            model = self.build("private")
+            model.compile(self.optimizer(), loss=TaylorCrossEntropy())
+            model.fit(self.x_public, self.y_public, epochs=5, batch_size=50, verbose=0)
+            self._public_models[seed] = model
+        return self._public_models[seed]
+
+
+def _one_hot(labels, num_classes) -> np.ndarray:
+    return np.eye(num_classes, dtype=np.float32)[np.asarray(labels, dtype=np.int64)]
+
+
+def _image_context(config, name: str) -> Context:
+    splits = image_data.load(name)
+    public = config.public
+    x_pub = np.zeros((0, *splits.x_train.shape[1:]), np.float32)
+    y_pub = np.zeros((0, splits.num_classes), np.float32)
+    x_priv, y_priv, source = splits.x_train, splits.y_train, "none"
+    if isinstance(public, int) and public > 0:
+        if not public < len(splits.x_train) - config.batch_size:
+            raise ValueError(f"public={public} must leave at least one batch of private records (the training "
+                             f"split of {name} has {len(splits.x_train)}); pass a smaller --public")
+        # the first `public` training records are public; the private set is the disjoint rest
+        x_pub, y_pub, x_priv, y_priv = (splits.x_train[:public], splits.y_train[:public],
+                                        splits.x_train[public:], splits.y_train[public:])
+        source = f"{public} records of the {name} training split (disjoint from the private set)"
+    elif isinstance(public, str):
+        if public not in PUBLIC_SOURCES:
+            raise ValueError(f"public={public!r} is not a known public source; use a count or one of "
+                             f"{sorted(PUBLIC_SOURCES)}")
+        x_pub, y_pub = PUBLIC_SOURCES[public](splits.num_classes, splits.x_train.shape[1:])
+        source = public
+    return Context(config, name, "image", x_priv, y_priv, x_pub, y_pub, splits.x_test, splits.y_test,
+                   splits.num_classes, source, splits.source)
+
+
+def _tabular_context(config, name: str) -> Context:
+    d = data_tabular.load_tabular(name, data_tabular.TabularConfig(**getattr(config, "tabular", {}) or {}))
+    k = d["num_classes"]
+    if config.public not in (None, 0, "none"):
+        raise ValueError(f"public={config.public!r}: the tabular datasets have no public split; pass --public 0")
+    empty = np.zeros((0, d["x_train"].shape[1]), np.float32)
+    return Context(config, name, "tabular", d["x_train"].astype(np.float32), _one_hot(d["y_train"], k),
+                   empty, np.zeros((0, k), np.float32), d["x_test"].astype(np.float32), _one_hot(d["y_test"], k),
+                   k, "none", d["note"])
+
+
+def build_context(config, name: str) -> Context:
+    """Load dataset ``name`` once and split it into private, public and test records.
+
+    ``config.options`` may cap the private and test sets (``max_private``, ``max_test``) for a quick
+    run of the same code path; the first records are kept (the splits are already shuffled).
+    """
+    ctx = _image_context(config, name) if dataset_kind(name) == "image" else _tabular_context(config, name)
+    options = getattr(config, "options", {}) or {}
+    if options.get("max_private"):
+        k = int(options["max_private"])
+        ctx.x_private, ctx.y_private = ctx.x_private[:k], ctx.y_private[:k]
+    if options.get("max_test"):
+        k = int(options["max_test"])
+        ctx.x_test, ctx.y_test = ctx.x_test[:k], ctx.y_test[:k]
+    return ctx

@@ -1,0 +1,50 @@
+"""Methods without privacy: the reference points every private row is read against."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ...losses import TaylorCrossEntropy, taylor_coefficients
+from ...mechanisms.input_perturbation import logistic_constants
+from ...models import linear_model as erm_linear_model
+from ..registry import Prepared, register_method
+
+
+def full_batch(x, y) -> tf.data.Dataset:
+    """The whole set as one batch (the DP-ERM recipe's full-batch gradient steps)."""
+    return tf.data.Dataset.from_tensors((np.asarray(x, np.float32), np.asarray(y, np.float32)))
+
+
+def tabular_labels(ctx, y_one_hot) -> np.ndarray:
+    """Binary tasks train one logit on 0/1 labels; multi-class tasks keep one-hot labels."""
+    return np.argmax(y_one_hot, 1)[:, None].astype(np.float32) if ctx.num_classes == 2 else y_one_hot
+
+
+def tabular_loss(num_classes: int):
+    return (keras.losses.BinaryCrossentropy(from_logits=True) if num_classes == 2
+            else keras.losses.CategoricalCrossentropy(from_logits=True))
+
+
+def _nonprivate(ctx, epsilon, seed) -> Prepared:
+    if ctx.kind == "tabular":  # L2-regularised logistic regression, full-batch GD (Kang et al. §6's baseline)
+        k = logistic_constants(ctx.config.l2, 1.0, num_classes=ctx.num_classes)
+        model = erm_linear_model(ctx.x_private.shape[1], ctx.num_classes, l2=ctx.config.l2,
+                                 theta_bound=k.theta_bound)
+        x = ctx.x_private.astype(np.float64)
+        lr = 1.0 / (k.phi2 * np.linalg.eigvalsh(x.T @ x / len(x))[-1] + k.l2)
+        model.compile(keras.optimizers.SGD(lr), loss=tabular_loss(ctx.num_classes))
+        return Prepared(model, full_batch(ctx.x_private, tabular_labels(ctx, ctx.y_private)))
+    # the AdLM network and Taylor loss with the noise off: the same code path as the mechanisms
+    model = ctx.build("private")
+    model.compile(ctx.optimizer(), loss=TaylorCrossEntropy(batch_size=ctx.config.batch_size))
+    train = (tf.data.Dataset.from_tensor_slices((ctx.x_private, taylor_coefficients(ctx.y_private)))
+             .shuffle(ctx.n_private, seed=seed).batch(ctx.config.batch_size, drop_remainder=True))
+    return Prepared(model, train, examples_per_epoch=ctx.n_private // ctx.config.batch_size * ctx.config.batch_size,
+                    notes={"records_per_epoch": "full batches only (the Taylor loss is calibrated per batch size)"})
+
+
+register_method("nonprivate", _nonprivate,
+                "no privacy: images: the AdLM network and Taylor loss with the noise off; tabular: L2-regularised "
+                "logistic regression by full-batch gradient descent", mode="none", data=("image", "tabular"))

@@ -1,0 +1,67 @@
+"""Named configurations of the one runner: ``tfdpmech compare --preset NAME [--quick]``.
+
+Each preset is a set of :class:`~tfdpmech.experiments.runner.CompareConfig` overrides, with a
+``quick`` variant that runs the same code path in seconds (used by the tests). Command-line flags
+given next to ``--preset`` override the preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["Preset", "PRESETS", "register_preset", "preset_config"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    settings: dict
+    quick: dict
+
+
+PRESETS: dict[str, Preset] = {}
+
+
+def register_preset(name: str, description: str, settings: dict, quick: dict) -> Preset:
+    PRESETS[name] = Preset(name, description, dict(settings), dict(quick))
+    return PRESETS[name]
+
+
+_QUICK_IMAGES = {"seeds": (0,), "epochs": 2, "options": {"max_private": 1200, "max_test": 400}}
+
+register_preset(
+    "demo", "the main job: noise-once mechanisms next to DP-SGD on the embedded MNIST sample (MLP family)",
+    {}, {**_QUICK_IMAGES, "epsilons": (1.0,), "public": 300})
+register_preset(
+    "dp_erm", "input perturbation (Kang et al.) against objective perturbation and DP-SGD on tabular data: "
+              "L2-regularised logistic regression, T = epochs full-batch steps",
+    {"datasets": ("breast_cancer", "iris", "synthetic"), "methods": ("nonprivate", "ip_reference", "ip_private",
+                                                                      "kifer", "dpsgd"),
+     "epsilons": (0.01, 0.1, 1.0), "seeds": (0, 1, 2, 3, 4), "epochs": 100, "model": "linear", "public": 0,
+     "audit": ()},
+    {"datasets": ("breast_cancer",), "seeds": (0,), "epochs": 20, "epsilons": (1.0,), "options": {"kifer_steps": 150}})
+register_preset(
+    "output_perturbation", "Lu et al.'s output perturbation (ε per query) next to DP-SGD (ε per training run)",
+    {"methods": ("nonprivate", "outpert_reference", "outpert_private", "dpsgd"), "epsilons": (0.01, 1.0, 100.0),
+     "seeds": (0, 1)},
+    {**_QUICK_IMAGES, "epsilons": (1.0,), "public": 300})
+register_preset(
+    "pcdbn", "pCDBN (Phan et al.) on the embedded MNIST sample: CDBN, pCDBN in both modes, DP-SGD on the CNN",
+    {"methods": ("cdbn", "pcdbn_private", "pcdbn_reference", "dpsgd"), "epsilons": (0.5, 2.0, 8.0), "seeds": (0,),
+     "model": "cnn", "epochs": 3, "batch_size": 250, "learning_rate": 1e-3,
+     "options": {"pretrain_epochs": 3, "head_epochs": 30}},
+    {**_QUICK_IMAGES, "epsilons": (2.0,), "public": 300, "epochs": 1,
+     "options": {"pretrain_epochs": 1, "head_epochs": 2, "max_private": 1200, "max_test": 400}})
+
+
+def preset_config(name: str, *, quick: bool = False, **overrides):
+    """A :class:`CompareConfig` for preset ``name`` (its quick variant if ``quick``), then ``overrides``."""
+    from .runner import CompareConfig
+
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+    preset = PRESETS[name]
+    settings = {**preset.settings, **(preset.quick if quick else {})}
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    return CompareConfig(preset=name, **settings)

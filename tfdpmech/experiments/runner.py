@@ -1,0 +1,366 @@
+"""The one runner: every registered method × dataset × ε × seed, measured the same way.
+
+Each run calls the method's ``prepare`` (its once-only private work), trains it as the method
+says, and records one :class:`~tfdpmech.report.schema.RunResult`: accuracy (and per epoch),
+claimed and provable ε from the run's ledger, δ, time, throughput, peak memory and the audits
+asked for (tensorflow-privacy's membership-inference attacks; further audits register in
+:data:`AUDITS`). Presets (:mod:`tfdpmech.experiments.presets`) are named configurations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import sys
+import threading
+import time
+from typing import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..report.schema import SCHEMA_VERSION, RunResult
+from ..validation import check_delta, check_epsilon, check_positive_int
+from . import methods as _methods  # noqa: F401  (registers the built-in methods)
+from .context import MODEL_FAMILIES, TABULAR_MODELS, Context, build_context, dataset_kind
+from .progress import Progress
+from .registry import METHODS, Method, Prepared, method as get_method
+
+__all__ = ["CompareConfig", "run_comparison", "AUDITS", "register_audit", "PeakMemory", "device_description"]
+
+DEFAULT_METHODS = ("nonprivate", "dpsgd", "adlm_per_record", "ilm_per_record", "adlm_shared", "outpert_reference",
+                   "outpert_private")
+
+
+@dataclasses.dataclass
+class CompareConfig:
+    """What to run. The defaults (preset ``demo``) fit the embedded MNIST sample on a 2-core CPU.
+
+    Attributes:
+        datasets: dataset names (images: ``mnist_sample``, ``mnist``, ``fashion_mnist``, ``cifar10``;
+            tabular: ``breast_cancer``, ``iris``, ``synthetic``).
+        methods: registered method names (``tfdpmech methods`` lists them).
+        epsilons, seeds: the grid; non-private methods run once per seed.
+        epochs, batch_size, learning_rate: the shared training recipe (a method may state its own).
+        model: model family: ``mlp`` or ``cnn`` for images, ``linear`` for tabular data.
+        delta: δ for the (ε, δ) methods on image data (tabular DP-ERM methods use 1/n²).
+        public: public data: a count of training records kept out of the private set, a public
+            source name (e.g. ``digits``), or 0 for none.
+        l2: the L2 coefficient of the tabular DP-ERM methods.
+        audit: audits to run after each training: ``"mia"`` and any registered in :data:`AUDITS`.
+        options: preset-specific settings (e.g. ``pretrain_epochs`` for pCDBN).
+        out, verbose, preset: where the report goes, progress on/off, the preset's name.
+    """
+
+    datasets: tuple = ("mnist_sample",)
+    methods: tuple = DEFAULT_METHODS
+    epsilons: tuple = (0.25, 0.5, 1.0, 2.0, 8.0)
+    seeds: tuple = (0, 1)
+    epochs: int = 15
+    batch_size: int = 200
+    model: str = "mlp"
+    delta: float = 1e-5
+    public: object = 1000
+    learning_rate: float = 5e-3
+    l2: float = 0.01
+    audit: tuple = ("mia",)
+    options: dict = dataclasses.field(default_factory=dict)
+    out: str = "results"
+    verbose: int = 1
+    preset: str = "demo"
+
+    def validate(self) -> "CompareConfig":
+        """Check every setting before anything is trained; ValueError naming the setting and the fix."""
+        if not self.methods:
+            raise ValueError("no methods given; pass e.g. --methods nonprivate,dpsgd (`tfdpmech methods` lists them)")
+        for name in self.methods:
+            get_method(name)
+        if not self.datasets:
+            raise ValueError("no dataset given; pass e.g. --dataset mnist_sample")
+        kinds = {name: dataset_kind(name) for name in self.datasets}
+        if not self.epsilons:
+            raise ValueError("the ε list is empty; pass e.g. --epsilons 0.5,2,8")
+        self.epsilons = tuple(check_epsilon(e, "epsilon") for e in self.epsilons)
+        self.delta = check_delta(self.delta)
+        self.epochs = check_positive_int(self.epochs, "epochs")
+        self.batch_size = check_positive_int(self.batch_size, "batch_size")
+        if not self.seeds:
+            raise ValueError("the seed list is empty; pass e.g. --seeds 0,1")
+        self.seeds = tuple(int(s) for s in self.seeds)
+        if "image" in kinds.values() and self.model not in MODEL_FAMILIES:
+            raise ValueError(f"model={self.model!r} for image data; choose from {sorted(MODEL_FAMILIES)}")
+        if "tabular" in kinds.values() and self.model not in TABULAR_MODELS:
+            raise ValueError(f"model={self.model!r} for tabular data; choose from {list(TABULAR_MODELS)}")
+        if isinstance(self.public, bool) or not isinstance(self.public, (int, str)):
+            raise TypeError(f"public={self.public!r}: pass a record count (e.g. 1000), a source name, or 0")
+        if isinstance(self.public, int) and self.public < 0:
+            raise ValueError(f"public={self.public} is negative; pass a record count >= 0")
+        unknown_audits = [a for a in self.audit if a not in AUDITS]
+        if unknown_audits:
+            raise ValueError(f"unknown audit(s) {unknown_audits}; choose from {sorted(AUDITS)} or none")
+        for name in self.methods:
+            m = METHODS[name]
+            if not any(k in m.data for k in kinds.values()):
+                raise ValueError(f"method {name!r} runs on {'/'.join(m.data)} data, not on {list(self.datasets)}; "
+                                 "drop it or pick a matching --dataset")
+            if m.uses_public and self.public in (0, "none"):
+                raise ValueError(f"method {name!r} needs public data; pass --public N (e.g. 1000) or drop it")
+            reason = m.unavailable()
+            if reason:
+                raise ValueError(reason)
+        return self
+
+
+# --- audits ---------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Audit:
+    """An audit run after each training: ``run(ctx, method, epsilon, seed, prepared) -> dict | None``.
+
+    ``field`` is the RunResult field it fills; ``status(config, ctx)`` says whether it can run
+    (``"run"``) or why not; ``floor(ctx)`` optionally measures what it reads on signal-free data.
+    """
+
+    name: str
+    field: str
+    run: Callable
+    status: Callable = lambda config, ctx: "run"
+    floor: Callable | None = None
+
+
+AUDITS: dict[str, Audit] = {}
+
+
+def register_audit(audit: Audit) -> None:
+    AUDITS[audit.name] = audit
+
+
+def _mia_members(ctx: Context) -> int:
+    return min(len(ctx.x_private), len(ctx.x_test))
+
+
+def _mia_status(config, ctx) -> str:
+    from ..audit.membership_inference import TF_PRIVACY_MIA_HINT, tf_privacy_attacks_available
+
+    return "run" if tf_privacy_attacks_available() else TF_PRIVACY_MIA_HINT
+
+
+def _mia_run(ctx: Context, method: Method, epsilon, seed, prepared: Prepared) -> float:
+    """tensorflow-privacy's threshold and logistic-regression attacks: the larger advantage.
+
+    Members: the first ``len(x_test)`` private records; non-members: the test set.
+    """
+    from ..audit.membership_inference import run_tf_privacy_attacks
+
+    m = _mia_members(ctx)
+    attacks = run_tf_privacy_attacks(prepared.probabilities(ctx.x_private[:m]), prepared.probabilities(ctx.x_test),
+                                     ctx.y_private[:m], ctx.y_test)
+    return max(a["advantage"] for a in attacks.values())
+
+
+def _mia_floor(ctx: Context) -> dict:
+    from ..audit.membership_inference import tf_privacy_attack_floor
+
+    return tf_privacy_attack_floor(_mia_members(ctx), len(ctx.x_test), ctx.num_classes)
+
+
+register_audit(Audit("mia", "mia_advantage", _mia_run, _mia_status, _mia_floor))
+
+
+# --- measuring ------------------------------------------------------------------------------------
+def device_description() -> str:
+    """``"GPU: <name>"`` when TensorFlow sees a GPU, else ``"CPU: <processor>, N cores"``."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        details = tf.config.experimental.get_device_details(gpus[0])
+        return f"GPU: {details.get('device_name', gpus[0].name)}"
+    return f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+class PeakMemory:
+    """Peak memory of a block: the GPU allocator's peak, or the growth of the process RSS over the block.
+
+    On a CPU the process RSS is sampled every ``interval`` seconds and the value reported is the
+    peak *minus the RSS at the start of the block*, so memory held by earlier runs in the same
+    process is not charged to this one (``make bench`` measures each method in a fresh process).
+    """
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self.peak_bytes = 0
+        self._gpu = bool(tf.config.list_logical_devices("GPU"))
+
+    def __enter__(self):
+        if self._gpu:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+            return self
+        import psutil
+
+        self._proc = psutil.Process()
+        self._stop = threading.Event()
+        self._start = self._peak = self._proc.memory_info().rss
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(self.interval):
+            self._peak = max(self._peak, self._proc.memory_info().rss)
+
+    def __exit__(self, *exc):
+        if self._gpu:
+            self.peak_bytes = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+        else:
+            self._stop.set()
+            self._thread.join()
+            self._peak = max(self._peak, self._proc.memory_info().rss)
+            self.peak_bytes = int(self._peak - self._start)
+        return False
+
+    @property
+    def kind(self) -> str:
+        return "gpu_allocator_peak" if self._gpu else "process_rss_growth"
+
+
+class EpochRecorder(keras.callbacks.Callback):
+    """Train time of every epoch, and test accuracy (argmax of ``scores(x_test)``) every ``every`` epochs.
+
+    The evaluation time is not counted in the epoch's time.
+    """
+
+    def __init__(self, x_test, labels, scores: Callable, on_epoch: Callable[[int, float], None] | None = None,
+                 every: int = 1):
+        super().__init__()
+        self.x_test, self.labels, self.scores, self.on_epoch = x_test, labels, scores, on_epoch
+        self.every = max(int(every), 1)
+        self.seconds: list[float] = []
+        self.accuracy: list[float] = []
+        self.epochs: list[int] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)
+        if (epoch + 1) % self.every:
+            return
+        self.epochs.append(epoch + 1)
+        self.accuracy.append(float(np.mean(np.argmax(self.scores(self.x_test), axis=-1) == self.labels)))
+        if self.on_epoch:
+            self.on_epoch(epoch + 1, self.accuracy[-1])
+
+
+def _ledger_fields(ledger, epochs: int) -> dict:
+    if ledger is None:
+        return dict(epsilon_claimed=None, epsilon_provable=None, delta=0.0, ledger=None,
+                    provable_basis="no privacy")
+    provable = ledger.epsilon_provable(epochs)
+    releases = ledger.releases
+    failing = [r.basis for r in releases if r.epsilon_provable is None]
+    basis = "; ".join(dict.fromkeys(failing if provable is None else [r.basis for r in releases]))
+    return dict(epsilon_claimed=ledger.epsilon_claimed(epochs), epsilon_provable=provable,
+                delta=ledger.delta(epochs), ledger=ledger.to_dict(epochs), provable_basis=basis)
+
+
+def _train(prepared: Prepared, epochs: int, callbacks: list) -> None:
+    if prepared.fit is not None:
+        model = prepared.fit(epochs, callbacks)
+        if model is not None:
+            prepared.model = model
+    elif prepared.train is not None:
+        prepared.model.fit(prepared.train, epochs=epochs, verbose=0, callbacks=callbacks)
+
+
+def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_epoch=None) -> RunResult:
+    """Prepare, train and measure one run of ``method`` at target ``epsilon`` with ``seed``."""
+    config = ctx.config
+    keras.utils.set_random_seed(seed)
+    with PeakMemory() as memory:
+        start = time.perf_counter()
+        prepared = method.prepare(ctx, epsilon, seed)
+        preprocessing = prepared.preprocessing_seconds or (time.perf_counter() - start)
+        epochs = prepared.epochs or config.epochs
+        recorder = EpochRecorder(ctx.x_test, ctx.labels_test, prepared.probabilities,
+                                 None if on_epoch is None else lambda e, acc: on_epoch(e, epochs, acc),
+                                 every=-(-epochs // 20))
+        trained = time.perf_counter()
+        _train(prepared, epochs, [*prepared.callbacks, recorder])
+        train_seconds = time.perf_counter() - trained
+    probabilities = prepared.probabilities(ctx.x_test)
+    diverged = not bool(np.isfinite(probabilities).all())
+    accuracy = float(np.mean(np.argmax(probabilities, axis=-1) == ctx.labels_test))
+    steady = recorder.seconds[1:] or recorder.seconds  # the first epoch includes tracing
+    per_epoch = prepared.examples_per_epoch or ctx.n_private
+    result = RunResult(
+        method=method.name, mode=method.mode, paper=method.paper, dataset=ctx.dataset,
+        model=config.model, epsilon_target=epsilon, seed=seed, per=prepared.per, accuracy=accuracy,
+        accuracy_curve=recorder.accuracy or [accuracy], curve_epochs=recorder.epochs or [epochs], diverged=diverged, train_seconds=train_seconds,
+        seconds_per_epoch=recorder.seconds,
+        examples_per_second=per_epoch / float(np.mean(steady)) if steady else None,
+        preprocessing_seconds=preprocessing, peak_memory_bytes=memory.peak_bytes, peak_memory_kind=memory.kind,
+        notes=dict(prepared.notes), **_ledger_fields(prepared.ledger, epochs))
+    for audit in audits:
+        if not diverged:  # NaN outputs carry no membership signal to measure
+            setattr(result, audit.field, audit.run(ctx, method, epsilon, seed, prepared))
+    return result
+
+
+def _plan(config: CompareConfig, ctx: Context) -> list:
+    return [(METHODS[m], e, s) for m in config.methods if ctx.kind in METHODS[m].data
+            for e in (config.epsilons if METHODS[m].takes_epsilon else (None,)) for s in config.seeds]
+
+
+def run_comparison(config: CompareConfig, *, log=print) -> dict:
+    """Run every method × dataset × ε × seed; return results in the schema of :mod:`tfdpmech.report.schema`."""
+    config.validate()
+    contexts = [build_context(config, name) for name in config.datasets]
+    plans = [(ctx, _plan(config, ctx)) for ctx in contexts]
+    total = sum(len(p) for _, p in plans)
+    started = time.perf_counter()
+    device = device_description()
+    log(f"tfdpmech compare ({config.preset}): {total} runs on {', '.join(config.datasets)}, model={config.model}, "
+        f"{device}")
+    progress = Progress(total, verbose=config.verbose)
+    runs, audit_report, i = [], {}, 0
+    for ctx, plan in plans:
+        audits = []
+        for name in config.audit:
+            status = AUDITS[name].status(config, ctx)
+            audit_report.setdefault(name, {"status": status, "floor": {}})
+            if status == "run":
+                audits.append(AUDITS[name])
+                if AUDITS[name].floor is not None:
+                    audit_report[name]["floor"][ctx.dataset] = AUDITS[name].floor(ctx)
+            else:
+                log(f"note: no {name} audit: {status}")
+        for method, epsilon, seed in plan:
+            i += 1
+            label = f"[{i}/{total}] {ctx.dataset} {method.name}" + (
+                f" ε={epsilon:g}" if epsilon is not None else "") + f" seed={seed}"
+            done_before = i - 1
+
+            def on_epoch(epoch, epochs, acc, label=label, done_before=done_before):
+                progress.done = done_before + epoch / epochs
+                progress.update(0, label, f"epoch {epoch}/{epochs} acc {acc:.3f}")
+
+            result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch)
+            progress.done = i
+            progress.finish_run(label, f"acc {result.accuracy:.4f}")
+            runs.append(result.to_dict())
+    progress.close()
+    return {
+        "schema": SCHEMA_VERSION,
+        "preset": config.preset,
+        "config": dataclasses.asdict(config),
+        "environment": {"tensorflow": tf.__version__, "keras": keras.__version__, "device": device,
+                        "python": sys.version.split()[0], "cpu_count": os.cpu_count()},
+        "data": {ctx.dataset: {"kind": ctx.kind, "private": ctx.n_private, "public": len(ctx.x_public),
+                               "public_source": ctx.public_source, "test": len(ctx.x_test), "note": ctx.note}
+                 for ctx in contexts},
+        "methods": {m: {"description": METHODS[m].description, "mode": METHODS[m].mode, "paper": METHODS[m].paper}
+                    for m in config.methods},
+        "runs": runs,
+        "audit": audit_report,
+        "total_seconds": time.perf_counter() - started,
+    }

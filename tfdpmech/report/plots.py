@@ -1,0 +1,93 @@
+"""Plots of a comparison: accuracy vs claimed and provable ε, and accuracy per epoch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["plot_accuracy_vs_epsilon", "plot_accuracy_vs_epoch"]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
+    """Two panels per dataset: the same runs at their claimed (left) and provable (right) ε.
+
+    Runs without a proof are absent from the right panel and named under it; audited ε lower
+    bounds are drawn as ▷ markers at (lower bound, accuracy) when present.
+    """
+    import matplotlib.ticker
+
+    plt = _pyplot()
+    datasets = sorted({r["dataset"] for r in rows})
+    fig, axes = plt.subplots(len(datasets), 2, figsize=(12, 4.6 * len(datasets)), sharey="row", squeeze=False)
+    for (ax_c, ax_p), dataset in zip(axes, datasets):
+        subset = [r for r in rows if r["dataset"] == dataset]
+        private = [r for r in subset if r["private"]]
+        methods = sorted({r["method"] for r in private})
+        unproven = set()
+        for ax, key, title in ((ax_c, "epsilon_claimed", "claimed ε (what the paper/method states)"),
+                               (ax_p, "epsilon_provable", "provable ε (what a correct proof gives)")):
+            for i, method in enumerate(methods):
+                mine = [r for r in private if r["method"] == method]
+                pts = sorted((r[key], r["accuracy_mean"], r["accuracy_std"]) for r in mine if r[key] is not None)
+                if not pts:
+                    unproven.add(method)
+                    continue
+                x, y, e = map(np.array, zip(*pts))
+                per_query = mine[0]["per"] == "query"
+                ax.errorbar(x, 100 * y, yerr=100 * e, marker="s" if per_query else "o", ls=":" if per_query else "-",
+                            capsize=3, label=method + (" (ε per query)" if per_query else ""), color=f"C{i}")
+                bounds = [(r["epsilon_lower_bound"], r["accuracy_mean"]) for r in mine if r["epsilon_lower_bound"]]
+                if bounds and key == "epsilon_provable":
+                    bx, by = zip(*bounds)
+                    ax.scatter(bx, 100 * np.array(by), marker=">", color=f"C{i}", s=40)
+            for r in subset:
+                if not r["private"]:
+                    ax.axhline(100 * r["accuracy_mean"], ls="--", color="gray", label=f"{r['method']} (no privacy)")
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_xlabel(title)
+            ax.set_title(dataset, fontsize=9)
+            ax.grid(alpha=0.3)
+        ax_c.set_ylabel("test accuracy (%)")
+        ax_c.legend(fontsize=7)
+        if unproven:
+            ax_p.text(0.02, 0.02, "not shown, none proven: " + ", ".join(sorted(unproven)),
+                      transform=ax_p.transAxes, fontsize=8, color="crimson")
+    fig.suptitle("Accuracy vs ε: the same runs at their claimed (left) and provable (right) ε; ▷ = audited lower bound")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_accuracy_vs_epoch(rows: list[dict], path: str) -> None:
+    """Test accuracy after every epoch, one panel per (dataset, target ε)."""
+    plt = _pyplot()
+    panels = sorted({(r["dataset"], r["epsilon_target"]) for r in rows if r["private"]},
+                    key=lambda p: (p[0], p[1] or 0)) or sorted({(r["dataset"], None) for r in rows})
+    methods = sorted({r["method"] for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), sharey=True, squeeze=False)
+    for ax, (dataset, eps) in zip(axes[0], panels):
+        for i, method in enumerate(methods):
+            for r in rows:
+                if r["dataset"] == dataset and r["method"] == method and (r["epsilon_target"] == eps
+                                                                          or not r["private"]):
+                    curve = 100 * np.array(r["accuracy_curve_mean"])
+                    ax.plot(np.arange(1, len(curve) + 1), curve, "--" if not r["private"] else "-", marker=".",
+                            label=method, color=f"C{i}")
+        ax.set_title(f"{dataset}, target ε = {eps:g}" if eps is not None else dataset, fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy (%)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

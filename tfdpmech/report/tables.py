@@ -1,0 +1,100 @@
+"""Summaries and the Markdown table of a comparison: claimed and provable ε always side by side."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from ..accounting.ledger import NONE_PROVEN
+
+__all__ = ["summarize", "markdown_table"]
+
+
+def _mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return float(np.mean(values)), float(np.std(values))
+
+
+def _conditions(runs) -> list:
+    return sorted({rel["details"]["conditional_on"] for r in runs if r["ledger"]
+                   for rel in r["ledger"]["releases"] if "conditional_on" in rel.get("details", {})})
+
+
+def summarize(results: dict) -> list[dict]:
+    """One row per (dataset, method, target ε): mean ± std over seeds of accuracy and costs."""
+    groups = defaultdict(list)
+    for run in results["runs"]:
+        groups[(run["dataset"], run["method"], run["epsilon_target"])].append(run)
+    rows = []
+    for (dataset, method, eps), runs in groups.items():
+        provable = [r["epsilon_provable"] for r in runs]
+        acc_mean, acc_std = _mean_std([r["accuracy"] for r in runs])
+        curves = [r["accuracy_curve"] for r in runs]
+        length = min(len(c) for c in curves)
+        canaries = [r["canary"] for r in runs if r.get("canary")]
+        rows.append({
+            "dataset": dataset, "method": method, "mode": runs[0]["mode"], "paper": runs[0]["paper"],
+            "epsilon_target": eps,
+            "epsilon_claimed": _mean_std([r["epsilon_claimed"] for r in runs])[0],
+            # a provable ε exists for the row only if every seed has one; the worst seed is reported
+            "epsilon_provable": None if any(p is None for p in provable) else float(max(provable)),
+            "delta": _mean_std([r["delta"] for r in runs])[0],
+            "private": runs[0]["mode"] != "none",
+            "accuracy_mean": acc_mean, "accuracy_std": acc_std,
+            "accuracy_curve_mean": np.mean([c[:length] for c in curves], axis=0).tolist(),
+            "train_seconds": float(np.mean([r["train_seconds"] for r in runs])),
+            "examples_per_second": _mean_std([r["examples_per_second"] for r in runs])[0],
+            "preprocessing_seconds": float(np.mean([r["preprocessing_seconds"] for r in runs])),
+            "peak_memory_mb": float(np.mean([r["peak_memory_bytes"] for r in runs])) / 2**20,
+            "seeds": len(runs),
+            "diverged": sum(bool(r["diverged"]) for r in runs),
+            "per": runs[0]["per"],
+            "conditional_on": _conditions(runs),
+            "mia_advantage": _mean_std([r["mia_advantage"] for r in runs])[0],
+            "epsilon_lower_bound": (max(c["epsilon_lower_bound"] for c in canaries) if canaries else None),
+        })
+    for dataset in {r["dataset"] for r in rows}:  # accuracy loss = 1 − acc/acc_nonprivate (Lu et al. Eq. 31)
+        base = [r["accuracy_mean"] for r in rows if r["dataset"] == dataset and r["method"] == "nonprivate"]
+        for r in rows:
+            if r["dataset"] == dataset:
+                r["accuracy_loss"] = 1.0 - r["accuracy_mean"] / base[0] if base and base[0] > 0 else None
+    rows.sort(key=lambda r: (r["dataset"], r["method"], r["epsilon_target"] or -math.inf))
+    return rows
+
+
+def _fmt(value, spec=".3g", none="–"):
+    return none if value is None else format(value, spec)
+
+
+def epsilon_cells(row: dict) -> tuple[str, str]:
+    """The claimed and provable ε cells of a summary row (with 'per query' and conditions)."""
+    if not row["private"]:
+        return "∞ (no privacy)", "∞ (no privacy)"
+    per = " per query" if row["per"] == "query" else ""
+    claimed = _fmt(row["epsilon_claimed"]) + per
+    provable = NONE_PROVEN if row["epsilon_provable"] is None else _fmt(row["epsilon_provable"]) + per
+    if row["epsilon_provable"] is not None and row["conditional_on"]:
+        provable += f" (given the {', '.join(row['conditional_on'])})"
+    return claimed, provable
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The comparison table in Markdown (also printed to the terminal)."""
+    head = ("| dataset | method | mode | target ε | claimed ε | provable ε | ε lower bound (audit) | δ | test accuracy "
+            "| acc loss | MIA adv. | train s | examples/s | preprocessing s | peak memory MB |")
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for r in rows:
+        claimed, provable = epsilon_cells(r)
+        acc = f"{100 * r['accuracy_mean']:.2f} ± {100 * r['accuracy_std']:.2f} (n={r['seeds']})"
+        if r["diverged"]:
+            acc += f" ({r['diverged']} diverged: NaN outputs)"
+        lines.append(
+            f"| {r['dataset']} | {r['method']} | {r['mode']} | {_fmt(r['epsilon_target'])} | {claimed} | {provable} "
+            f"| {_fmt(r['epsilon_lower_bound'])} | {_fmt(r['delta'], '.0e')} | {acc} "
+            f"| {_fmt(r['accuracy_loss'], '.3f')} | {_fmt(r['mia_advantage'], '.3f')} | {r['train_seconds']:.1f} "
+            f"| {_fmt(r['examples_per_second'], '.0f')} | {r['preprocessing_seconds']:.1f} | {r['peak_memory_mb']:.0f} |")
+    return "\n".join(lines)

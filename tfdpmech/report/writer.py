@@ -1,0 +1,103 @@
+"""Write a comparison: results.json, results.md and the plots, all or nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+from .plots import plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon
+from .schema import check_results_schema
+from .tables import markdown_table, summarize
+
+__all__ = ["FILES", "check_writable", "write_report", "report_markdown"]
+
+FILES = ("results.json", "results.md", "accuracy_vs_epsilon.png", "accuracy_vs_epoch.png")
+
+EXPLANATION = (
+    "Claimed ε is what the paper (or method) states; provable ε is what a correct argument gives for one "
+    "record (each run's ledger in results.json names the argument, or why there is none). 'none proven' "
+    "means no per-record guarantee holds. 'per query' marks output perturbation: it trains without noise and "
+    "spends ε on every answered query, so its ε is not comparable to a training-run ε (which covers any "
+    "number of queries). The ε lower bound is the one-run canary audit's (when run): a value above the "
+    "provable ε is a bug, above the claimed ε it refutes the claim. Accuracy loss is 1 − acc/acc of the "
+    "non-private row of the same dataset (Lu et al. Eq. 31). MIA adv. is the larger TPR − FPR of "
+    "tensorflow-privacy's threshold and logistic-regression attacks on the trained model's answers "
+    "(members: private training records; non-members: the test set; mean over seeds); '–' where the "
+    "attack is off, not installed, or the outputs are NaN (diverged). Peak memory is the growth of the "
+    "process RSS during the run on a CPU and the allocator's peak on a GPU.")
+
+
+def check_writable(out: str) -> None:
+    """Raise ValueError if ``out`` cannot be created or written (checked before any work is done).
+
+    Probes by creating and removing a temporary directory in the nearest existing ancestor, so
+    nothing is left behind.
+    """
+    path = os.path.abspath(out)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"--out {out!r} exists and is not a directory; choose another path")
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    try:
+        if not os.path.isdir(probe):
+            raise OSError(f"{probe!r} is not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=".tfdpmech-probe-", dir=probe))
+    except OSError as exc:
+        raise ValueError(f"--out {out!r} cannot be written ({exc}); choose another path") from None
+
+
+def _audit_notes(results: dict) -> list[str]:
+    notes = []
+    for name, info in results["audit"].items():
+        if info["status"] != "run":
+            notes.append(f"- audit {name}: not run ({info['status']})")
+            continue
+        for dataset, floor in info.get("floor", {}).items():
+            notes.append(f"- audit {name} on {dataset}: on outputs of the same sizes that carry no membership signal "
+                         f"the attacks reach {floor['mean']:.3f} on average (max {floor['max']:.3f} over "
+                         f"{floor['repeats']} draws); only values above that show leakage")
+    return notes
+
+
+def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
+    """The whole results.md text."""
+    rows = summarize(results) if rows is None else rows
+    cfg, env = results["config"], results["environment"]
+    lines = [f"# tfdpmech compare --preset {results['preset']}: {', '.join(cfg['datasets'])}, model {cfg['model']}, "
+             f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, seeds {list(cfg['seeds'])}", "",
+             f"TensorFlow {env['tensorflow']} on {env['device']}; total {results['total_seconds']:.0f} s.", ""]
+    for name, d in results["data"].items():
+        lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
+                     f"{d['test']} test records. {d['note']}")
+    lines += ["", markdown_table(rows), "", EXPLANATION, "", *_audit_notes(results), ""]
+    lines += [f"- **{name}** ({m['mode']}): {m['description']}" for name, m in results["methods"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(results: dict, out: str) -> dict[str, str]:
+    """Write results.json, results.md and the two plots into ``out``; all or nothing.
+
+    Files are written into a temporary directory next to ``out`` and moved in at the end, so an
+    error never leaves a half-written report.
+    """
+    check_results_schema(results)
+    rows = summarize(results)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tfdpmech-report-", dir=parent)
+    try:
+        with open(os.path.join(tmp, "results.json"), "w") as fh:
+            json.dump({**results, "summary": rows}, fh, indent=2, allow_nan=False, default=float)
+        with open(os.path.join(tmp, "results.md"), "w") as fh:
+            fh.write(report_markdown(results, rows))
+        plot_accuracy_vs_epsilon(rows, os.path.join(tmp, "accuracy_vs_epsilon.png"))
+        plot_accuracy_vs_epoch(rows, os.path.join(tmp, "accuracy_vs_epoch.png"))
+        os.makedirs(out, exist_ok=True)
+        for name in FILES:
+            os.replace(os.path.join(tmp, name), os.path.join(out, name))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {name: os.path.join(out, name) for name in FILES}
