@@ -1,5 +1,6 @@
-"""Privacy audits that any mechanism's outputs can be run through (membership inference)."""
+"""Privacy audits that any mechanism's outputs can be run through (membership inference, one-run canary audit)."""
 
+from .canary import CanaryAudit, audit_scores, canary_audit, digits_canaries, epsilon_lower_bound, noise_canaries
 from .membership_inference import (
     ShadowModelAttack,
     ShadowSplit,
@@ -13,10 +14,16 @@ from .membership_inference import (
 )
 
 __all__ = [
+    "CanaryAudit",
     "ShadowModelAttack",
     "ShadowSplit",
     "accuracy_loss",
+    "audit_scores",
+    "canary_audit",
+    "digits_canaries",
+    "epsilon_lower_bound",
     "membership_advantage",
+    "noise_canaries",
     "run_tf_privacy_attacks",
     "shadow_attack_data",
     "split_target_and_shadows",
