@@ -9,7 +9,10 @@ from scipy import stats
 from tfdpmech.audit import canary
 from tfdpmech.audit.canary import (
     CanaryAudit,
+    VERDICT_BUG,
+    VERDICT_REFUTED,
     audit_scores,
+    audit_verdict,
     canary_audit,
     digits_canaries,
     draw_membership,
@@ -231,6 +234,20 @@ def test_bad_counts_scores_and_membership():
         audit_scores(np.zeros(4), np.zeros(3, bool), k_plus=1, k_minus=1)
     with pytest.raises(ValueError, match="same number"):
         canary_audit(lambda *a: None, lambda *a: None, np.zeros((5, 2)), np.zeros((4, 10)))
+
+
+def test_verdict_against_claimed_and_provable_epsilon():
+    assert audit_verdict(2.5, claimed=1.0, provable=2.0) == VERDICT_BUG
+    assert audit_verdict(2.5, claimed=1.0, provable=None) == VERDICT_REFUTED  # none proven, claim too small
+    assert audit_verdict(2.5, claimed=1.0, provable=8.0) == VERDICT_REFUTED
+    assert audit_verdict(0.9, claimed=1.0, provable=1.0) is None
+    assert audit_verdict(4.0, claimed=None, provable=None) is None  # no privacy: nothing to refute
+    assert audit_verdict(None, claimed=1.0, provable=1.0) is None
+    # ε per query: the audit read m answers, so it refutes only what exceeds m·ε
+    assert audit_verdict(2.5, claimed=1.0, provable=None, per="query", queries=1000) is None
+    assert audit_verdict(2.5, claimed=0.001, provable=None, per="query", queries=1000) == VERDICT_REFUTED
+    with pytest.raises(ValueError, match="per"):
+        audit_verdict(1.0, claimed=1.0, provable=1.0, per="run")
 
 
 # --- canaries -----------------------------------------------------------------------------------

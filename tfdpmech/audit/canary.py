@@ -62,7 +62,10 @@ __all__ = [
     "CanaryAudit",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_K",
+    "VERDICT_BUG",
+    "VERDICT_REFUTED",
     "audit_scores",
+    "audit_verdict",
     "canary_audit",
     "default_k",
     "digits_canaries",
@@ -476,6 +479,39 @@ def canary_audit(train_fn: Callable[[np.ndarray, np.ndarray], Any],
     trained = train_fn(canaries_x[membership], canaries_y[membership])
     scores = score_fn(trained, canaries_x, canaries_y)
     return audit_scores(scores, membership, k_plus=k_plus, k_minus=k_minus, delta=delta, confidence=confidence)
+
+
+# --- what a lower bound says about a claim ----------------------------------------------------------
+VERDICT_BUG = "audit lower bound above the provable ε: a bug in the proof or the code"
+VERDICT_REFUTED = "claim refuted by audit"
+
+
+def audit_verdict(lower_bound: float | None, *, claimed: float | None, provable: float | None,
+                  per: str = "training", queries: int = 1) -> str | None:
+    """Compare an audited lower bound with a run's claimed and provable ε.
+
+    Args:
+        lower_bound: the audit's ε lower bound (None: not audited).
+        claimed, provable: the run's ε (None: no claim / none proven / no privacy).
+        per: ``"training"`` (ε covers the whole run) or ``"query"`` (ε per answered query: the
+            audit read ``queries`` answers, one per canary, so by composition the ε it can be
+            compared with is ``queries × ε``).
+        queries: answers the audit asked for (m) when ``per == "query"``.
+
+    Returns:
+        :data:`VERDICT_BUG` if the bound exceeds the provable ε, :data:`VERDICT_REFUTED` if it
+        exceeds only the claimed ε, None otherwise.
+    """
+    if lower_bound is None:
+        return None
+    if per not in ("training", "query"):
+        raise ValueError(f"per must be 'training' or 'query', got {per!r}")
+    scale = _check_int(queries, "queries", minimum=1) if per == "query" else 1
+    if provable is not None and lower_bound > scale * provable:
+        return VERDICT_BUG
+    if claimed is not None and lower_bound > scale * claimed:
+        return VERDICT_REFUTED
+    return None
 
 
 # --- canaries -----------------------------------------------------------------------------------
