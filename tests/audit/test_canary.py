@@ -13,6 +13,7 @@ from tfdpmech.audit.canary import (
     VERDICT_REFUTED,
     audit_scores,
     audit_verdict,
+    ball_canaries,
     canary_audit,
     digits_canaries,
     draw_membership,
@@ -273,6 +274,12 @@ def test_digits_and_noise_canaries():
         digits_canaries(1798)
     n, ny = noise_canaries(50, seed=0)
     assert n.shape == (50, 28, 28, 1) and 0 <= n.min() and n.max() <= 1 and ny.shape == (50, 10)
+    b, by = ball_canaries(2000, 3, radius=2.0, num_classes=3, seed=0)
+    norms = np.linalg.norm(b, axis=1)
+    assert b.shape == (2000, 3) and norms.max() < 2.0 and by.shape == (2000, 3)
+    assert abs(np.mean(norms < 1.0) - 1 / 8) < 0.03  # uniform in the ball: P[‖x‖ < R/2] = 2^-3
+    with pytest.raises(ValueError, match="radius"):
+        ball_canaries(10, 3, radius=0.0)
 
 
 # --- real training ------------------------------------------------------------------------------

@@ -66,6 +66,7 @@ __all__ = [
     "VERDICT_REFUTED",
     "audit_scores",
     "audit_verdict",
+    "ball_canaries",
     "canary_audit",
     "default_k",
     "digits_canaries",
@@ -586,3 +587,26 @@ def noise_canaries(m: int, shape=(28, 28, 1), *, num_classes: int = 10, seed=Non
     rng = make_rng(seed)
     x = rng.random((m, *shape)).astype(np.float32)
     return x, _one_hot(rng.integers(0, num_classes, size=m), num_classes)
+
+
+def ball_canaries(m: int, dim: int, *, radius: float = 1.0, num_classes: int = 2,
+                  seed=None) -> tuple[np.ndarray, np.ndarray]:
+    """m tabular canaries: uniform random rows of the ball ‖x‖ ≤ radius, each with a random label.
+
+    For data whose public domain is a norm ball (the DP-ERM datasets: ‖x‖ ≤ R), so the canaries
+    pass the same input checks as private records.
+
+    Raises:
+        ValueError: m < 2, dim < 1, radius <= 0.
+    """
+    m = _check_int(m, "m", minimum=2)
+    dim = _check_int(dim, "dim", minimum=1)
+    num_classes = _check_int(num_classes, "num_classes", minimum=2)
+    if isinstance(radius, bool) or not isinstance(radius, numbers.Real) or not radius > 0:
+        raise ValueError(f"radius must be a real number > 0, got {radius!r}")
+    rng = make_rng(seed)
+    direction = rng.normal(size=(m, dim))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    # radius·U^(1/d) is the radial law of the uniform distribution on the ball; 0.999 keeps ‖x‖ < R after rounding
+    x = direction * (0.999 * float(radius) * rng.random((m, 1)) ** (1.0 / dim))
+    return x.astype(np.float32), _one_hot(rng.integers(0, num_classes, size=m), num_classes)
