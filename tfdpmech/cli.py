@@ -122,7 +122,35 @@ def _compare(args) -> int:
     print(markdown_table(summarize(results)))
     files = write_report(results, args.out)
     print("wrote " + ", ".join(files.values()))
-    return 0
+    return _audit_exit_status(results)
+
+
+AUDIT_BUG_EXIT = 3
+
+
+def _audit_exit_status(results: dict) -> int:
+    """Print the canary audit's findings (bugs in red) and return :data:`AUDIT_BUG_EXIT` if any bug.
+
+    A lower bound above a provable ε means the proof or the code is wrong; above a claimed ε
+    only, the claim is refuted (reported, not an error). ANSI colours unless ``NO_COLOR`` is set.
+    """
+    from .audit.canary import VERDICT_BUG
+    from .report import audit_findings
+
+    red, reset = ("", "") if os.environ.get("NO_COLOR") else ("\033[1;31m", "\033[0m")
+    bugs = 0
+    for f in audit_findings(results):
+        eps = "" if f["epsilon_target"] is None else f" target ε={f['epsilon_target']:g}"
+        where = f"{f['dataset']} {f['method']}{eps} seed {f['seed']}"
+        per = " per query, compared as m·ε" if f["per"] == "query" else ""
+        if f["verdict"] == VERDICT_BUG:
+            bugs += 1
+            print(f"{red}tfdpmech: AUDIT FAILED: {where}: ε lower bound {f['epsilon_lower_bound']:.3f} > provable ε "
+                  f"{f['epsilon_provable']:.3g}{per}: the proof or the code is wrong{reset}", file=sys.stderr)
+        else:
+            print(f"tfdpmech: claim refuted by audit: {where}: ε lower bound {f['epsilon_lower_bound']:.3f} > "
+                  f"claimed ε {f['epsilon_claimed']:.3g}{per}", file=sys.stderr)
+    return AUDIT_BUG_EXIT if bugs else 0
 
 
 def _methods() -> int:

@@ -1,8 +1,8 @@
 """One result schema and one writer: results.json, results.md and the plots of every comparison."""
 
 from .schema import RESULTS_KEYS, RUN_FIELDS, SCHEMA_VERSION, RunResult, check_results_schema
-from .tables import markdown_table, summarize
+from .tables import audit_findings, markdown_table, summarize
 from .writer import FILES, check_writable, report_markdown, write_report
 
-__all__ = ["RESULTS_KEYS", "RUN_FIELDS", "SCHEMA_VERSION", "RunResult", "check_results_schema", "markdown_table",
+__all__ = ["RESULTS_KEYS", "RUN_FIELDS", "SCHEMA_VERSION", "RunResult", "check_results_schema", "audit_findings", "markdown_table",
            "summarize", "FILES", "check_writable", "report_markdown", "write_report"]

@@ -16,18 +16,53 @@ def _pyplot():
     return plt
 
 
-def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
-    """Two panels per dataset: the same runs at their claimed (left) and provable (right) ε.
+def _audit_panel(ax, subset: list[dict], methods: list[str]) -> None:
+    """Accuracy against the audited ε lower bound: one point per (method, target ε), non-private as ★."""
+    from ..audit.canary import VERDICT_BUG, VERDICT_REFUTED
 
-    Runs without a proof are absent from the right panel and named under it; audited ε lower
-    bounds are drawn as ▷ markers at (lower bound, accuracy) when present.
+    for i, method in enumerate(methods):
+        mine = sorted((r for r in subset if r["method"] == method and r["epsilon_lower_bound"] is not None),
+                      key=lambda r: r["epsilon_target"])
+        if not mine:
+            continue
+        ax.plot([r["epsilon_lower_bound"] for r in mine], [100 * r["accuracy_mean"] for r in mine], "o:",
+                color=f"C{i}", label=method)
+        for r in mine:
+            if r["audit_verdict"] == VERDICT_BUG:
+                ax.scatter(r["epsilon_lower_bound"], 100 * r["accuracy_mean"], marker="X", s=160, color="red",
+                           zorder=5, label="bug: lower bound > provable ε")
+            elif r["audit_verdict"] == VERDICT_REFUTED:
+                ax.annotate("claim refuted", (r["epsilon_lower_bound"], 100 * r["accuracy_mean"]), fontsize=7,
+                            color="crimson", xytext=(4, -10), textcoords="offset points")
+    for r in subset:
+        if not r["private"] and r["epsilon_lower_bound"] is not None:
+            ax.scatter(r["epsilon_lower_bound"], 100 * r["accuracy_mean"], marker="*", s=140, color="gray",
+                       label=f"{r['method']} (no privacy)")
+    ax.set_xlabel("audited ε lower bound (one-run canary audit, 95 %)")
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=7)
+
+
+def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
+    """Per dataset, the same runs at their claimed (left) and provable (middle) ε, and audited (right).
+
+    Runs without a proof are absent from the middle panel and named under it. The right panel,
+    drawn when the canary audit ran, places every run at its audited ε lower bound; a red ✕ marks
+    a bound above the provable ε (a bug), "claim refuted" one above the claimed ε only.
     """
     import matplotlib.ticker
 
     plt = _pyplot()
     datasets = sorted({r["dataset"] for r in rows})
-    fig, axes = plt.subplots(len(datasets), 2, figsize=(12, 4.6 * len(datasets)), sharey="row", squeeze=False)
-    for (ax_c, ax_p), dataset in zip(axes, datasets):
+    audited = any(r.get("epsilon_lower_bound") is not None for r in rows)
+    ncols = 3 if audited else 2
+    fig, axes = plt.subplots(len(datasets), ncols, figsize=(6 * ncols, 4.6 * len(datasets)), sharey="row",
+                             squeeze=False)
+    for row_axes, dataset in zip(axes, datasets):
+        ax_c, ax_p = row_axes[0], row_axes[1]
         subset = [r for r in rows if r["dataset"] == dataset]
         private = [r for r in subset if r["private"]]
         methods = sorted({r["method"] for r in private})
@@ -44,10 +79,6 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
                 per_query = mine[0]["per"] == "query"
                 ax.errorbar(x, 100 * y, yerr=100 * e, marker="s" if per_query else "o", ls=":" if per_query else "-",
                             capsize=3, label=method + (" (ε per query)" if per_query else ""), color=f"C{i}")
-                bounds = [(r["epsilon_lower_bound"], r["accuracy_mean"]) for r in mine if r["epsilon_lower_bound"]]
-                if bounds and key == "epsilon_provable":
-                    bx, by = zip(*bounds)
-                    ax.scatter(bx, 100 * np.array(by), marker=">", color=f"C{i}", s=40)
             for r in subset:
                 if not r["private"]:
                     ax.axhline(100 * r["accuracy_mean"], ls="--", color="gray", label=f"{r['method']} (no privacy)")
@@ -62,7 +93,10 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
         if unproven:
             ax_p.text(0.02, 0.02, "not shown, none proven: " + ", ".join(sorted(unproven)),
                       transform=ax_p.transAxes, fontsize=8, color="crimson")
-    fig.suptitle("Accuracy vs ε: the same runs at their claimed (left) and provable (right) ε; ▷ = audited lower bound")
+        if audited:
+            _audit_panel(row_axes[2], subset, methods)
+    fig.suptitle("Accuracy vs ε: the same runs at their claimed (left) and provable (middle) ε"
+                 + ("; right: audited ε lower bound" if audited else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -8,8 +8,9 @@ from collections import defaultdict
 import numpy as np
 
 from ..accounting.ledger import NONE_PROVEN
+from ..audit.canary import VERDICT_BUG, VERDICT_REFUTED, audit_verdict
 
-__all__ = ["summarize", "markdown_table"]
+__all__ = ["summarize", "markdown_table", "run_verdict", "audit_findings"]
 
 
 def _mean_std(values):
@@ -22,6 +23,27 @@ def _mean_std(values):
 def _conditions(runs) -> list:
     return sorted({rel["details"]["conditional_on"] for r in runs if r["ledger"]
                    for rel in r["ledger"]["releases"] if "conditional_on" in rel.get("details", {})})
+
+
+def run_verdict(run: dict) -> str | None:
+    """The canary audit's verdict on one run: a bug (bound > provable ε), a refuted claim, or None.
+
+    Per-query ε (output perturbation) is compared as m·ε: the audit read one answer per canary.
+    """
+    canary = run.get("canary")
+    if not canary:
+        return None
+    return audit_verdict(canary["epsilon_lower_bound"], claimed=run["epsilon_claimed"],
+                         provable=run["epsilon_provable"], per=run["per"], queries=canary["m"])
+
+
+def audit_findings(results: dict) -> list[dict]:
+    """Every run whose audited lower bound exceeds its provable or claimed ε, bugs first."""
+    found = [{"verdict": v, **{k: run[k] for k in ("dataset", "method", "epsilon_target", "seed", "epsilon_claimed",
+                                                   "epsilon_provable", "per")},
+              "epsilon_lower_bound": run["canary"]["epsilon_lower_bound"]}
+             for run in results["runs"] if (v := run_verdict(run))]
+    return sorted(found, key=lambda f: f["verdict"] != VERDICT_BUG)
 
 
 def summarize(results: dict) -> list[dict]:
@@ -56,6 +78,9 @@ def summarize(results: dict) -> list[dict]:
             "conditional_on": _conditions(runs),
             "mia_advantage": _mean_std([r["mia_advantage"] for r in runs])[0],
             "epsilon_lower_bound": (max(c["epsilon_lower_bound"] for c in canaries) if canaries else None),
+            # the seed with the largest bound, for its counts
+            "canary": max(canaries, key=lambda c: c["epsilon_lower_bound"]) if canaries else None,
+            "audit_verdict": _worst({run_verdict(r) for r in runs}),
         })
     for dataset in {r["dataset"] for r in rows}:  # accuracy loss = 1 − acc/acc_nonprivate (Lu et al. Eq. 31)
         base = [r["accuracy_mean"] for r in rows if r["dataset"] == dataset and r["method"] == "nonprivate"]
@@ -64,6 +89,10 @@ def summarize(results: dict) -> list[dict]:
                 r["accuracy_loss"] = 1.0 - r["accuracy_mean"] / base[0] if base and base[0] > 0 else None
     rows.sort(key=lambda r: (r["dataset"], r["method"], r["epsilon_target"] or -math.inf))
     return rows
+
+
+def _worst(verdicts: set) -> str | None:
+    return VERDICT_BUG if VERDICT_BUG in verdicts else VERDICT_REFUTED if VERDICT_REFUTED in verdicts else None
 
 
 def _fmt(value, spec=".3g", none="–"):
@@ -82,6 +111,19 @@ def epsilon_cells(row: dict) -> tuple[str, str]:
     return claimed, provable
 
 
+def lower_bound_cell(row: dict) -> str:
+    """'ε_lb (correct/guesses of m)', with a red bold marker for a bug and the words for a refuted claim."""
+    c = row.get("canary")
+    if not c:
+        return "–"
+    cell = f"{c['epsilon_lower_bound']:.3g} ({c['correct']}/{c['k_plus'] + c['k_minus']}, m={c['m']})"
+    if row.get("audit_verdict") == VERDICT_BUG:
+        cell += " 🔴 **BUG: above the provable ε**"
+    elif row.get("audit_verdict") == VERDICT_REFUTED:
+        cell += " **claim refuted by audit**"
+    return cell
+
+
 def markdown_table(rows: list[dict]) -> str:
     """The comparison table in Markdown (also printed to the terminal)."""
     head = ("| dataset | method | mode | target ε | claimed ε | provable ε | ε lower bound (audit) | δ | test accuracy "
@@ -94,7 +136,7 @@ def markdown_table(rows: list[dict]) -> str:
             acc += f" ({r['diverged']} diverged: NaN outputs)"
         lines.append(
             f"| {r['dataset']} | {r['method']} | {r['mode']} | {_fmt(r['epsilon_target'])} | {claimed} | {provable} "
-            f"| {_fmt(r['epsilon_lower_bound'])} | {_fmt(r['delta'], '.0e')} | {acc} "
+            f"| {lower_bound_cell(r)} | {_fmt(r['delta'], '.0e')} | {acc} "
             f"| {_fmt(r['accuracy_loss'], '.3f')} | {_fmt(r['mia_advantage'], '.3f')} | {r['train_seconds']:.1f} "
             f"| {_fmt(r['examples_per_second'], '.0f')} | {r['preprocessing_seconds']:.1f} | {r['peak_memory_mb']:.0f} |")
     return "\n".join(lines)

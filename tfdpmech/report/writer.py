@@ -8,8 +8,9 @@ import shutil
 import tempfile
 
 from .plots import plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon
+from ..audit.canary import VERDICT_BUG
 from .schema import check_results_schema
-from .tables import markdown_table, summarize
+from .tables import audit_findings, markdown_table, summarize
 
 __all__ = ["FILES", "check_writable", "write_report", "report_markdown"]
 
@@ -55,11 +56,37 @@ def _audit_notes(results: dict) -> list[str]:
         if info["status"] != "run":
             notes.append(f"- audit {name}: not run ({info['status']})")
             continue
+        if name == "canary":
+            ms = sorted({run["canary"]["m"] for run in results["runs"] if run.get("canary")})
+            notes.append(
+                f"- audit canary (Steinke, Nasr & Jagielski 2023, Theorem 3; docs/audit.md): one extra training per run "
+                f"with m = {', '.join(map(str, ms)) or '–'} canaries (uniform-noise images or random rows of the "
+                "feature ball, random labels), each added to the private set with probability ½; score = "
+                "log-probability of the canary's label; k₊ = k₋ = m/4 guesses; 95 % confidence; δ = the run's δ. "
+                "Above the provable ε: a bug; above the claimed ε only: the claim is refuted; ε per query is "
+                "compared as m·ε. A small lower bound proves nothing.")
         for dataset, floor in info.get("floor", {}).items():
             notes.append(f"- audit {name} on {dataset}: on outputs of the same sizes that carry no membership signal "
                          f"the attacks reach {floor['mean']:.3f} on average (max {floor['max']:.3f} over "
                          f"{floor['repeats']} draws); only values above that show leakage")
     return notes
+
+
+def findings_markdown(results: dict) -> list[str]:
+    """The canary audit's findings: 🔴 bold for a lower bound above the provable ε, then refuted claims."""
+    lines = []
+    for f in audit_findings(results):
+        eps = "" if f["epsilon_target"] is None else f" target ε={f['epsilon_target']:g}"
+        where = f"{f['dataset']} {f['method']}{eps} seed {f['seed']}"
+        per = " per query (compared as m·ε)" if f["per"] == "query" else ""
+        if f["verdict"] == VERDICT_BUG:
+            lines.append(f"- 🔴 **BUG: {where}: audited ε lower bound {f['epsilon_lower_bound']:.3f} > provable ε "
+                         f"{f['epsilon_provable']:.3g}{per}. The proof or the code is wrong (or a 5 % fluke: rerun "
+                         "with another seed).**")
+        else:
+            lines.append(f"- **claim refuted by audit**: {where}: audited ε lower bound {f['epsilon_lower_bound']:.3f} "
+                         f"> claimed ε {f['epsilon_claimed']:.3g}{per}")
+    return (["## Audit findings", "", *lines, ""]) if lines else []
 
 
 def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
@@ -72,7 +99,7 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     for name, d in results["data"].items():
         lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
                      f"{d['test']} test records. {d['note']}")
-    lines += ["", markdown_table(rows), "", EXPLANATION, "", *_audit_notes(results), ""]
+    lines += ["", *findings_markdown(results), markdown_table(rows), "", EXPLANATION, "", *_audit_notes(results), ""]
     lines += [f"- **{name}** ({m['mode']}): {m['description']}" for name, m in results["methods"].items()]
     return "\n".join(lines) + "\n"
 
