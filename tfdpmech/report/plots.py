@@ -39,7 +39,7 @@ def _audit_panel(ax, subset: list[dict], methods: list[str]) -> None:
             ax.scatter(r["epsilon_lower_bound"], 100 * r["accuracy_mean"], marker="*", s=140, color="gray",
                        label=f"{r['method']} (no privacy)")
     ax.set_xlabel("audited ε lower bound (one-run canary audit, 95 %)")
-    ax.set_xlim(left=0)
+    ax.set_xlim(left=-0.1)  # bounds of 0 stay visible
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
