@@ -50,7 +50,7 @@ class RelevanceAllocation(BudgetAllocation):
     Args:
         relevance: the private (noisy) relevance ``R̄``, shape = feature shape.
         floor: lower bound on ``r_j`` so no feature gets ε_j = 0 (infinite noise).
-        mode: ``"floor"`` (default, spec §9 A7): ``r_j = max(R̄_j, floor)``; ``"abs"`` (paper):
+        mode: ``"floor"`` (default): ``r_j = max(R̄_j, floor)``; ``"abs"`` (Eq. 16 as printed):
             ``r_j = max(|R̄_j|, floor)``, which also favours strongly negative noisy relevance.
 
     Raises:

@@ -1,9 +1,10 @@
-"""Chebyshev (and related) polynomial surrogates of the sigmoid, for pCDBN's energy (spec §3, §5).
+"""Chebyshev (and related) polynomial surrogates of the sigmoid, for pCDBN's energy (§2.3, §3.1, §3.4).
 
 Phan, Wu, Dou, "Preserving Differential Privacy in Convolutional Deep Belief Networks",
-Machine Learning 2017 (corrected version). Spec: ``specs/seed_003_pcdbn.md``.
+Machine Learning 2017 (corrected version). Our reading of the paper's polynomial:
+``docs/mechanisms/pcdbn.md``.
 
-Two families are kept apart on purpose (spec §3.5, §9 item 1):
+Two families are kept apart on purpose, because the polynomial §3.1 prints is not Eq. 10 applied to σ:
 
 * ``"chebyshev_sigmoid"``: the truncated Chebyshev series of σ on [−1, 1] (Eq. 10), computed with
   ``numpy.polynomial.chebyshev`` by Gauss–Chebyshev quadrature, to any degree.
@@ -13,8 +14,9 @@ Two families are kept apart on purpose (spec §3.5, §9 item 1):
   σ on [−1, 1] is 0.322). The code's degree-5 polynomial is broken (p(0) = 5); the consistent
   smoothstep ``(3X⁵ − 10X³ + 15X + 8)/16`` is used instead.
 
-Also ``"taylor"`` (pCDBN_TE, σ(x) = ½ + ½tanh(x/2) expanded at 0, §9 item 13) and ``"piecewise"``
-(pCDBN_PW, ``c1·X + c2``, §9 item 14).
+Also ``"taylor"`` (the truncated Taylor expansion of §4.1.2; the paper prints the series of tanh x,
+used here for σ(x) = ½ + ½tanh(x/2) at 0) and ``"piecewise"`` (``c1·X + c2``; §4.1.2 gives no
+constants, so the degree-1 Chebyshev fit is the default).
 
 Coefficients ``alpha`` are always in the monomial basis, ascending powers, float64.
 """
@@ -47,18 +49,19 @@ __all__ = [
 
 APPROXIMATIONS = ("paper_smoothstep", "chebyshev_sigmoid", "taylor", "piecewise")
 
-# Numerators over the denominators below, ascending powers (spec §3.5 table; §3.3 for L = 7).
+# Numerators over the denominators below, ascending powers (the L = 7 one is §3.1's instance of Eq. 14;
+# L = 2, 3 are the authors' code, L = 5 the consistent smoothstep).
 _SMOOTHSTEP_NUMERATORS = {
     2: (3.0, 2.0, -1.0),  # (−X² + 2X + 3)/4, code
     3: (2.0, 3.0, 0.0, -1.0),  # (−X³ + 3X + 2)/4, code
     5: (8.0, 15.0, 0.0, -10.0, 0.0, 3.0),  # (3X⁵ − 10X³ + 15X + 8)/16, NOT the code's broken L = 5
-    7: (16.0, 35.0, 0.0, -35.0, 0.0, 21.0, 0.0, -5.0),  # paper §3.3, Eq. 14 instance
+    7: (16.0, 35.0, 0.0, -35.0, 0.0, 21.0, 0.0, -5.0),  # paper §3.1, Eq. 14 instance
 }
 PAPER_SMOOTHSTEP_DENOMINATORS = {2: 4.0, 3: 4.0, 5: 16.0, 7: 32.0}
 PAPER_SMOOTHSTEP = {
     L: np.asarray(num, dtype=np.float64) / PAPER_SMOOTHSTEP_DENOMINATORS[L] for L, num in _SMOOTHSTEP_NUMERATORS.items()
 }
-PIECEWISE_DEFAULT = (0.2356, 0.5)  # (c1, c2): the L = 1 Chebyshev fit, spec §9 item 14
+PIECEWISE_DEFAULT = (0.2356, 0.5)  # (c1, c2): the L = 1 Chebyshev fit (§4.1.2 gives no values)
 
 
 def sigmoid(x):
@@ -106,7 +109,7 @@ def chebyshev_coefficients(f=sigmoid, degree: int = 7, n_nodes: int = 4096) -> n
 
 
 def chebyshev_to_monomial(A) -> np.ndarray:
-    """Monomial coefficients ``alpha`` of ``½A_0 + Σ A_k T_k`` (Eq. 10 convention; spec §9 item 2)."""
+    """Monomial coefficients ``alpha`` of ``½A_0 + Σ A_k T_k`` (Eq. 10; Eqs. 13–14 drop the ½ on A_0)."""
     A = np.array(A, dtype=np.float64, copy=True)
     if A.ndim != 1 or A.size == 0:
         raise ValueError(f"A must be a non-empty 1-D coefficient array, got shape {A.shape}")
@@ -115,7 +118,7 @@ def chebyshev_to_monomial(A) -> np.ndarray:
 
 
 def sigmoid_chebyshev_alpha(degree: int, n_nodes: int = 4096) -> np.ndarray:
-    """Monomial coefficients of the degree-L Chebyshev truncation of σ on [−1, 1] (spec §3.5 table)."""
+    """Monomial coefficients of the degree-L Chebyshev truncation of σ on [−1, 1] (Eq. 10, then Eq. 14)."""
     alpha = chebyshev_to_monomial(chebyshev_coefficients(sigmoid, degree, n_nodes))
     alpha[2::2] = 0.0  # σ − ½ is odd: even A_k (k >= 2) vanish; drop quadrature round-off
     return alpha
@@ -176,7 +179,7 @@ def sup_error(alpha, f=sigmoid, n_points: int = 20001) -> float:
 def chebyshev_error_bounds(degree: int, f=sigmoid, n_nodes: int = 4096) -> dict:
     """Lemma 3's scalar quantities (Eqs. 20–21) next to the measured error, to help choose L.
 
-    Lemma 3 is qualitative (spec §5 caveats): its lower bound is 0 for odd L with σ, it ignores
+    Lemma 3 (§3.4, Eq. 19) is qualitative: its lower bound is 0 for odd L with σ, it ignores
     the |a| factor of each unit's energy and the sum over records, and it does not apply to the
     smoothstep polynomial.
 
@@ -203,7 +206,7 @@ def chebyshev_error_bounds(degree: int, f=sigmoid, n_nodes: int = 4096) -> dict:
 
 
 def poly_eval(x, alpha, *, clip_input: bool = True, clip_output: bool = False):
-    """Evaluate ``Σ alpha_l X^l`` on a tensor by Horner's rule (spec §8.2, pitfall 6).
+    """Evaluate ``Σ alpha_l X^l`` on a tensor by Horner's rule (X clipped to [−1, 1], where §3.1's Z puts it).
 
     Args:
         x: a float tensor.

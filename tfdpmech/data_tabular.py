@@ -68,9 +68,10 @@ def load_tabular(name: str, config: TabularConfig | None = None, *, seed: int = 
 
     bunch = skd.load_breast_cancer() if name == "breast_cancer" else skd.load_iris()
     x_tr, y_tr, x_te, y_te = _split(bunch.data.astype(np.float64), bunch.target.astype(np.int64), 0.2, rng)
-    mean, std = x_tr.mean(axis=0), x_tr.std(axis=0) + 1e-12  # training-set statistics: not accounted, as in the paper
+    mean, std = x_tr.mean(axis=0), x_tr.std(axis=0) + 1e-12  # training-set statistics: not accounted
     warnings.warn(f"{name}: features standardised with statistics of the private training set, which no "
-                  "method's ε accounts for (as in Kang et al. §6)", PrivacyLeakWarning, stacklevel=2)
+                  "method's ε accounts for (Kang et al. §6 does not say how they preprocessed)", PrivacyLeakWarning,
+                  stacklevel=2)
     d = x_tr.shape[1]
     prep = lambda a: clip_rows((a - mean) / std / math.sqrt(d) * R, R)[0]  # noqa: E731
     return dict(name=name, x_train=prep(x_tr), y_train=y_tr, x_test=prep(x_te), y_test=y_te,

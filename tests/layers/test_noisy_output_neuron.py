@@ -112,11 +112,11 @@ def test_seed_reproduces_and_none_differs():
     assert not np.allclose(c, d)
 
 
-@pytest.mark.parametrize("mechanism", ["single_neuron", "all_logits"])
+@pytest.mark.parametrize("mode", ["reference", "private"])
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
-def test_epsilon_to_infinity_returns_softmax(mechanism, noise):
+def test_epsilon_to_infinity_returns_softmax(mode, noise):
     z = np.random.default_rng(7).normal(size=(50, 6)).astype(np.float32)
-    out = NoisyOutputNeuron(1e9, 0.3, 1.0, 6, noise=noise, mechanism=mechanism, seed=8)(z).numpy()
+    out = NoisyOutputNeuron(1e9, 0.3, 1.0, 6, noise=noise, mode=mode, seed=8)(z).numpy()
     np.testing.assert_allclose(out, tf.nn.softmax(z).numpy(), atol=1e-6)
 
 
@@ -129,12 +129,12 @@ def test_epsilon_to_zero_agreement_is_one_half(noise):
     assert 0.45 < agree < 0.55
 
 
-def test_all_logits_perturbs_every_logit_with_smaller_scale():
-    layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, mechanism="all_logits", seed=12)
+def test_private_mode_perturbs_every_logit_with_smaller_scale():
+    layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, mode="private", seed=12)
     single = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, seed=12)
     assert layer.noise_scale == pytest.approx(math.sqrt(10) * MNIST_DZ)
     assert layer.noise_scale < single.noise_scale
-    lap = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, noise="laplace", mechanism="all_logits")
+    lap = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, noise="laplace", mode="private")
     assert lap.noise_scale == pytest.approx(10 * MNIST_DZ)
     assert lap.noise_scale < NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, noise="laplace").noise_scale
     z = np.zeros((5000, 10), np.float32)
@@ -161,7 +161,7 @@ def test_training_true_refused():
     (dict(epsilon_query=-1.0), ValueError, "epsilon_query"),
     (dict(epsilon_query="1"), TypeError, "epsilon_query"),
     (dict(noise="cauchy"), ValueError, "noise"),
-    (dict(mechanism="report_noisy_max"), ValueError, "mechanism"),
+    (dict(mode="report_noisy_max"), ValueError, "mode"),
     (dict(gaussian_split="x"), ValueError, "gaussian_split"),
     (dict(delta_p=1.5), ValueError, "delta_p"),
     (dict(delta_z=0.0), ValueError, "delta_z"),
@@ -180,9 +180,9 @@ def test_wrong_number_of_logits_refused():
 
 
 def test_config_and_keras_file_round_trip(tmp_path):
-    layer = NoisyOutputNeuron(0.5, 0.3, 0.8, 4, noise="laplace", mechanism="all_logits", seed=3)
+    layer = NoisyOutputNeuron(0.5, 0.3, 0.8, 4, noise="laplace", mode="private", seed=3)
     clone = NoisyOutputNeuron.from_config(layer.get_config())
-    assert (clone.noise_scale, clone.noise, clone.mechanism, clone.seed) == (layer.noise_scale, "laplace", "all_logits", 3)
+    assert (clone.noise_scale, clone.noise, clone.mode, clone.seed) == (layer.noise_scale, "laplace", "private", 3)
     inp = keras.Input(shape=(4,))
     model = keras.Model(inp, layer(keras.layers.Dense(4)(inp)))
     model.save(tmp_path / "m.keras")

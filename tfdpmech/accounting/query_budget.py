@@ -1,7 +1,7 @@
 """A per-query privacy budget: charged before any answer is computed, persisted atomically.
 
-Mechanisms that spend budget at prediction time (Lu et al.'s output perturbation, spec
-``specs/seed_001_output_perturbation.md`` §3.12, §6.1(d), A3) need a server-side accountant:
+Mechanisms that spend budget at prediction time (Lu et al.'s output perturbation, §4.1: every query
+costs budget, queries compose by Theorem 1) need a server-side accountant:
 every answered query costs ``ε_query`` and the total must never exceed the budget, across threads
 and across process restarts.
 
@@ -80,7 +80,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 
 class QueryBudgetAccountant:
-    """Thread-safe per-query budget with atomic persistence (spec §6.1(d)).
+    """Thread-safe per-query budget with atomic persistence.
 
     Args:
         total_epsilon: the whole budget: ε for ``"basic"``, μ for ``"gdp"``.
@@ -90,8 +90,8 @@ class QueryBudgetAccountant:
             ``floor(total/per_query)`` (basic) or ``floor((total/per_query)²)`` (gdp).
             Exactly one of ``max_queries`` and ``per_query_epsilon`` is given.
         composition: ``"basic"`` or ``"gdp"``.
-        delta_for_report: δ at which a GDP μ is also reported as ε (default 1e-5; spec A3
-            recommends 1/(10n)).
+        delta_for_report: δ at which a GDP μ is also reported as ε (default 1e-5; Lu et al. §5.3 use
+            δ = 1/(10n) for DP-SGD).
         state_path: a JSON file the spent count is written to on every charge and read from on
             construction (a restart continues where it stopped).
 
@@ -274,7 +274,7 @@ class QueryBudgetAccountant:
 
 
 class UnlimitedAccountant:
-    """Counts queries without a limit, for evaluation harnesses only (spec §5.3).
+    """Counts queries without a limit, for evaluation harnesses only (Lu et al. §5.3 evaluate single queries).
 
     Evaluation queries (2n membership-inference queries plus the accuracy queries) must not be
     charged to a production budget; nothing this accountant lets through is covered by a budget.

@@ -3,14 +3,14 @@
 Two attacks, run on the same outputs:
 
 * the Shokri et al. shadow-model attack (S&P 2017) as configured by Jayaraman & Evans (USENIX
-  Security 2019) and Lu et al. §5.3 (spec ``specs/seed_001_output_perturbation.md`` §5.1): k
+  Security 2019) and Lu et al. (§3.3, §5.2–5.3): k
   shadow models trained like the target, one attack classifier **per class** on the shadow
   models' probability vectors, hard predictions; privacy leakage = TPR − FPR (Eq. 32);
 * tensorflow-privacy's own membership-inference attacks (threshold, logistic regression, …) via
   :func:`run_tf_privacy_attacks`, when its ``privacy_tests`` package is importable.
 
 The audit only sees what a client sees: probability vectors and true labels. Leakage and accuracy
-loss are reported raw (they can be negative; spec A16).
+loss are reported raw (Eqs. 31–32 can be negative; they are not clipped).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class ShadowSplit:
 
 
 def split_target_and_shadows(n_records: int, n: int, k: int, seed=None) -> ShadowSplit:
-    """Sample the target's members/non-members and k shadow splits (spec §5.1 step 1).
+    """Sample the target's members/non-members and k shadow splits (the first step of Lu et al. §3.3).
 
     Args:
         n_records: size of the whole dataset.
@@ -94,7 +94,7 @@ def split_target_and_shadows(n_records: int, n: int, k: int, seed=None) -> Shado
 
 
 def shadow_attack_data(train_model: Callable, predict_proba: Callable, x, y, split: ShadowSplit):
-    """Train the shadow models and collect the attack training set (spec §5.1 steps 2–3).
+    """Train the shadow models and collect the attack training set (Lu et al. §3.3, steps 2–3).
 
     Args:
         train_model: ``train_model(x_train, y_train) -> model``; must use the target's recipe
@@ -135,7 +135,7 @@ class ShadowModelAttack:
 
     Each attack model is ``C → hidden (activation, L2) → 1 (sigmoid)``, trained with Adam
     (Table 4: 64 hidden units, L2 1e-6, lr 0.01, batch 100, 100 epochs; ReLU as in Jayaraman's
-    code, spec A14). A class whose attack records are all members or all non-members gets a
+    code; Lu et al. say "the same as the shadow models"). A class whose attack records are all members or all non-members gets a
     constant prediction of that bit; a class with no attack records predicts "non-member".
 
     Args:
@@ -171,7 +171,7 @@ class ShadowModelAttack:
         return model
 
     def fit(self, probs, labels, membership) -> "ShadowModelAttack":
-        """Train the per-class attack models on shadow outputs (spec §5.1 step 4)."""
+        """Train the per-class attack models on shadow outputs (Lu et al. §3.3, Table 4)."""
         probs = _check_probs(probs, "probs")
         labels = _labels(labels)
         membership = np.asarray(membership).astype(np.int64)

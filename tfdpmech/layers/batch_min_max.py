@@ -12,8 +12,9 @@ class BatchMinMax(keras.layers.Layer):
 
     Training: ``(h - min_batch) / (max_batch - min_batch + epsilon)`` per unit, and moving
     estimates of min and max are updated. Inference: the moving estimates are used, so the
-    output of one example does not depend on the rest of its batch (spec §8.7 item 11); it may
-    then leave [0, 1] slightly, which is why :class:`UnitClip` must follow before the output.
+    output of one example does not depend on the rest of its batch (§III-B normalises over the
+    training batch only); it may then leave [0, 1] slightly, which is why :class:`UnitClip` must
+    follow before the output.
 
     Args:
         momentum: decay of the moving min/max. The first updates use a running average

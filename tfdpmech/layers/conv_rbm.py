@@ -1,4 +1,4 @@
-"""Convolutional RBM (Lee et al., ICML'09) as used by pCDBN (Phan et al. 2017, spec §2, §8.3)."""
+"""Convolutional RBM (Lee et al., ICML'09) as used by pCDBN (Phan et al. 2017, §2.2 and §3.1)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ DEFAULT_LRN = {"q": 2.0, "n": 5, "alpha": 1e-4, "beta": 0.75}  # paper §3.1 (Al
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
 class BoxConstraint(keras.constraints.Constraint):
-    """Clip every weight to ``[-bound, bound]`` (spec §8.3; pitfall 8)."""
+    """Clip every weight to ``[-bound, bound]``: keeps ``|a| <= Z`` and the perturbed polynomial on a compact set."""
 
     def __init__(self, bound: float = 1.0):
         if not bound > 0:
@@ -62,7 +62,7 @@ class ConvRBM(keras.layers.Layer):
         lrn: dict with ``q``, ``n``, ``alpha``, ``beta`` for ``normalizer="lrn"``.
         weight_bound: w_max of the box constraint ``|W|, |b|, |c| <= w_max``.
         visible_max: the declared input domain ``[0, visible_max]``.
-        pooling: ``"max"`` (MaxPool on hidden probabilities, spec [rec]), ``"probabilistic"``
+        pooling: ``"max"`` (MaxPool on hidden probabilities; §3, step 3), ``"probabilistic"``
             (Lee et al.'s probabilistic max-pooling, P(pooling unit on)) or ``"none"``.
         pool_size: pooling block size.
         inference_activation: ``"sigmoid"`` (σ(a), code) or ``"poly"`` (σ̂(a/Z)).
@@ -121,7 +121,7 @@ class ConvRBM(keras.layers.Layer):
 
     @property
     def patch_dim(self) -> int:
-        """d = N_W²·C_in + 1: a receptive field with a trailing 1 for the hidden bias (spec §3.4)."""
+        """d = N_W²·C_in + 1: a receptive field with a trailing 1 for the hidden bias (a = w̃·ṽ in Eq. 12)."""
         return self.kernel_size**2 * self.in_channels + 1
 
     @property
@@ -156,7 +156,7 @@ class ConvRBM(keras.layers.Layer):
         return tf.concat([p, tf.ones_like(p[..., :1])], axis=-1)
 
     def normalizer(self, a):
-        """Z with the shape of ``a`` (spec §3.2)."""
+        """Z with the shape of ``a`` (the normaliser of §3.1)."""
         if self.normalizer_kind == "constant":
             return tf.fill(tf.shape(a), tf.constant(self.z, a.dtype))
         if self.normalizer_kind == "batch_max":  # authors' code: one scalar over the batch tensor

@@ -15,7 +15,8 @@ class InputNoise(keras.layers.Layer):
 
     This is the ``shared_per_step`` mode of AdLM: what the authors' MNIST code does, used only to
     reproduce their numbers. The model then reads the raw training data at every step, so no
-    per-record guarantee follows from the paper's lemmas (spec §9 A1, A13); the ledger records the
+    per-record guarantee follows from the paper's lemmas (Lemmas 3–6 bound neighbouring batches,
+    Lemma 4 a batch sum with one shared draw); the ledger records the
     release as *claimed*. At inference the layer is the identity.
 
     Args:

@@ -1,8 +1,9 @@
 """Lu et al.'s per-query output perturbation as an inference-only Keras layer.
 
 Lu, Asghar, Kaafar, Webb, Dickinson, "A Differentially Private Framework for Deep Learning with
-Convexified Loss Functions", Algorithm 1. Spec: ``specs/seed_001_output_perturbation.md`` §3.8–3.11,
-§3.14, §6.1(c), §7 A2, A3, A10.
+Convexified Loss Functions", Algorithm 1 (lines 8–12), Theorem 6 and the budget split of §5.3.
+Why the paper's version is claimed only and what ``mode="private"`` proves:
+``docs/mechanisms/output_perturbation.md``.
 """
 
 from __future__ import annotations
@@ -16,43 +17,43 @@ import tensorflow as tf
 from ..noise import tf_laplace
 from ..validation import check_choice, check_epsilon, check_positive_int, check_positive_real
 
-__all__ = ["NoisyOutputNeuron", "noise_calibration", "NOISE_TYPES", "GAUSSIAN_SPLITS", "OUTPUT_MECHANISMS"]
+__all__ = ["NoisyOutputNeuron", "noise_calibration", "NOISE_TYPES", "GAUSSIAN_SPLITS", "OUTPUT_MODES"]
 
 NOISE_TYPES = ("gaussian", "laplace")
 GAUSSIAN_SPLITS = ("paper", "reference_code")
-OUTPUT_MECHANISMS = ("single_neuron", "all_logits")
+OUTPUT_MODES = ("reference", "private")  # one sampled logit (Algorithm 1) / every logit
 
 
 def noise_calibration(epsilon_query: float, delta_z: float, num_classes: int, *, noise: str = "gaussian",
-                      gaussian_split: str = "paper", mechanism: str = "single_neuron") -> dict:
-    """Per-step budgets and the noise scale for one query (§3.10, A2).
+                      gaussian_split: str = "paper", mode: str = "reference") -> dict:
+    """Per-step budgets and the noise scale for one query.
 
-    ``single_neuron`` (Algorithm 1): ``ε_s = ε_n = ε_step`` with ``ε_step = ε/(2C+1)`` (Laplace,
-    Theorem 6), ``ε/√(4C+1)`` (Gaussian, paper) or ``ε/(2√C+1)`` (Gaussian, authors' code); the
-    scale is ``Δz_T/ε_n``. ``all_logits`` (spec A2): independent noise on all C logits, Laplace
-    ``b = C·Δz_T/ε`` (L1 sensitivity C·Δz_T) or Gaussian ``σ = √C·Δz_T/μ`` (L2 sensitivity √C·Δz_T);
-    no sampling step.
+    ``mode="reference"`` (Algorithm 1): ``ε_s = ε_n = ε_step`` with ``ε_step = ε/(2C+1)`` (Laplace,
+    Theorem 6), ``ε/√(4C+1)`` (Gaussian, the split of §5.3) or ``ε/(2√C+1)`` (Gaussian, authors'
+    code); the scale is ``Δz_T/ε_n`` (line 10). ``mode="private"``: independent noise on all C logits,
+    Laplace ``b = C·Δz_T/ε`` (L1 sensitivity C·Δz_T) or Gaussian ``σ = √C·Δz_T/μ`` (L2 sensitivity
+    √C·Δz_T); no sampling step.
 
     Returns:
-        dict with ``epsilon_step``, ``epsilon_sampling``, ``epsilon_neuron`` (None for
-        ``all_logits``) and ``noise_scale`` (Laplace b or Gaussian σ).
+        dict with ``epsilon_step``, ``epsilon_sampling``, ``epsilon_neuron`` (None in
+        ``mode="private"``) and ``noise_scale`` (Laplace b or Gaussian σ).
 
     Raises:
-        ValueError / TypeError: ε ≤ 0, Δz_T ≤ 0, C < 2, unknown noise, split or mechanism.
+        ValueError / TypeError: ε ≤ 0, Δz_T ≤ 0, C < 2, unknown noise, split or mode.
     """
     eps = check_epsilon(epsilon_query, "epsilon_query")
     dz = check_positive_real(delta_z, "delta_z")
     c = check_positive_int(num_classes, "num_classes", minimum=2)
     check_choice(noise, "noise", NOISE_TYPES)
     check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
-    check_choice(mechanism, "mechanism", OUTPUT_MECHANISMS)
-    if mechanism == "all_logits":
+    check_choice(mode, "mode", OUTPUT_MODES)
+    if mode == "private":
         scale = (c * dz / eps) if noise == "laplace" else (math.sqrt(c) * dz / eps)
         return {"epsilon_step": None, "epsilon_sampling": None, "epsilon_neuron": None, "noise_scale": scale}
     if noise == "laplace":
         divisor = 2 * c + 1  # Theorem 6
     elif gaussian_split == "paper":
-        divisor = math.sqrt(4 * c + 1)  # GDP: √(C·(2ε)² + ε²)
+        divisor = math.sqrt(4 * c + 1)  # §5.3, GDP composition (Theorem 3): √(C·(2ε)² + ε²)
     else:
         divisor = 2 * math.sqrt(c) + 1  # authors' code
     step = eps / divisor
@@ -65,16 +66,16 @@ class NoisyOutputNeuron(keras.layers.Layer):
 
     Per row (= per query) and per call, with fresh randomness every time:
 
-    * ``mechanism="single_neuron"`` (the paper, §3.14): ``p = softmax(z)``; sample a neuron
+    * ``mode="reference"`` (Algorithm 1, lines 8–12): ``p = softmax(z)``; sample a neuron
       ``v ~ softmax(ε_s·p/(2Δp))`` (exponential mechanism, Gumbel-max); add ``η ~ Lap(Δz_T/ε_n)``
-      or ``N(0, (Δz_T/ε_n)²)`` to ``z_v`` only; return ``softmax(ẑ)``. The paper's Theorem 6 is
-      not a valid proof for C ≥ 3: the released ratios ``p̂_u/p̂_w`` of the unperturbed logits are
-      exact (spec A2). Treat its ε as *claimed*.
-    * ``mechanism="all_logits"`` (spec A2): independent noise on every logit, Laplace
-      ``b = C·Δz_T/ε`` (ε-DP) or Gaussian ``σ = √C·Δz_T/μ`` (μ-GDP), then softmax. This is a proof
-      *given* the sensitivity bound Δz_T, which itself is not proven for a full MLP (A1).
+      or ``N(0, (Δz_T/ε_n)²)`` to ``z_v`` only; return ``softmax(ẑ)``. Theorem 6 is not a valid
+      proof for C ≥ 3: the released ratios ``p̂_u/p̂_w`` of the unperturbed logits are exact. Treat
+      its ε as *claimed*.
+    * ``mode="private"``: independent noise on every logit, Laplace ``b = C·Δz_T/ε`` (ε-DP) or
+      Gaussian ``σ = √C·Δz_T/μ`` (μ-GDP), then softmax. This is a proof *given* the sensitivity
+      bound Δz_T, which itself is not proven for a full MLP (Eq. 18 and Corollary 1 are not bounds).
 
-    For Gaussian noise ``epsilon_query`` is a GDP μ, not an (ε, δ) ε (spec A3).
+    For Gaussian noise ``epsilon_query`` is a GDP μ (§3.1, Theorems 2–3), not an (ε, δ) ε.
 
     The layer is inference-only: ``training=True`` raises. It has no trainable weights; the noise
     scale and budget split are Python floats in the config. Randomness comes from a
@@ -90,14 +91,14 @@ class NoisyOutputNeuron(keras.layers.Layer):
         num_classes: C ≥ 2.
         noise: ``"gaussian"`` or ``"laplace"``.
         gaussian_split: ``"paper"`` (√(4C+1)) or ``"reference_code"`` (2√C+1).
-        mechanism: ``"single_neuron"`` or ``"all_logits"``.
+        mode: ``"reference"`` (one sampled logit) or ``"private"`` (every logit).
         seed: seed of the generator; None draws from OS entropy.
         compute_dtype: ``"float64"`` or ``"float32"``.
 
     Input shape: ``(batch, C)`` logits. Output shape: ``(batch, C)`` probabilities.
 
     Raises:
-        ValueError / TypeError: bad ε, Δz_T, Δp, C, noise, split, mechanism or dtype; logits with a
+        ValueError / TypeError: bad ε, Δz_T, Δp, C, noise, split, mode or dtype; logits with a
             last axis other than C; ``training=True``.
 
     Example:
@@ -106,7 +107,7 @@ class NoisyOutputNeuron(keras.layers.Layer):
     """
 
     def __init__(self, epsilon_query: float, delta_z: float, delta_p: float, num_classes: int,
-                 noise: str = "gaussian", gaussian_split: str = "paper", mechanism: str = "single_neuron",
+                 noise: str = "gaussian", gaussian_split: str = "paper", mode: str = "reference",
                  seed: int | None = None, compute_dtype: str = "float64", **kwargs):
         super().__init__(**kwargs)
         self.epsilon_query = check_epsilon(epsilon_query, "epsilon_query")
@@ -117,13 +118,13 @@ class NoisyOutputNeuron(keras.layers.Layer):
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
         self.noise = check_choice(noise, "noise", NOISE_TYPES)
         self.gaussian_split = check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
-        self.mechanism = check_choice(mechanism, "mechanism", OUTPUT_MECHANISMS)
+        self.mode = check_choice(mode, "mode", OUTPUT_MODES)
         self.compute_dtype_name = check_choice(compute_dtype, "compute_dtype", ("float64", "float32"))
         if seed is not None:
             seed = check_positive_int(seed, "seed", minimum=0)
         self.seed = seed
         cal = noise_calibration(self.epsilon_query, self.delta_z, self.num_classes, noise=self.noise,
-                                gaussian_split=self.gaussian_split, mechanism=self.mechanism)
+                                gaussian_split=self.gaussian_split, mode=self.mode)
         self.epsilon_step = cal["epsilon_step"]
         self.epsilon_sampling = cal["epsilon_sampling"]
         self.epsilon_neuron = cal["epsilon_neuron"]
@@ -158,8 +159,8 @@ class NoisyOutputNeuron(keras.layers.Layer):
         dtype = tf.as_dtype(self.compute_dtype_name)
         z = tf.cast(inputs, dtype)
         shape = tf.shape(z)
-        if self.mechanism == "all_logits":
-            z_hat = z + self._noise(shape, dtype)  # spec A2
+        if self.mode == "private":
+            z_hat = z + self._noise(shape, dtype)  # every logit: L1 sensitivity C·Δz_T, L2 √C·Δz_T
         else:
             # 2. p = softmax(z): noise-free, internal only
             p = tf.nn.softmax(z, axis=-1)
@@ -181,6 +182,6 @@ class NoisyOutputNeuron(keras.layers.Layer):
         config.update(
             epsilon_query=self.epsilon_query, delta_z=self.delta_z, delta_p=self.delta_p,
             num_classes=self.num_classes, noise=self.noise, gaussian_split=self.gaussian_split,
-            mechanism=self.mechanism, seed=self.seed, compute_dtype=self.compute_dtype_name,
+            mode=self.mode, seed=self.seed, compute_dtype=self.compute_dtype_name,
         )
         return config

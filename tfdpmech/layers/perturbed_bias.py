@@ -12,7 +12,7 @@ class PerturbedBias(keras.layers.Layer):
 
     In the proof of Lemma 4 the bias is a constant input ``1`` with trainable weight ``W_b``;
     line 14 perturbs it once: ``b̄ = 1 + (1/|L|)·Lap(Δ_h0/ε2)``. The bias input does not depend
-    on the data, so this noise buys no privacy (spec §9 A8); it is kept for fidelity and is the
+    on the data, so this noise buys no privacy; it is kept for fidelity and is the
     same at training and inference (``b̄`` is part of the function the model learned).
 
     Put it after a ``Dense``/``Conv2D`` built with ``use_bias=False``.

@@ -1,7 +1,9 @@
 """The convexified (risk-averting) cross-entropy of Lu et al. (Eq. 22).
 
 Lu, Asghar, Kaafar, Webb, Dickinson, "A Differentially Private Framework for Deep Learning with
-Convexified Loss Functions". Spec: ``specs/seed_001_output_perturbation.md`` §3.2, §6.1(a), A4, A9.
+Convexified Loss Functions", §4.4 (Theorem 5, Eqs. 22–23). Theorem 5 calls the risk-averting error
+convex; the works it cites show convexity only in regions that grow with α (see
+``docs/mechanisms/output_perturbation.md``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class ConvexifiedCrossEntropy(keras.losses.Loss):
     ``l_i = −log p_{i,y_i}`` is the per-example cross-entropy. The value is computed stably as
     ``(logsumexp(α·l) − ln B)/α`` with ``l`` from ``log_softmax``, so it stays finite for any α·l.
     α → 0 recovers the mean cross-entropy, large α approaches the maximum loss. The paper defines
-    the loss over the whole training set; evaluated per minibatch it is a biased estimate (§3.2).
+    the loss over the whole training set (Eq. 22); evaluated per minibatch it is a biased estimate.
 
     The L2 term of Eq. 23 is not part of this loss: put ``kernel_regularizer=keras.regularizers.L2(c)``
     on every Dense layer (the sensitivity bounds read it from there).
@@ -44,7 +46,7 @@ class ConvexifiedCrossEntropy(keras.losses.Loss):
             ``y_true`` (rank of ``y_pred`` → one-hot).
         mode: ``"per_sample"`` (Eq. 22, default) or ``"reference_elementwise"``, the authors'
             code ``(1/α)·ln mean_{B×C} exp(−α·y⊙log p)`` = ``(1/α)·ln(((C−1) + mean p_y^{−α})/C)``,
-            for parity experiments only (spec A9).
+            for parity experiments only (it differs from Eq. 22 by constants inside the log).
         name: loss name.
 
     Raises:

@@ -1,10 +1,11 @@
-"""pCDBN's private output layer: Taylor-expanded cross-entropy perturbed once by FM (spec §4.4, §8.5).
+"""pCDBN's private output layer: Taylor-expanded cross-entropy perturbed once by FM (§3.3, Eqs. 17–18).
 
 Per record and class the order-2 Taylor polynomial of the sigmoid cross-entropy at z = 0 is
 ``log 2 + (½ − y)z + z²/8`` (Eq. 18, with Eq. 17's sign corrected; the same coefficients as
 :func:`tfdpmech.losses.taylor_coefficients`). With z_j = W_jᵀp the data enter through
 ``m1 = Pᵀ(½ − Y)`` and ``M2 = PᵀP``; FM perturbs both once with ``Lap(Δ/ε)``,
-``Δ = C·|p| + ¼|p|²`` (one quadratic statistic shared by the C classes; spec §4.7 [rec]),
+``Δ = C·|p| + ¼|p|²`` (one quadratic statistic shared by the C classes; the paper gives Δ for one
+binary output only),
 projects ``M̄2`` to positive semi-definite (post-processing), and solves
 ``W_j = −4(M̄2 + ρI)⁻¹ m̄1_j`` in closed form.
 """
@@ -41,7 +42,7 @@ def taylor_sigmoid_ce(z, y) -> np.ndarray:
 
 
 def project_psd(m, floor: float = 0.0) -> np.ndarray:
-    """Symmetrise and clip eigenvalues below ``floor`` (post-processing; spec §8.5)."""
+    """Symmetrise and clip eigenvalues below ``floor`` (post-processing of the released statistics)."""
     m = 0.5 * (np.asarray(m, dtype=np.float64) + np.asarray(m, dtype=np.float64).T)
     vals, vecs = np.linalg.eigh(m)
     return (vecs * np.maximum(vals, floor)) @ vecs.T
@@ -127,7 +128,7 @@ class FunctionalSoftmaxHead:
                 epsilon_provable=self.epsilon,
                 basis=("functional mechanism on the order-2 Taylor cross-entropy coefficients (one-vs-rest, one "
                        "shared quadratic statistic): Δ = C·|p| + |p|²/4 for features in [0, 1]; perturbed once, "
-                       "PSD projection and closed-form solve are post-processing (spec §4.4, §4.7)"),
+                       "PSD projection and closed-form solve are post-processing (Phan et al. 2017, §3.3)"),
                 sensitivity=self.sensitivity, noise_scale=scale,
                 details={"n": n, "features": k, "classes": self.num_classes,
                          "fingerprint": noise_fingerprint(np.concatenate([m1.ravel(), m2.ravel()]))},
@@ -169,8 +170,8 @@ class FunctionalSoftmaxHead:
             ValueError: ``noisy=False``, or noiseless mode (its statistics are the raw data's).
         """
         if not noisy or self.mode != "functional":
-            raise ValueError("noise-free statistics are never exported (spec §8.8 item 11); only the perturbed "
-                             "statistics of mode='functional' can be exported, with noisy=True")
+            raise ValueError("noise-free statistics are never exported (they are the private data's own); only the "
+                             "perturbed statistics of mode='functional' can be exported, with noisy=True")
         if self._m1_bar is None:
             raise RuntimeError("call fit() first")
         return {"m1_bar": self._m1_bar.copy(), "m2_bar": self._m2_bar.copy()}

@@ -52,7 +52,7 @@ def activation_name(layer) -> str | None:
 
 
 def logits_model_from(model) -> keras.Model:
-    """A model that returns the logits of ``model`` (spec §6.1(g)), sharing its weights.
+    """A model that returns the logits of ``model`` (Algorithm 1 perturbs z_T, line 10), sharing its weights.
 
     ``model`` ends in ``Dense(C, activation="softmax")`` (the last Dense is cloned with a linear
     activation and its weights copied), in ``Activation("softmax")`` (dropped), or is already

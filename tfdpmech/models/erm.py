@@ -1,4 +1,4 @@
-"""Models of the DP-ERM recipe (Kang et al. 2020, Algorithm 1; experiments of §6).
+"""Models of the DP-ERM recipe (Kang et al. 2020: Algorithm 1 and the experiments of §6).
 
 * :func:`linear_model`: ``Dense(1 or M, use_bias=False)`` with zero initial weights (θ_0 = 0),
   ``keras.regularizers.L2(λ/2)`` (Keras adds ``l2·‖w‖²``, so λ/2 gives strong convexity λ) and
@@ -54,7 +54,8 @@ def linear_model(d: int, num_classes: int = 2, *, l2: float = 0.01, theta_bound=
             M > 2 gives M logits (``SparseCategoricalCrossentropy(from_logits=True)``).
         l2: λ of ``(λ/2)‖θ‖²`` (passed to Keras as ``L2(λ/2)``); 0 for no regularisation.
         theta_bound: D; None for no projection.
-        use_bias: add an intercept (the paper's model has none, spec A4).
+        use_bias: add an intercept (the paper's model has none; with shared noise an unregularised
+            intercept absorbs the noise, see ``docs/mechanisms/input_perturbation.md``).
         regularize_bias: apply ``L2(λ/2)`` to the intercept too (needed with shared noise).
         name: model name.
 
@@ -74,7 +75,7 @@ def linear_model(d: int, num_classes: int = 2, *, l2: float = 0.01, theta_bound=
 
 
 def paper_mlp(d: int, num_classes: int = 2, *, hidden_units=None, name: str = "dp_erm_mlp") -> keras.Model:
-    """The paper's MLP: one ReLU hidden layer as wide as the input, then logits (spec §5.3)."""
+    """The paper's MLP (§6): one hidden layer as wide as the input (ReLU: §6 leaves it unstated), then logits."""
     d = check_positive_int(d, "d")
     units = 1 if check_positive_int(num_classes, "num_classes", minimum=2) == 2 else num_classes
     hidden = d if hidden_units is None else check_positive_int(hidden_units, "hidden_units")

@@ -141,11 +141,11 @@ def _layer_step(layer) -> _Step:
         return _Step(layer, "identity", _call(layer))
     if isinstance(layer, (_L.AveragePooling2D, _L.GlobalAveragePooling2D)):
         _check_channels_last(layer)
-        # Proportional redistribution = the ε rule on a linear map without bias (spec §9 A6).
+        # Proportional redistribution = the ε rule on a linear map without bias (the paper names no pooling rule).
         return _Step(layer, "epsilon", _call(layer), _call(layer))
     if isinstance(layer, _L.MaxPooling2D):
         _check_channels_last(layer)
-        # Winner-take-all: the gradient of the max routes relevance to the argmax (spec §9 A6).
+        # Winner-take-all: the gradient of the max routes relevance to the argmax (the paper names no pooling rule).
         return _Step(layer, "route", _call(layer), _call(layer))
     if isinstance(layer, (_L.Flatten, _L.Reshape)):
         # The gradient of a reshape is the inverse permutation (also covers channels_first Flatten).
@@ -364,7 +364,8 @@ def lrp_relevance(model, x, y=None, *, mu=1.0, start="true_class_logit", batch_s
         TypeError: unsupported model or layer (the message names it and lists the supported ones).
         ValueError: bad x (NaN/inf, wrong shape), missing or bad y, bad mu/start/batch_size.
 
-    Reference: Phan et al., "Adaptive Laplace Mechanism", ICDM'17, §II-C; spec §3.1, §9 A6.
+    Reference: Phan et al., "Adaptive Laplace Mechanism", ICDM'17, §II-C (Eqs. 4–8; μ and the seed
+    are not fixed by the paper), Algorithm 1 line 1.
     """
     plan, x, y1h, mu, start, batch_size = prepare_lrp(model, x, y, mu, start, batch_size)
     out = np.empty(x.shape, np.float32)

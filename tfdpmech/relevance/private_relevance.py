@@ -25,16 +25,16 @@ _BASIS_PUBLIC = "Laplace mechanism, Lemma 1, relevance model independent of the 
 _BASIS_PRIVATE = (
     "none proven: the relevance model was trained on the private data, so its weights depend on every "
     "record and replacing one record can change every other record's relevance; Δ_R = 2d/n bounds only "
-    "the record's own term (spec seed_000_adlm §9 A5). Train the relevance model on public or disjoint "
-    "data for a proven ε"
+    "the record's own term (Lemma 1, App. A; docs/mechanisms/adlm.md). Train the relevance model on public or "
+    "disjoint data for a proven ε"
 )
 
 
 def normalize_per_example(r) -> np.ndarray:
     """Min-max scale each example's relevance over its own d features into [0, 1].
 
-    ``(R − χ_i) / (φ_i − χ_i)`` with ``φ_i, χ_i`` the example's max and min (spec §3.1).
-    The paper says this gives [−1, 1]; it gives [0, 1] (spec §9 A12). A constant row,
+    ``(R − χ_i) / (φ_i − χ_i)`` with ``φ_i, χ_i`` the example's max and min (§II-C, after Eq. 9).
+    The paper says this gives [−1, 1]; it gives [0, 1], inside the bound Lemma 1 needs. A constant row,
     where φ_i = χ_i, becomes all zeros.
 
     Args:
@@ -91,7 +91,8 @@ def private_relevance(
 
     The guarantee is proven (Lemma 2, for replace-one neighbours with n public) only when
     the relevance model does not depend on the private data: a model trained on x leaks
-    every record through its weights (spec §9 A5), so the release is then only claimed.
+    every record through its weights (Lemma 1's Δ_R covers only the record's own term), so the
+    release is then only claimed.
 
     Args:
         model: the relevance model (see :func:`lrp_relevance`).
@@ -109,7 +110,7 @@ def private_relevance(
     Raises:
         TypeError / ValueError: as for :func:`lrp_relevance`, bad ε, ledger or flag.
 
-    Reference: Phan et al., ICDM'17, §III-A, Lemmas 1–2; spec §3.1, §8.2, §9 A5–A7.
+    Reference: Phan et al., ICDM'17, §III-A, Algorithm 1 lines 1–7, Eqs. 10–13, Lemmas 1–2 (App. A–B).
     """
     epsilon = check_epsilon(epsilon)
     if not isinstance(model_trained_on_private_data, bool):

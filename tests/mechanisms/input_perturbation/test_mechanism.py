@@ -44,7 +44,7 @@ def test_perturb_rejects_bad_data():
     with pytest.raises(ValueError, match="2-D"):
         InputPerturbation(0.1, 1e-3, 5, seed=0).perturb(x.reshape(50, 3, 1), y)
     with pytest.raises(ValueError, match="per_record"):
-        InputPerturbation(0.1, 1e-3, 5, calibration="local_gaussian", noise_structure="shared")
+        InputPerturbation(0.1, 1e-3, 5, mode="private", noise_structure="shared")
     with pytest.raises(ValueError, match="label_epsilon"):
         InputPerturbation(0.1, 1e-3, 5, label_epsilon=0.05)
 
@@ -73,7 +73,7 @@ def test_minibatch_is_an_error_in_strict_mode():
     ip = InputPerturbation(0.1, 1e-3, 5, batch_size=20, strict=False, seed=0)
     with pytest.warns(UserWarning, match="extrapolate"):
         ip.perturb(x, y)
-    assert ip.n_effective == 20 and ip.T_effective == 15  # n -> B, T -> all optimizer steps (spec P2)
+    assert ip.n_effective == 20 and ip.T_effective == 15  # n -> B, T -> all optimizer steps
     ip = InputPerturbation(0.1, 1e-3, 3, seed=0)
     xn, yn = ip.perturb(x, y)
     model = ip.make_linear_model()
@@ -83,7 +83,7 @@ def test_minibatch_is_an_error_in_strict_mode():
     with pytest.raises(ValueError, match="full-batch"):  # the callback alone also refuses it
         model.fit(xn, yn, batch_size=20, epochs=1, verbose=0, callbacks=[ip.budget_callback()])
     for bad in ("validation_split", "sample_weight", "class_weight"):
-        with pytest.raises(ValueError, match="spec P1/P3"):
+        with pytest.raises(ValueError, match="Eq. 9 assumes n equally weighted records"):
             ip.fit(ip.make_linear_model(), xn, yn, **{bad: 0.1})
 
 
@@ -216,7 +216,7 @@ def test_ledger_paper_is_claimed_and_report():
         sigma_input_perturbation(0.2, 1e-3, 50, 10, ip.G, 0.01), rel=1e-12)
     rep = ip.report()
     for key in ("sigma", "c", "kappa", "G", "strong_convexity", "theta_bound", "beta", "epsilon", "delta", "T",
-                "n", "noise_structure", "calibration", "guarantee"):
+                "n", "noise_structure", "mode", "guarantee"):
         assert key in rep
     assert "claimed by Kang et al. 2020 Thm 1" in rep["guarantee"]
     pl = InputPerturbation(0.2, 1e-3, 10, condition="pl", pl_constant=0.05, seed=0)
@@ -248,12 +248,12 @@ def test_multinomial_and_mlp_models_train():
 # --- the sound calibration (needs dp_accounting) ------------------------------------------------------
 def test_local_gaussian_is_proven():
     x, y = synthetic(60, 3)
-    ip = InputPerturbation(1.0, 1e-5, 5, calibration="local_gaussian", seed=0)
+    ip = InputPerturbation(1.0, 1e-5, 5, mode="private", seed=0)
     ip.perturb(x, y)
     r = ip.release
     assert r.guarantee == "proven" and r.epsilon_provable <= 1.0 and "labels public" in r.details["adjacency"]
     assert ip.report()["guarantee"].startswith("formal")
-    ip_lab = InputPerturbation(1.0, 1e-5, 5, calibration="local_gaussian", label_epsilon=0.2, seed=0)
+    ip_lab = InputPerturbation(1.0, 1e-5, 5, mode="private", label_epsilon=0.2, seed=0)
     ip_lab.perturb(x, y)
     assert ip_lab.release.epsilon_provable == pytest.approx(0.2 + local_gaussian_epsilon(ip_lab.sigma, 1e-5))
     assert ip_lab.release.epsilon_provable <= 1.0 + 1e-9
@@ -262,7 +262,7 @@ def test_local_gaussian_is_proven():
     paper.perturb(x, y)
     assert paper.release.details["implied_local_epsilon"] > 1.0
     # mini-batches are fine for a post-processing guarantee
-    InputPerturbation(1.0, 1e-5, 5, calibration="local_gaussian", batch_size=10, seed=0).perturb(x, y)
+    InputPerturbation(1.0, 1e-5, 5, mode="private", batch_size=10, seed=0).perturb(x, y)
 
 
 # --- §8.12 integration (synthetic) ---------------------------------------------------------------------

@@ -32,7 +32,7 @@ def _predictor(trained, acct, **kw):
     return DPPredictor(model, compute_bounds(model, n_train=200), acct, seed=0, **kw)
 
 
-def test_predictor_answers_and_records_claimed_only_in_paper_mode(trained):
+def test_predictor_answers_and_records_claimed_only_in_reference_mode(trained):
     acct = QueryBudgetAccountant(10.0, max_queries=100)
     pred = _predictor(trained, acct, noise="laplace")
     probs = pred.predict_proba(trained[1][:5])
@@ -46,9 +46,9 @@ def test_predictor_answers_and_records_claimed_only_in_paper_mode(trained):
 
 
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
-def test_all_logits_is_proven_given_the_named_bound(trained, noise):
+def test_private_mode_is_proven_given_the_named_bound(trained, noise):
     acct = QueryBudgetAccountant(1.0, max_queries=10, composition="basic")
-    pred = _predictor(trained, acct, noise=noise, mechanism="all_logits")
+    pred = _predictor(trained, acct, noise=noise, mode="private")
     pred.predict_proba(trained[1][:2])
     rel = pred.ledger.releases[0]
     assert rel.epsilon_provable is not None
@@ -149,7 +149,7 @@ def state_dir(tmp_path):
 def test_eight_threads_ten_thousand_queries_budget_of_one_thousand(trained, state_dir):
     path = state_dir / "budget.json"
     acct = QueryBudgetAccountant(10.0, max_queries=1000, state_path=path)
-    pred = _predictor(trained, acct, mechanism="all_logits")
+    pred = _predictor(trained, acct, mode="private")
     row = trained[1][:1]
     answered, refused = [0] * 8, [0] * 8
     start = threading.Barrier(8)

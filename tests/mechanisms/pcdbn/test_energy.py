@@ -61,7 +61,7 @@ def test_sensitivity_bounds_random_records_and_neighbours():
 
 # --- §8.6 / §8.9: noise drawn once -----------------------------------------------------------
 def prepared(seed=3, eps=1.0):
-    obj = ChebyshevEnergy(small_layer(), "functional", epsilon=eps, seed=seed, neg_chains=4)
+    obj = ChebyshevEnergy(small_layer(), "private", epsilon=eps, seed=seed, neg_chains=4)
     obj.prepare(data())
     return obj
 
@@ -91,7 +91,7 @@ def test_seed_controls_draws():
     assert a.release.details["fingerprint"] == b.release.details["fingerprint"] != c.release.details["fingerprint"]
 
 
-def test_functional_release_and_data_free_objective():
+def test_private_release_and_data_free_objective():
     obj = prepared(eps=2.0)
     r = obj.release
     assert (r.epsilon_claimed, r.epsilon_provable, r.reproduction) == (2.0, 2.0, False)
@@ -121,7 +121,7 @@ def test_baseline_modes_train(mode):
 def test_infeasible_degree_names_monomial_count():
     layer = ConvRBM(4, 5, degree=7)
     layer.build((None, 28, 28, 1))
-    obj = ChebyshevEnergy(layer, "functional", epsilon=1.0)
+    obj = ChebyshevEnergy(layer, "private", epsilon=1.0)
     with pytest.raises(ValueError, match=r"14,644,565 monomials.*degree=3"):
         obj.prepare(np.zeros((2, 28, 28, 1), np.float32))
 
@@ -129,7 +129,7 @@ def test_infeasible_degree_names_monomial_count():
 @pytest.mark.parametrize("eps", [0, -1.0, float("inf")])
 def test_bad_epsilon(eps):
     with pytest.raises(ValueError, match="epsilon"):
-        ChebyshevEnergy(small_layer(), "functional", epsilon=eps)
+        ChebyshevEnergy(small_layer(), "private", epsilon=eps)
     with pytest.raises(ValueError, match="epsilon"):
         FunctionalSoftmaxHead(10, epsilon=eps)
     with pytest.raises(ValueError, match="epsilon"):
@@ -137,16 +137,16 @@ def test_bad_epsilon(eps):
 
 
 def test_inputs_outside_domain():
-    obj = ChebyshevEnergy(small_layer(), "functional", epsilon=1.0)
+    obj = ChebyshevEnergy(small_layer(), "private", epsilon=1.0)
     with pytest.raises(ValueError, match=r"domain \[0, 1\]"):
         obj.prepare(data() * 2)
     with pytest.raises(ValueError, match="features must lie in"):
         FunctionalSoftmaxHead(3, epsilon=1.0).fit(np.full((4, 2), 1.5), np.eye(3)[[0, 1, 2, 0]])
 
 
-def test_functional_needs_constant_normalizer_and_mode_epsilon_pairing():
+def test_private_needs_constant_normalizer_and_mode_epsilon_pairing():
     with pytest.raises(ValueError, match="normalizer='constant'"):
-        ChebyshevEnergy(small_layer(normalizer="lrn"), "functional", epsilon=1.0)
+        ChebyshevEnergy(small_layer(normalizer="lrn"), "private", epsilon=1.0)
     with pytest.raises(ValueError, match="non-private"):
         ChebyshevEnergy(small_layer(), "noiseless", epsilon=1.0)
     with pytest.raises(ValueError, match="needs epsilon"):
@@ -171,5 +171,5 @@ def test_noise_free_export_refused():
         head.export_statistics()
     base = ChebyshevEnergy(small_layer(), "noiseless", seed=0)
     base.prepare(data())
-    with pytest.raises(ValueError, match="functional"):
+    with pytest.raises(ValueError, match="mode='private'"):
         base.export_coefficients()

@@ -15,11 +15,11 @@ def mnist(mnist_sample):
     return ds.x_train[:300], ds.y_train[:300]
 
 
-def test_builder_functional_ledger_composes_and_model_saves(mnist, tmp_path):
+def test_builder_private_ledger_composes_and_model_saves(mnist, tmp_path):
     x, y = mnist
     cdbn = PrivateCDBN([ConvRBM(4, 5, approx="chebyshev_sigmoid", degree=1),
                         ConvRBM(4, 3, approx="chebyshev_sigmoid", degree=1)],
-                       mode="functional", epsilon=3.0, split=(0.25, 0.25, 0.5), fc_units=10, pretrain_epochs=1,
+                       mode="private", epsilon=3.0, split=(0.25, 0.25, 0.5), fc_units=10, pretrain_epochs=1,
                        batch_size=100, seed=0)
     model = cdbn.fit(x, y)
     assert [r.component for r in cdbn.ledger.releases] == ["crbm_layer_1", "crbm_layer_2", "random_fc", "output_layer"]
@@ -57,9 +57,9 @@ def test_builder_seed_reproducible(mnist):
 
 
 @pytest.mark.slow
-def test_mnist_smoke_functional_above_chance_at_eps8(mnist_sample):
+def test_mnist_smoke_private_above_chance_at_eps8(mnist_sample):
     ds = mnist_sample
-    cdbn = PrivateCDBN([ConvRBM(8, 5, approx="chebyshev_sigmoid", degree=1)], mode="functional", epsilon=8.0,
+    cdbn = PrivateCDBN([ConvRBM(8, 5, approx="chebyshev_sigmoid", degree=1)], mode="private", epsilon=8.0,
                        split=(0.1, 0.9), fc_units=10, fc_scale=16.0, pretrain_epochs=1, batch_size=200,
                        head_ridge=1e-2, seed=0)
     model = cdbn.fit(ds.x_train, ds.y_train)

@@ -25,12 +25,12 @@ def mechanism_seed(seed: int) -> int:
     return int(np.random.SeedSequence([int(seed), 0x1D9]).generate_state(1)[0])
 
 
-def _input_perturbation(calibration: str):
+def _input_perturbation(mode: str):
     def prepare(ctx, epsilon, seed) -> Prepared:
         start = time.perf_counter()
         n = ctx.n_private
         ip = InputPerturbation(epsilon, 1.0 / n**2, ctx.config.epochs, num_classes=ctx.num_classes,
-                               l2=ctx.config.l2, feature_norm_bound=1.0, calibration=calibration,
+                               l2=ctx.config.l2, feature_norm_bound=1.0, mode=mode,
                                seed=mechanism_seed(seed))
         x_noisy, y_noisy = ip.perturb(ctx.x_private, ctx.labels_private)
         model = ip.make_linear_model()
@@ -69,11 +69,11 @@ def _kifer(ctx, epsilon, seed) -> Prepared:
     return Prepared(model, ledger=PrivacyLedger([release]), fit=fit, epochs=epochs)
 
 
-register_method("ip_reference", _input_perturbation("paper"),
+register_method("ip_reference", _input_perturbation("reference"),
                 "input perturbation, Kang et al. Theorem 1 calibration (per-record Gaussian noise on the features "
                 "once): ε claimed, none proven", mode="reference", paper="input_perturbation", data=("tabular",),
                 requires=(("dp_accounting", "pip install dp-accounting"),))
-register_method("ip_private", _input_perturbation("local_gaussian"),
+register_method("ip_private", _input_perturbation("private"),
                 "input perturbation calibrated as a per-record Gaussian mechanism on the features (dp_accounting): "
                 "proven for the features, labels public", mode="private", paper="input_perturbation",
                 data=("tabular",), requires=(("dp_accounting", "pip install dp-accounting"),))

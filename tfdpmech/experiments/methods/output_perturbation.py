@@ -20,7 +20,7 @@ from ..registry import Prepared, register_method
 L2 = 0.001  # Lu et al. Table 4
 
 
-def _output_perturbation(mechanism: str):
+def _output_perturbation(mode: str):
     def prepare(ctx, epsilon, seed) -> Prepared:
         start = time.perf_counter()
         flat = ctx.x_private.reshape(ctx.n_private, -1)
@@ -28,7 +28,7 @@ def _output_perturbation(mechanism: str):
         # the bounds read the architecture, the L2 coefficient and n, not the weights (Lu et al. Eq. 15, 18–21)
         bounds = compute_bounds(model, n_train=len(flat))
         predictor = DPPredictor(model, bounds, QueryBudgetAccountant(epsilon, max_queries=1), noise="laplace",
-                                mechanism=mechanism, seed=seed + 1)
+                                mode=mode, seed=seed + 1)
 
         def predict_proba(x):
             with predictor.evaluation_mode():
@@ -42,11 +42,11 @@ def _output_perturbation(mechanism: str):
     return prepare
 
 
-register_method("outpert_reference", _output_perturbation("single_neuron"),
+register_method("outpert_reference", _output_perturbation("reference"),
                 "Lu et al. Algorithm 1 (one noisy output neuron per query, Laplace): ε per query, claimed only "
                 "(its sensitivity argument does not cover three or more classes: docs/mechanisms/output_perturbation.md)", mode="reference",
                 paper="output_perturbation", data=("image", "tabular"))
-register_method("outpert_private", _output_perturbation("all_logits"),
+register_method("outpert_private", _output_perturbation("private"),
                 "output perturbation with Laplace noise on every logit: ε per query, proven given the Δz_T "
                 "sensitivity bound (Lu et al. Eq. 18)", mode="private", paper="output_perturbation",
                 data=("image", "tabular"))

@@ -13,7 +13,7 @@ from ..registry import Prepared, register_method
 
 
 def _layers(mode: str):
-    if mode == "functional":  # constant Z; Chebyshev sigmoid with small Σ|α| (smaller Δ)
+    if mode == "private":  # constant Z; Chebyshev sigmoid with small Σ|α| (smaller Δ)
         return [ConvRBM(8, 5, approx="chebyshev_sigmoid", degree=3), ConvRBM(8, 3, approx="chebyshev_sigmoid", degree=1)]
     if mode == "reference":  # the paper's polynomial, L = 7, Z = the batch maximum
         return [ConvRBM(8, 5, degree=7, normalizer="batch_max"), ConvRBM(8, 3, degree=7, normalizer="batch_max")]
@@ -26,7 +26,7 @@ def _pcdbn(mode: str):
         kwargs = dict(num_classes=ctx.num_classes, mode=mode, fc_units=25, fc_scale=16.0, pretrain_epochs=pretrain,
                       batch_size=ctx.config.batch_size, learning_rate=0.01, head_epochs=int(ctx.config.options.get("head_epochs", ctx.config.epochs)),
                       head_learning_rate=0.05, head_ridge=1e-2, seed=seed)
-        if mode == "functional":
+        if mode == "private":
             kwargs.update(epsilon=epsilon, split=(0.125, 0.125, 0.75))  # most of the budget to the head (our choice)
         elif mode == "reference":  # the authors' code: the same ε for every component, batch 3,600
             kwargs.update(epsilon=epsilon, split="same", batch_size=min(3600, ctx.n_private // 2),
@@ -42,7 +42,7 @@ def _pcdbn(mode: str):
 
 register_method("cdbn", _pcdbn("exact"), "CDBN without privacy (exact ConvRBM energy), the pCDBN reference point",
                 mode="none")
-register_method("pcdbn_private", _pcdbn("functional"),
+register_method("pcdbn_private", _pcdbn("private"),
                 "pCDBN with the functional mechanism on the aggregated Chebyshev coefficients (Phan et al. §4, "
                 "Algorithm 1) and a private head: proven", mode="private", paper="pcdbn")
 register_method("pcdbn_reference", _pcdbn("reference"),

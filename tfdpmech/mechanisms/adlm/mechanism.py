@@ -1,7 +1,8 @@
 """AdLM and ILM: adaptive (or uniform) Laplace noise drawn once, before ``model.fit``.
 
 Phan, Wu, Hu, Dou, "Adaptive Laplace Mechanism: Differential Privacy Preservation in Deep
-Learning", ICDM'17 (correction version, arXiv:1709.05750). Spec: ``specs/seed_000_adlm.md``.
+Learning", ICDM'17 (correction version, arXiv:1709.05750). What the paper claims, what we prove
+and why: ``docs/mechanisms/adlm.md``.
 
 Algorithm 1, as steps of :class:`AdLM`:
 
@@ -12,11 +13,12 @@ Algorithm 1, as steps of :class:`AdLM`:
    coefficients ``ϕ̄ = ϕ + (1/|L|)·Lap(Δ_F/ε3)``. Raw data is not kept.
 3. ``model.fit(private_data.to_dataset(), ...)`` with :meth:`AdLM.loss` (lines 20–30).
 
-Privacy (spec §8.5, §9): the paper claims ``ε1 + ε2 + ε3`` (Theorem 1). In the default
+Privacy: the paper claims ``ε1 + ε2 + ε3`` (Theorem 1, §III-D). In the default
 ``per_example_frozen`` mode the trained model is post-processing of per-record Laplace releases,
 which proves ``ε1 + |L|·d·ε2/Δ_h0 + 2|L|·ε3/Δ_F`` per record (the relevance term only if the
 relevance model is independent of the private data). The shared modes reproduce the authors'
-code; no per-record guarantee follows for them and the ledger says so.
+code; no per-record guarantee follows for them (Lemma 4, Eqs. 19–21, bounds a batch sum whose
+noise is one draw shared by the batch) and the ledger says so.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from .sensitivity import (
 __all__ = ["AdLM", "ILM", "PrivateData", "NOISE_MODES"]
 
 NOISE_MODES = ("per_example_frozen", "shared_frozen", "shared_per_step")
-PHI2_FLOOR = 1e-3  # keeps the perturbed quadratic convex when order 2 is perturbed (§8.7.4)
+PHI2_FLOOR = 1e-3  # a negative ϕ̄^(2) makes Eq. 25's quadratic unbounded below; the clamp is post-processing
 
 
 @dataclasses.dataclass
@@ -93,7 +95,7 @@ class PrivateData:
         ds = tf.data.Dataset.from_tensor_slices((self.x_bar, self.phi_bar))
         if shuffle:
             ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
-        # drop_remainder: every batch has exactly |L| records (spec §4.5)
+        # drop_remainder: every batch has exactly |L| records (every noise scale has 1/|L|, lines 12-19)
         return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
@@ -109,11 +111,12 @@ class AdLM:
             claimed only).
         delta_h0_policy: how Δ_h0 counts neurons and inputs, see :func:`first_layer_sensitivity`.
         perturb_orders: Taylor orders that get noise; ``(1,)`` by default (the only
-            label-dependent order, §9 A3), ``(0, 1, 2)`` for the literal paper.
-        relevance_floor: floor on relevance before Eq. 16 (§9 A7).
-        bias_noise: perturb the bias constant (line 14; no privacy role, §9 A8).
+            label-dependent order of Eq. 25), ``(0, 1, 2)`` for the literal paper (lines 18–19).
+        relevance_floor: floor on relevance before Eq. 16 (``R̄_j = 0`` would give infinite noise).
+        bias_noise: perturb the bias constant (line 14; the bias input is the constant 1 of Lemma 4's
+            proof, so this noise has no privacy role).
         clip_noisy_inputs: optional ``(low, high)`` applied to x̄ after the noise, as the authors'
-            MNIST code does with (-10, 10) (spec §10); post-processing, so it costs no privacy.
+            MNIST code does with (-10, 10); post-processing, so it costs no privacy.
         seed: seed of the numpy Generator; None uses OS entropy.
         ledger: a :class:`PrivacyLedger` to record into (a new one by default).
 
@@ -176,7 +179,8 @@ class AdLM:
             relevance_model: a trained, noise-free Keras model (Dense/Conv2D/pooling/ReLU).
             x, y: the private training data the relevance is averaged over.
             trained_on_private_data: True if ``relevance_model`` saw these records; then the
-                ε1 bound does not hold (spec §9 A5) and the ledger marks the step *claimed*.
+                ε1 bound does not hold (Lemma 1, App. A, bounds only the record's own relevance term)
+                and the ledger marks the step *claimed*.
         """
         check_unit_interval(x, "x")
         self.relevance, release = private_relevance(
@@ -232,7 +236,7 @@ class AdLM:
         check_batch_size(self.batch_size, "batch_size", n=n)
         hidden = check_bounded_last_hidden(model)
         if model.layers[-1].use_bias:
-            hidden += 1  # the output bias is a constant-1 hidden unit for Δ_F (§9 A11)
+            hidden += 1  # the output bias is a constant-1 hidden unit for Δ_F (Lemma 5 has no output bias)
 
         geometry = first_layer_geometry(first_affine_layer(model))
         delta_h0 = first_layer_sensitivity(self.delta_h0_policy, **geometry)  # Lemma 3
@@ -302,9 +306,9 @@ class AdLM:
         feat_provable = float(np.sum(1.0 / scales)) if per_record else None
         feat_basis = (
             "Laplace mechanism on each record's features (range 1 per feature); the model is "
-            "post-processing of x̄ (spec §9 A1)" if per_record else
-            "none: a noise draw shared by all records is revealed by one known record (spec §9 A1); "
-            "Lemma 4 bounds only the batch sum"
+            "post-processing of x̄" if per_record else
+            "none: a noise draw shared by all records is revealed by one known record; "
+            "Lemma 4 (Eqs. 19-21) bounds only the batch sum; see docs/mechanisms/adlm.md"
         )
         self.ledger.record(Release(
             component="first_layer_inputs", mechanism="laplace", epsilon_claimed=self.eps2,
@@ -324,7 +328,8 @@ class AdLM:
             epsilon_provable=coef_provable,
             basis=("Laplace mechanism on each record's label coefficients, L1 sensitivity 2 "
                    "(orders 0 and 2 do not depend on the data)") if per_record else
-                  "none: coefficient noise shared by all records is data-independent (spec §9 A2)",
+                  "none: coefficient noise shared by all records is data-independent (Lemma 6, App. E, "
+                  "bounds only the batch aggregate)",
             sensitivity=delta_f, noise_scale=coef_scale, reproduction=reproduction,
             details={**common, "perturb_orders": list(self.perturb_orders)},
         ))
@@ -338,7 +343,8 @@ class AdLM:
 class ILM(AdLM):
     """The Identical Laplace Mechanism (AdLM App. C): the same noise scale on every feature.
 
-    No relevance step, so ε1 is not spent: the total is ``eps2 + eps3`` (spec §9 A14).
+    No relevance step, so ε1 is not spent: the total is ``eps2 + eps3`` (App. C leaves ILM's budget
+    unstated).
     """
 
     name = "ilm"

@@ -86,7 +86,8 @@ def first_layer_geometry(layer) -> dict:
 
 
 def first_layer_sensitivity(policy: str, *, d: int, fan_in: int, neurons: int, positions: int) -> float:
-    """Δ_h0 under an explicit counting policy (Lemma 3; spec §9 A4).
+    """Δ_h0 under an explicit counting policy (Lemma 3, Eqs. 17–18, which do not say what |h0| and d
+    are for a convolutional first layer).
 
     * ``paper_literal``: ``2·|h0|·d`` with |h0| all output neurons (Eq. 18 read literally).
     * ``fan_in``: ``2·|h0|·fan_in``.
@@ -105,7 +106,7 @@ def first_layer_sensitivity(policy: str, *, d: int, fan_in: int, neurons: int, p
 
 
 def provable_epsilon_per_record(*, eps2, eps3, batch_size, d, delta_h0, delta_f, eps1=0.0) -> float:
-    """Per-record ε of ``per_example_frozen`` AdLM: ``ε1 + |L|·d·ε2/Δ_h0 + 2|L|·ε3/Δ_F`` (spec §8.5).
+    """Per-record ε of ``per_example_frozen`` AdLM: ``ε1 + |L|·d·ε2/Δ_h0 + 2|L|·ε3/Δ_F``.
 
     Each record's features get Laplace noise of scale ``Δ_h0/(|L|β_j ε2)`` with ``Σβ = d`` and
     range 1 per feature; its order-1 label coefficients ``1/2 - y`` change by 1 in two classes.

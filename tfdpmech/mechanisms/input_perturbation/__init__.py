@@ -14,12 +14,12 @@ from .calibration import (
     sigma_input_perturbation,
 )
 from .constants import G_CONVENTIONS, L2_CONVENTIONS, LogisticConstants, logistic_constants
-from .mechanism import CALIBRATIONS, NOISE_STRUCTURES, InputPerturbation
+from .mechanism import MODES, NOISE_STRUCTURES, InputPerturbation
 from .records import check_labels_in_classes, clip_rows, perturb_record, randomized_response
 from .training import InputPerturbationBudget, erm_objective, erm_optimum, fit_dp_erm, unregularized_biases
 
 __all__ = [
-    "InputPerturbation", "CALIBRATIONS", "NOISE_STRUCTURES", "CONDITIONS", "G_CONVENTIONS", "L2_CONVENTIONS",
+    "InputPerturbation", "MODES", "NOISE_STRUCTURES", "CONDITIONS", "G_CONVENTIONS", "L2_CONVENTIONS",
     "paper_constant", "sigma_input_perturbation", "epsilon_paper_accountant",
     "LogisticConstants", "logistic_constants",
     "clip_rows", "perturb_record", "randomized_response", "check_labels_in_classes",

@@ -27,9 +27,11 @@ CONDITIONS = ("strong_convexity", "pl")
 def paper_constant(epsilon, delta, kappa: float = 1.0) -> float:
     """The constant ``c`` of Eq. 9 that the proof of Theorem 1 implies: ``(8 + 4ε/ln(1/δ))/κ``.
 
-    Derived in spec §3.4 from the moment bound ``α_M(a) <= aε/2`` at the order
-    ``a* = 2 ln(1/δ)/ε``. ``κ = sqrt(2(ℓ(θ_T) − ℓ*))`` is the paper's unknowable "gap constant";
-    the default κ = 1 is a convention, not a bound.
+    The paper never states ``c``. Its proof (Appendix A.1) bounds the per-step log moment with
+    ``C >= ((n−1)/n)·sqrt(2Δ(ℓ(θ_T) − ℓ*))`` (Eqs. 27–28), composes T steps (Eqs. 30–31) and
+    requires ``α_M(a) <= aε/2`` with ``e^{−aε/2} <= δ`` (Eq. 33, printed reversed); at the order
+    ``a* = 2 ln(1/δ)/ε`` this gives the ``c`` above. ``κ = sqrt(2(ℓ(θ_T) − ℓ*))`` is the "constant"
+    of Eq. 28, unknowable before training; the default κ = 1 is a convention, not a bound.
 
     Args:
         epsilon: target ε > 0.
@@ -54,7 +56,7 @@ def curvature_factor(curvature, condition, paper_literal_pl) -> float:
     if paper_literal_pl:
         if condition != "pl":
             raise ValueError("paper_literal_pl=True reproduces Eq. 12 of Theorem 3; pass condition='pl' with it")
-        return 1.0  # Eq. 12 drops √μ (spec A8)
+        return 1.0  # Eq. 12 as printed: Eqs. 50-52 absorb √μ into the constant
     return math.sqrt(curvature)
 
 
@@ -64,8 +66,8 @@ def sigma_input_perturbation(epsilon, delta, n, T, G, curvature, *, condition: s
 
     ``σ² = c · G² · T · ln(1/δ) / (n(n−1) · sqrt(curvature) · ε²)``, with ``c`` from
     :func:`paper_constant` unless given. For ``condition="pl"`` the curvature is the PL constant μ
-    (spec §4: √μ in place of √Δ, so strong convexity and PL agree); ``paper_literal_pl=True``
-    drops the factor as Eq. 12 prints it.
+    (√μ in place of √Δ, as in the lower bound of Eq. 50, so that strong convexity, which implies PL
+    with μ = Δ, gives the same σ); ``paper_literal_pl=True`` drops the factor as Eq. 12 prints it.
 
     Args:
         epsilon: target ε > 0.
@@ -99,7 +101,7 @@ def sigma_input_perturbation(epsilon, delta, n, T, G, curvature, *, condition: s
 
 def epsilon_paper_accountant(sigma, delta, n, t, G, curvature, *, kappa: float = 1.0,
                              condition: str = "strong_convexity", paper_literal_pl: bool = False) -> float:
-    """ε after ``t`` gradient steps under the paper's moment bound (spec §3.4, the inverse of Eq. 9).
+    """ε after ``t`` gradient steps under the moment bound of Theorem 1's proof (Eqs. 24–33), Eq. 9 inverted.
 
     ``K = 2tG²/(n(n−1)κ·sqrt(curvature)·σ²)`` and ``ε(t) = K + 2·sqrt(K ln(1/δ))``, from the
     optimal moment order ``a = sqrt(ln(1/δ)/K)``. A claimed value (Theorem 1's proof), not proven.

@@ -1,7 +1,8 @@
-"""Constants of L2-regularised logistic regression from public quantities only (Kang et al. 2020, §6).
+"""Constants of L2-regularised logistic regression from public quantities only (Kang et al. 2020).
 
-The Lipschitz constant G, the smoothness β, the strong convexity Δ = λ and the radius D of the
-ball the iterates are projected onto, for features with ‖x‖ <= R.
+The Lipschitz constant G and strong convexity Δ of Theorem 1, the smoothness β ("L") and the
+radius D of Theorem 2, for features with ‖x‖ <= R (§3.2 takes R = 1). The paper's theorems assume
+a margin loss ℓ(yθᵀx) (§5.1), which is strongly convex only with an explicit L2 term: Δ = λ.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class LogisticConstants:
 
 def logistic_constants(l2, feature_norm_bound: float = 1.0, *, num_classes: int = 2, theta_bound=None,
                        g_convention: str = "full", l2_convention: str = "half") -> LogisticConstants:
-    """G, smoothness, strong convexity and D of L2-regularised logistic regression (spec §6.3).
+    """G, smoothness, strong convexity and D of L2-regularised logistic regression (Theorems 1–2).
 
     Every constant depends on public quantities only (λ, R, M). ``D = sqrt(2 ln M / λ)``: the
     regularised objective is ``ln M`` at θ = 0 for any data, so ``(λ/2)‖θ*‖² <= ln M`` also for the

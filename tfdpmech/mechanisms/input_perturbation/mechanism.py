@@ -1,30 +1,32 @@
 """Input perturbation for DP-ERM: Gaussian noise on the features, drawn once, before ``model.fit``.
 
 Kang, Liu, Niu, Tong, Zhang, Wang, "Input Perturbation: A New Paradigm between Central and Local
-Differential Privacy", arXiv:2002.08570 (2020). Spec: ``specs/seed_002_input_perturbation.md``.
+Differential Privacy", arXiv:2002.08570 (2020). What the paper claims, what we prove and why:
+``docs/mechanisms/input_perturbation.md``.
 
-Algorithm 1 (spec §3.2), as steps of :meth:`InputPerturbation.perturb` and the recipe in
+Algorithm 1 (§4), as steps of :meth:`InputPerturbation.perturb` and the recipe in
 :mod:`tfdpmech.mechanisms.input_perturbation.training`:
 
-1. Check the data: ``n >= 2`` rows, ``‖x_i‖ <= R`` (a public bound; clipping only on request),
-   labels in the declared classes.
-2. The loss constants from public quantities only (§6.3): ``Δ = λ``, ``D = sqrt(2 ln M / λ)``,
+1. Check the data: ``n >= 2`` rows, ``‖x_i‖ <= R`` (a public bound; §3.2 assumes R = 1; clipping
+   only on request), labels in the declared classes.
+2. The loss constants from public quantities only: ``Δ = λ``, ``D = sqrt(2 ln M / λ)``,
    ``G = R·sup|φ'| + λD``, ``β = R²·sup φ'' + λ`` (:func:`logistic_constants`).
-3. ``σ`` from Theorem 1 / 3 (Eqs. 9 / 12, ``calibration="paper"``) or from a per-record Gaussian
-   mechanism (``calibration="local_gaussian"``, §3.7).
-4. Noise drawn ONCE: ``x̃_i = x_i + z_i`` (``per_record``, default) or ``x̃_i = x_i + z``
-   (``shared``, the paper read literally). The noise and the raw data are not kept.
-5. ``θ_0 = 0``; ``T`` steps of full-batch projected gradient descent on the noisy data
-   (:func:`~tfdpmech.models.erm.linear_model`,
+3. ``σ`` from Theorem 1 / 3 (§5.1 Eq. 9, §5.3 Eq. 12; ``mode="reference"``) or from a per-record
+   Gaussian mechanism (``mode="private"``).
+4. Noise drawn ONCE (Algorithm 1, lines 3–5): ``x̃_i = x_i + z_i`` (``per_record``, default) or
+   ``x̃_i = x_i + z`` (``shared``, the algorithm read literally). The noise and the raw data are not
+   kept.
+5. ``θ_0 = 0``; ``T`` steps of full-batch projected gradient descent on the noisy data (lines 7–9;
+   :func:`~tfdpmech.models.erm.linear_model`,
    :class:`~tfdpmech.mechanisms.input_perturbation.training.InputPerturbationBudget`).
 
-Privacy (spec §7): the ``paper`` calibration is the guarantee *claimed* by Kang et al.
-(Theorem 1/3); the published proof has gaps (a variance written Cσ² instead of C²σ², a false lower
-bound on a signed scalar, T-fold composition of one noise draw), so the ledger records no provable
-ε for it. The ``local_gaussian`` calibration is *proven*: each record's features go through an
-independent Gaussian mechanism with L2 sensitivity 2R (replace-one inside the R-ball), accounted
-with ``dp_accounting``; the model is post-processing, for any optimizer, batch size or model.
-Labels are public unless ``label_epsilon`` randomizes them (k-ary randomized response).
+Privacy: ``mode="reference"`` is the guarantee *claimed* by Theorem 1 / 3; the published proof
+(Appendix A.1) has gaps (Eq. 18 writes the variance Cσ² instead of C²σ², Eq. 27 lower-bounds a
+signed scalar, Eqs. 30–31 compose T steps that share one noise draw), so the ledger records no
+provable ε for it. ``mode="private"`` is *proven*: each record's features go through an independent
+Gaussian mechanism with L2 sensitivity 2R (replace-one inside the R-ball), accounted with
+``dp_accounting``; the model is post-processing, for any optimizer, batch size or model. Labels are
+public unless ``label_epsilon`` randomizes them (k-ary randomized response).
 
 The pieces: :mod:`.calibration` (Theorems 1 / 3), :mod:`.constants` (logistic-regression constants),
 :mod:`.records` (clipping, labels), :mod:`.training` (the T-step recipe), and
@@ -62,16 +64,17 @@ from .constants import logistic_constants
 from .records import check_labels_in_classes, clip_rows, randomized_response
 from .training import InputPerturbationBudget, fit_dp_erm
 
-__all__ = ["CALIBRATIONS", "NOISE_STRUCTURES", "InputPerturbation"]
+__all__ = ["MODES", "NOISE_STRUCTURES", "InputPerturbation"]
 
-CALIBRATIONS = ("paper", "local_gaussian")
+MODES = ("reference", "private")  # Theorem 1/3 as published (claimed) / per-record Gaussian (proven)
 NOISE_STRUCTURES = ("per_record", "shared")
 NORM_TOL = 1e-6  # relative slack on ‖x‖ <= R for float round-off
 
 PAPER_BASIS = (
     "none proven: Kang et al. 2020 Theorem {thm} claims (ε, δ)-DP for θ_T, but the published proof has "
     "gaps (Eq. 18 variance Cσ² instead of C²σ² and M_t is not Gaussian; Eq. 27 lower-bounds a signed scalar "
-    "that is 0 at the optimum; T-fold composition of a single noise draw; spec §7.2)"
+    "that is 0 at the optimum; Eqs. 30-31 compose T steps that share a single noise draw; see "
+    "docs/mechanisms/input_perturbation.md)"
 )
 
 
@@ -80,36 +83,37 @@ class InputPerturbation:
 
     Args:
         epsilon: target ε > 0 (with ``label_epsilon``: the total of features and labels).
-        delta: δ ∈ (0, 1); 1/n² is the spec's default.
+        delta: δ ∈ (0, 1); 1/n² is a common choice (§6 leaves δ unstated).
         epochs: T, the number of full-batch gradient-descent steps the noise is calibrated for.
         n: the number of training records, if known in advance (checked against the data).
         num_classes: 2 (binary, sigmoid) or M > 2 (multinomial, softmax; outside the paper's theory).
         l2: regularisation strength λ (strong convexity Δ = λ, see ``l2_convention``).
         l2_convention: ``"half"`` (λ of (λ/2)‖θ‖²) or ``"keras"`` (factor of ``keras.regularizers.L2``).
         feature_norm_bound: R, the public bound on every ‖x_i‖.
-        calibration: ``"paper"`` (Theorem 1/3, claimed) or ``"local_gaussian"`` (proven, §3.7).
-        noise_structure: ``"per_record"`` (default) or ``"shared"`` (one z for all rows; reproduces
-            the paper literally; no per-record protection, refused with an unregularised intercept).
+        mode: ``"reference"`` (σ of Theorem 1 / 3, claimed) or ``"private"`` (a per-record Gaussian
+            mechanism on the features, proven).
+        noise_structure: ``"per_record"`` (default) or ``"shared"`` (one z for all rows, Algorithm 1
+            read literally; no per-record protection, refused with an unregularised intercept).
         condition: ``"strong_convexity"`` (Theorem 1) or ``"pl"`` (Theorem 3).
         pl_constant: μ for ``condition="pl"``; None means λ (strong convexity implies PL).
-        c, kappa: the constant of Eq. 9 and the gap constant κ (spec §3.4).
+        c, kappa: the constant of Eq. 9 and the gap constant κ of Eq. 28 (see :func:`paper_constant`).
         paper_literal_pl: reproduce Eq. 12 literally (no √μ).
         g_convention: ``"full"`` or ``"data_term"`` (see :func:`logistic_constants`).
         G: override the Lipschitz constant (required reading for models the theory does not cover).
         clip: clip rows to ‖x‖ <= R instead of refusing them (recorded in the ledger).
         batch_size: None for full batch (the proof's setting); a smaller batch is an error when
-            ``strict`` for the paper calibration, else a warned extrapolation (n → B, T → all steps).
-        label_epsilon: with ``local_gaussian``, randomize labels with this ε (k-RR); the features then
+            ``strict`` in ``mode="reference"``, else a warned extrapolation (n → B, T → all steps).
+        label_epsilon: with ``mode="private"``, randomize labels with this ε (k-RR); the features then
             get ``epsilon − label_epsilon``. None: labels are public and the guarantee covers features.
-        accountant: ``"analytic"`` (exact, default), ``"rdp"`` or ``"pld"`` for ``local_gaussian``.
+        accountant: ``"analytic"`` (exact, default), ``"rdp"`` or ``"pld"`` for ``mode="private"``.
         strict: raise (True) or warn (False) on configurations the proof does not cover.
         seed: None (OS entropy, the default) or an int for tests; never stored with the model.
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one by default).
 
     Raises:
         ValueError / TypeError: ε <= 0, δ ∉ (0, 1), epochs < 1, n < 2, λ, R, G, c, κ or μ <= 0, an unknown
-            calibration / noise structure / condition, ``local_gaussian`` with shared noise, ``label_epsilon``
-            outside ``local_gaussian`` or not below ``epsilon``.
+            mode / noise structure / condition, ``mode="private"`` with shared noise, ``label_epsilon``
+            outside ``mode="private"`` or not below ``epsilon``.
 
     Example:
         >>> ip = InputPerturbation(epsilon=0.1, delta=1 / n**2, epochs=100, l2=0.01)   # doctest: +SKIP
@@ -123,7 +127,7 @@ class InputPerturbation:
     """
 
     def __init__(self, epsilon, delta, epochs, *, n=None, num_classes: int = 2, l2: float = 0.01,
-                 l2_convention: str = "half", feature_norm_bound: float = 1.0, calibration: str = "paper",
+                 l2_convention: str = "half", feature_norm_bound: float = 1.0, mode: str = "reference",
                  noise_structure: str = "per_record", condition: str = "strong_convexity", pl_constant=None,
                  c=None, kappa: float = 1.0, paper_literal_pl: bool = False, g_convention: str = "full",
                  G=None, clip: bool = False, batch_size=None, label_epsilon=None, accountant: str = "analytic",
@@ -132,7 +136,7 @@ class InputPerturbation:
         self.delta = check_delta(delta)
         self.epochs = check_positive_int(epochs, "epochs")
         self.n = None if n is None else check_positive_int(n, "n", minimum=2)
-        self.calibration = check_choice(calibration, "calibration", CALIBRATIONS)
+        self.mode = check_choice(mode, "mode", MODES)
         self.noise_structure = check_choice(noise_structure, "noise_structure", NOISE_STRUCTURES)
         self.condition = check_choice(condition, "condition", CONDITIONS)
         self.constants = logistic_constants(l2, feature_norm_bound, num_classes=num_classes,
@@ -150,14 +154,14 @@ class InputPerturbation:
         self.batch_size = None if batch_size is None else check_positive_int(batch_size, "batch_size")
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
         self.strict = bool(strict)
-        if self.calibration == "local_gaussian" and self.noise_structure == "shared":
+        if self.mode == "private" and self.noise_structure == "shared":
             raise ValueError(
-                "calibration='local_gaussian' needs noise_structure='per_record': one noise vector shared by all "
+                "mode='private' needs noise_structure='per_record': one noise vector shared by all "
                 "records is revealed by any one known record, so no per-record guarantee holds"
             )
         if label_epsilon is not None:
-            if self.calibration != "local_gaussian":
-                raise ValueError("label_epsilon (randomized labels) is part of calibration='local_gaussian' only")
+            if self.mode != "private":
+                raise ValueError("label_epsilon (randomized labels) is part of mode='private' only")
             label_epsilon = check_epsilon(label_epsilon, "label_epsilon")
             if label_epsilon >= self.epsilon:
                 raise ValueError(
@@ -184,16 +188,16 @@ class InputPerturbation:
         self.rows_clipped = 0
         self.model_kind = "linear"
 
-    # -- calibration -------------------------------------------------------------------------------
+    # -- σ ------------------------------------------------------------------------------------------
     def calibrate(self, n: int) -> float:
-        """σ for ``n`` training records under this object's calibration (no noise drawn).
+        """σ for ``n`` training records in this object's mode (no noise drawn).
 
         Raises:
             ValueError: n < 2, a mini-batch where the proof needs full batch (strict), bad inputs.
         """
         n = check_positive_int(n, "n", minimum=2)
         self.n_effective, self.T_effective = n, self.epochs
-        if self.calibration == "local_gaussian":
+        if self.mode == "private":
             return sigma_local_gaussian(self.feature_epsilon, self.delta, self.feature_norm_bound,
                                         accountant=self.accountant)
         if self.batch_size is not None:
@@ -202,7 +206,7 @@ class InputPerturbation:
             message = (
                 f"batch_size={self.batch_size} < n={n}: the paper's proof is for full-batch gradient descent; pass "
                 "batch_size=None (full batch) or strict=False to extrapolate (n -> batch_size in n(n-1), T -> all "
-                "optimizer steps; spec P2)"
+                "optimizer steps, an extrapolation Theorem 1 does not cover)"
             )
             if self.strict:
                 raise ValueError(message)
@@ -215,18 +219,19 @@ class InputPerturbation:
         )
 
     def epsilon_after(self, steps: int) -> float:
-        """ε spent after ``steps`` gradient steps: the paper accountant (§3.4) or, for
-        ``local_gaussian``, the fixed ε of the feature release (independent of the steps)."""
+        """ε spent after ``steps`` gradient steps: the accountant of Theorem 1's proof
+        (:func:`epsilon_paper_accountant`) or, in ``mode="private"``, the fixed ε of the feature
+        release (independent of the steps)."""
         if self.sigma is None:
             raise RuntimeError("call perturb() first: σ is set when the noise is drawn")
-        if self.calibration == "local_gaussian":
+        if self.mode == "private":
             return self.release.epsilon_provable
         return epsilon_paper_accountant(
             self.sigma, self.delta, self.n_effective, int(steps), self.G, self.curvature, kappa=self.kappa,
             condition=self.condition, paper_literal_pl=self.paper_literal_pl,
         )
 
-    # -- Algorithm 1, line 1: the once-only perturbation --------------------------------------------
+    # -- Algorithm 1, lines 3-5: the once-only perturbation -----------------------------------------
     def perturb(self, x, y, *, charge_new_budget: bool = False):
         """Check, (optionally) clip, calibrate and perturb the features once; record the release.
 
@@ -245,7 +250,7 @@ class InputPerturbation:
             RuntimeError: a second perturbation without ``charge_new_budget=True``.
             ValueError / TypeError: n < 2, n differing from the declared ``n``, rows with norm above
                 R (unless ``clip=True``), labels outside the declared classes, NaN/inf, a
-                mini-batch in strict mode, dp_accounting missing for ``local_gaussian``.
+                mini-batch in strict mode, dp_accounting missing for ``mode="private"``.
         """
         if self.perturbations and not charge_new_budget:
             raise RuntimeError(
@@ -253,7 +258,7 @@ class InputPerturbation:
                 "same data would average the noise away. Pass charge_new_budget=True to charge a new ε in the ledger "
                 "(the releases compose), or create a new InputPerturbation for different data"
             )
-        # Step 1 -- checks (§3.6)
+        # Step 1 -- checks (the assumptions of §3.2 and Theorem 1)
         x = check_array(x, "x", ndim_min=2)
         if x.ndim != 2:
             raise ValueError(f"x must be 2-D (n records, d features), got shape {x.shape}; flatten the features first")
@@ -263,7 +268,7 @@ class InputPerturbation:
         if self.n is not None and n != self.n:
             raise ValueError(
                 f"x has {n} records but the mechanism was declared with n={self.n}; calibrate with the n you train "
-                "on (split before perturbing, no validation_split; spec P1)"
+                "on (split before perturbing, no validation_split: Eq. 9's σ depends on n)"
             )
         labels = check_labels_in_classes(y, self.num_classes, n)
         R = self.feature_norm_bound
@@ -282,9 +287,9 @@ class InputPerturbation:
         # rows within the round-off slack are projected too, so the sensitivity 2R holds exactly
         x, _ = clip_rows(x, R)
         del norms
-        # Steps 2-3 -- constants and σ (Eq. 9 / 12, or §3.7)
+        # Steps 2-3 -- constants and σ (Eq. 9 / 12, or the per-record Gaussian mechanism)
         self.sigma = self.calibrate(n)
-        # Step 4 -- one draw, frozen in the returned array (§6.5)
+        # Step 4 -- one draw, frozen in the returned array (Algorithm 1, lines 3-5: noise added in advance)
         if self.noise_structure == "shared":
             warnings.warn(
                 "noise_structure='shared' reproduces the paper literally: one noise vector for all records gives no "
@@ -292,7 +297,7 @@ class InputPerturbation:
                 "'per_record' outside reproduction runs", UserWarning, stacklevel=2,
             )
         shape = (n, d) if self.noise_structure == "per_record" else (d,)
-        x += gaussian(self.sigma, shape, self._rng)  # float64 noise, then cast (P8)
+        x += gaussian(self.sigma, shape, self._rng)  # float64 noise, then cast
         x_noisy = x.astype(np.float32)
         del x
         if self.label_epsilon is not None:
@@ -303,7 +308,7 @@ class InputPerturbation:
         self.perturbations += 1
         self.steps_taken = 0
         self.fingerprint = noise_fingerprint(x_noisy)
-        # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy (§6.3)
+        # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy
         top = float(np.linalg.eigvalsh(x_noisy.T.astype(np.float64) @ x_noisy / n)[-1])
         self.learning_rate_hint = 1.0 / (self.constants.phi2 * top + self.constants.l2)
         self.release = self.ledger.record(self._make_release(n, d, clipped, charge_new_budget))
@@ -311,7 +316,7 @@ class InputPerturbation:
 
     def _make_release(self, n, d, clipped, charged) -> Release:
         details = {
-            "calibration": self.calibration, "noise_structure": self.noise_structure, "n": n, "d": d,
+            "mode": self.mode, "noise_structure": self.noise_structure, "n": n, "d": d,
             "T": self.epochs, "n_effective": self.n_effective, "T_effective": self.T_effective,
             "batch_size": self.batch_size, "G": self.G, "strong_convexity": self.curvature,
             "condition": self.condition, "theta_bound": self.constants.theta_bound, "beta": self.constants.beta,
@@ -320,7 +325,7 @@ class InputPerturbation:
             "perturbation": self.perturbations, "charged_new_budget": bool(charged), "fingerprint": self.fingerprint,
             "adjacency": "replace one record",
         }
-        if self.calibration == "paper":
+        if self.mode == "reference":
             thm = "3" if self.condition == "pl" else "1"
             c = self.c if self.c is not None else paper_constant(self.feature_epsilon, self.delta, self.kappa)
             details.update(c=c, kappa=self.kappa, paper_literal_pl=self.paper_literal_pl,
@@ -365,20 +370,20 @@ class InputPerturbation:
         except ImportError:
             return None
 
-    # -- the recipe (Algorithm 1, lines 2-4) ----------------------------------------------------------
+    # -- the recipe (Algorithm 1, lines 6-10) ---------------------------------------------------------
     def make_linear_model(self, d=None, *, use_bias: bool = False, regularize_bias: bool = True):
-        """Linear DP-ERM model: zero init, L2(λ/2), projection onto ‖θ‖ <= D (spec §6.2).
+        """Linear DP-ERM model: zero init, L2(λ/2), projection onto ‖θ‖ <= D (Theorem 2 assumes ‖θ‖ <= D).
 
         See :func:`tfdpmech.models.erm.linear_model`.
 
         Raises:
-            ValueError: an unregularised intercept with shared noise (zero privacy, spec A4).
+            ValueError: an unregularised intercept with shared noise (zero privacy: it absorbs the shared z).
         """
         if use_bias and not regularize_bias and self.noise_structure == "shared":
             raise ValueError(
                 "an unregularised intercept with noise_structure='shared' gives zero privacy: the intercept absorbs "
-                "the shared shift and the weights equal the clean fit (spec §7, A4); use use_bias=False or "
-                "regularize_bias=True, or noise_structure='per_record'"
+                "the shared shift and the weights equal the clean fit (docs/mechanisms/input_perturbation.md); use "
+                "use_bias=False or regularize_bias=True, or noise_structure='per_record'"
             )
         d = self._need_d(d)
         self.model_kind = "linear"
@@ -388,15 +393,15 @@ class InputPerturbation:
     def make_mlp(self, d=None, *, hidden_units=None):
         """The paper's one-hidden-layer MLP (hidden size = input size); outside the paper's theory.
 
-        With the ``paper`` calibration the claimed ε assumes G, Δ of logistic regression, which an MLP
-        does not have (the paper's own MLP runs share this gap): a warning says so.
+        In ``mode="reference"`` the claimed ε assumes G, Δ of logistic regression, which an MLP does
+        not have (the paper's own MLP runs in §6 share this gap): a warning says so.
         """
         d = self._need_d(d)
-        if self.calibration == "paper":
+        if self.mode == "reference":
             warnings.warn(
                 "the paper's privacy theory assumes a convex (strongly convex or PL) loss with Lipschitz constant G; "
-                "an MLP satisfies neither, so the paper calibration's claimed ε does not apply to it (the "
-                "local_gaussian calibration does)", UserWarning, stacklevel=2,
+                "an MLP satisfies neither, so the claimed ε of mode='reference' does not apply to it (mode='private' "
+                "covers any model)", UserWarning, stacklevel=2,
             )
         self.model_kind = "mlp"
         return paper_mlp(d, self.num_classes, hidden_units=hidden_units)
@@ -413,7 +418,7 @@ class InputPerturbation:
         return InputPerturbationBudget(self, verbose=verbose)
 
     def fit(self, model, x_noisy, y, *, learning_rate=None, callbacks=(), verbose: int = 0, **fit_kwargs):
-        """Compile ``model`` with plain SGD and run the T full-batch steps (Algorithm 1, lines 2-4).
+        """Compile ``model`` with plain SGD and run the T full-batch steps (Algorithm 1, lines 6-10).
 
         See :func:`tfdpmech.mechanisms.input_perturbation.training.fit_dp_erm`.
         """
@@ -421,20 +426,21 @@ class InputPerturbation:
                           verbose=verbose, **fit_kwargs)
 
     def report(self) -> dict:
-        """σ, the constants, ε, δ, T, n, the layout, the calibration and the guarantee in words."""
+        """σ, the constants, ε, δ, T, n, the layout, the mode and the guarantee in words."""
         if self.release is None:
             guarantee = "nothing released yet"
-        elif self.calibration == "paper":
+        elif self.mode == "reference":
             thm = "3" if self.condition == "pl" else "1"
-            guarantee = f"claimed by Kang et al. 2020 Thm {thm} (proof gaps, see spec §7); none proven"
+            guarantee = (f"claimed by Kang et al. 2020 Thm {thm} (proof gaps, see docs/mechanisms/input_perturbation.md); "
+                         "none proven")
         else:
             guarantee = ("formal (ε,δ)-DP w.r.t. " + ("whole records" if self.label_epsilon is not None else
                                                     "features (labels public)") + " by post-processing")
         c = self.c
-        if c is None and self.calibration == "paper":
+        if c is None and self.mode == "reference":
             c = paper_constant(self.feature_epsilon, self.delta, self.kappa)
         return {
-            "mechanism": "input_perturbation", "calibration": self.calibration,
+            "mechanism": "input_perturbation", "mode": self.mode,
             "noise_structure": self.noise_structure, "sigma": self.sigma, "c": c, "kappa": self.kappa,
             "G": self.G, "strong_convexity": self.curvature, "theta_bound": self.constants.theta_bound,
             "beta": self.constants.beta, "epsilon": self.epsilon, "delta": self.delta, "T": self.epochs,
@@ -444,4 +450,4 @@ class InputPerturbation:
 
     def __repr__(self) -> str:
         return (f"InputPerturbation(epsilon={self.epsilon:g}, delta={self.delta:g}, epochs={self.epochs}, "
-                f"calibration={self.calibration!r}, noise_structure={self.noise_structure!r}, sigma={self.sigma})")
+                f"mode={self.mode!r}, noise_structure={self.noise_structure!r}, sigma={self.sigma})")

@@ -1,7 +1,7 @@
 """Per-record steps of input perturbation: clipping to the public bound, client-side noise, labels.
 
 ``clip_rows`` (only on request: the mechanism refuses rows above R by default), ``perturb_record``
-(one record perturbed on the client, Kang et al. 2020 §1's local setting), k-ary
+(one record perturbed on the client, the local side of Kang et al. 2020's "bridge", §4), k-ary
 ``randomized_response`` for the labels, and the label checks.
 """
 
@@ -31,7 +31,7 @@ def clip_rows(x, bound) -> tuple[np.ndarray, int]:
 
 
 def perturb_record(x, sigma, rng=None) -> np.ndarray:
-    """Client-side input perturbation of one record (spec A10): ``x + N(0, σ²I)`` in float64.
+    """Client-side input perturbation of one record: ``x + N(0, σ²I)`` in float64.
 
     ``n`` and ``T`` (and so σ) must be public in advance. ``rng``: None (OS entropy), a seed or a
     numpy Generator.

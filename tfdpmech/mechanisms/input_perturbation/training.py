@@ -1,6 +1,6 @@
 """DP-ERM training recipe in Keras: projected full-batch gradient descent for exactly T steps.
 
-The recipe of Kang et al. 2020 (Algorithm 1, lines 2-4; spec §3.2 steps 5-6 and §6):
+The recipe of Kang et al. 2020 (Algorithm 1, lines 6–10: T full-batch gradient steps from θ_0 = 0):
 
 * The models: :func:`tfdpmech.models.erm.linear_model` (θ_0 = 0, L2(λ/2), projection onto
   ‖θ‖ <= D) and :func:`tfdpmech.models.erm.paper_mlp`.
@@ -54,8 +54,8 @@ class InputPerturbationBudget(PrivacyBudget):
     """Guards the T full-batch steps the noise was calibrated for and logs ε every epoch.
 
     * ``on_train_begin``: the mechanism has perturbed data; the fit runs the calibrated number of
-      batches per epoch (1 for full batch); the optimizer is plain SGD (warn otherwise, spec P5);
-      no unregularised intercept with shared noise (spec A4).
+      batches per epoch (1 for full batch); the optimizer is plain SGD (warn otherwise: the proof
+      covers gradient descent only); no unregularised intercept with shared noise (zero privacy).
     * ``on_train_batch_begin``: with the ``paper`` calibration, a step beyond T raises
       (``strict``) or warns.
     * ``on_train_batch_end``: counts the step on the mechanism (persists across ``fit`` calls) and
@@ -87,28 +87,29 @@ class InputPerturbationBudget(PrivacyBudget):
         if mech.noise_structure == "shared" and unregularized_biases(self.model):
             raise ValueError(
                 f"layer(s) {unregularized_biases(self.model)} have an unregularised intercept and the noise is shared: "
-                "the intercept absorbs the shared shift and the weights equal the clean fit, zero privacy (spec §7, "
-                "A4); remove the bias or regularise it"
+                "the intercept absorbs the shared shift and the weights equal the clean fit, zero privacy "
+                "(docs/mechanisms/input_perturbation.md); remove the bias or regularise it"
             )
         steps = (self.params or {}).get("steps")
         n_records = int(mech.release.details["n"])
         expected = -(-n_records // (mech.batch_size or n_records))
-        if mech.calibration == "paper" and steps is not None and steps != expected:
+        if mech.mode == "reference" and steps is not None and steps != expected:
             self._fail(
                 f"this fit runs {steps} batches per epoch, but the noise was calibrated for {expected} (full batch: "
                 f"batch_size=n={n_records}); the paper's proof needs full-batch gradient descent. Fit with "
                 "batch_size=len(x_noisy) (InputPerturbation.fit does) or calibrate with batch_size= and strict=False"
             )
         optimizer = getattr(self.model, "optimizer", None)
-        if mech.calibration == "paper" and optimizer is not None and not _is_plain_sgd(optimizer):
+        if mech.mode == "reference" and optimizer is not None and not _is_plain_sgd(optimizer):
             warnings.warn(
                 f"optimizer {type(optimizer).__name__} is not plain SGD (momentum 0, no weight decay): the paper's "
-                "analysis covers gradient descent only; T counts optimizer steps (spec P5)", UserWarning, stacklevel=2,
+                "analysis covers gradient descent only (Algorithm 1, line 8); T counts optimizer steps", UserWarning,
+                stacklevel=2,
             )
 
     def on_train_batch_begin(self, batch, logs=None):
         mech = self.mechanism
-        if mech.calibration == "paper" and mech.steps_taken >= mech.T_effective:
+        if mech.mode == "reference" and mech.steps_taken >= mech.T_effective:
             self._fail(
                 f"the noise was calibrated for T={mech.T_effective} gradient steps, all taken; another step spends "
                 "budget that was never charged. Perturb fresh data with a new InputPerturbation (and a larger epochs)",
@@ -118,7 +119,7 @@ class InputPerturbationBudget(PrivacyBudget):
     def on_train_batch_end(self, batch, logs=None):
         mech = self.mechanism
         mech.steps_taken += 1
-        if mech.calibration == "paper" and mech.steps_taken >= mech.T_effective:
+        if mech.mode == "reference" and mech.steps_taken >= mech.T_effective:
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
@@ -142,9 +143,10 @@ def fit_dp_erm(mechanism, model, x_noisy, y, *, learning_rate=None, callbacks=()
             objective (``sup φ''·λ_max(X̃ᵀX̃/n) + λ``, computed from the noisy data: post-processing).
         callbacks: further callbacks (after the budget callback).
         verbose: Keras verbosity.
-        validation_data: held-out, non-private data only (spec P4).
+        validation_data: held-out, non-private data only (monitoring private data is another release).
         **fit_kwargs: other ``model.fit`` arguments; ``validation_split``, ``sample_weight``,
-            ``class_weight`` and ``steps_per_epoch`` are refused (spec P1, P3).
+            ``class_weight`` and ``steps_per_epoch`` are refused (they change the n records each
+            gradient averages over, or their weights, which Eq. 9 assumes).
 
     Returns:
         The Keras ``History``; ``history.history["ip_epsilon"]`` holds ε per epoch.
@@ -160,7 +162,8 @@ def fit_dp_erm(mechanism, model, x_noisy, y, *, learning_rate=None, callbacks=()
     if bad:
         raise ValueError(
             f"{bad} change the records or weights each gradient averages over, which the noise was not calibrated "
-            "for (spec P1/P3); split the data before perturbing and pass held-out data as validation_data"
+            "for (Eq. 9 assumes n equally weighted records); split the data before perturbing and pass held-out "
+            "data as validation_data"
         )
     x_noisy = check_array(x_noisy, "x_noisy", ndim_min=2)
     if noise_fingerprint(np.asarray(x_noisy, dtype=np.float32)) != mech.fingerprint:
@@ -170,7 +173,7 @@ def fit_dp_erm(mechanism, model, x_noisy, y, *, learning_rate=None, callbacks=()
         )
     n = x_noisy.shape[0]
     batch_size = fit_kwargs.pop("batch_size", mech.batch_size or n)
-    if mech.calibration == "paper" and batch_size != (mech.batch_size or n):
+    if mech.mode == "reference" and batch_size != (mech.batch_size or n):
         message = (f"batch_size={batch_size}, but the noise was calibrated for {mech.batch_size or n} (full batch); "
                    "the paper's proof needs full-batch gradient descent")
         if mech.strict:
@@ -179,7 +182,7 @@ def fit_dp_erm(mechanism, model, x_noisy, y, *, learning_rate=None, callbacks=()
     if mech.noise_structure == "shared" and unregularized_biases(model):
         raise ValueError(
             f"layer(s) {unregularized_biases(model)} have an unregularised intercept and the noise is shared: zero "
-            "privacy (spec §7, A4); remove the bias or regularise it"
+            "privacy (docs/mechanisms/input_perturbation.md); remove the bias or regularise it"
         )
     if not (getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)):
         lr = mech.learning_rate_hint if learning_rate is None else float(learning_rate)

@@ -1,25 +1,27 @@
 """Output perturbation with a convexified loss (Lu et al.): train normally, pay per query.
 
 Lu, Asghar, Kaafar, Webb, Dickinson, "A Differentially Private Framework for Deep Learning with
-Convexified Loss Functions". Spec: ``specs/seed_001_output_perturbation.md``.
+Convexified Loss Functions". What the paper claims, what we prove and why:
+``docs/mechanisms/output_perturbation.md``.
 
 The recipe, as the paper's steps:
 
-1. Train a non-private MLP ``m → 128 (tanh) → C`` with
+1. Train a non-private MLP ``m → 128 (tanh) → C`` (Table 4) with
    :class:`~tfdpmech.losses.ConvexifiedCrossEntropy` (Eq. 22) and ``L2(c)`` on every kernel (Eq. 23);
    :func:`tfdpmech.models.convexified.convexified_mlp` builds it.
 2. :func:`~tfdpmech.mechanisms.output_perturbation.sensitivity.compute_bounds` reads the model and
    n and returns ρ, Δ₂W, Δω, Δz_T, Δp and the OARO bound (Eq. 15, 18–21, 30).
 3. :class:`DPPredictor` answers queries: it charges the :class:`QueryBudgetAccountant` first, then
    runs the logits model and :class:`NoisyOutputNeuron` (Algorithm 1), and records each answered
-   batch in a :class:`PrivacyLedger`.
+   batch in a :class:`PrivacyLedger`. Queries compose sequentially (Theorem 1; §4.1).
 
-Ledger honesty (spec §7 A1–A3): ``mechanism="single_neuron"`` (the paper's Algorithm 1) is
-recorded as *claimed* only: Theorem 6 does not hold for C ≥ 3 and the sensitivity bound is not
-proven either. ``mechanism="all_logits"`` is recorded with a provable ε *conditional on the
+Ledger honesty: ``mode="reference"`` (Algorithm 1, one sampled logit) is recorded as *claimed*
+only: Theorem 6 does not hold for C ≥ 3 (the proof's Eqs. 26–27 treat exact ratios of unperturbed
+logits as noisy) and the sensitivity bound (Eq. 18, Corollary 1) is not proven either.
+``mode="private"`` (noise on every logit) is recorded with a provable ε *conditional on the
 sensitivity bound*; the release's basis names the bound used and states that the bound itself is
-not proven for a full MLP. The Gaussian variant's "ε" is a GDP μ; its provable ε is the (ε, δ)
-equivalent.
+not proven for a full MLP. The Gaussian variant's "ε" is a GDP μ (§3.1, Theorems 2–3); its provable
+ε is the (ε, δ) equivalent.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release
 from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant, gdp_epsilon
-from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MECHANISMS, NoisyOutputNeuron
+from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
 from ...models.convexified import logits_model_from
 from ...validation import check_array, check_choice, check_positive_int
 from .sensitivity import OutputPerturbationBounds, describe_mlp
@@ -60,14 +62,15 @@ class DPPredictor:
             for Gaussian noise).
         noise: ``"gaussian"`` or ``"laplace"``.
         gaussian_split: ``"paper"`` or ``"reference_code"``.
-        mechanism: ``"single_neuron"`` (paper, claimed only) or ``"all_logits"`` (proven given Δz_T).
+        mode: ``"reference"`` (Algorithm 1: one sampled logit; claimed only) or ``"private"`` (every
+            logit; proven given Δz_T).
         seed: seed of the noise generator (None: OS entropy).
         cache_identical_queries: return the stored answer for a byte-identical repeated row at no
             extra budget (post-processing of a released answer).
         ledger: a :class:`PrivacyLedger` to record answered batches into (new if None).
 
     Raises:
-        ValueError / TypeError: unknown noise, split or mechanism; Laplace noise with a GDP
+        ValueError / TypeError: unknown noise, split or mode; Laplace noise with a GDP
             accountant; bounds that do not match the model.
 
     Example:
@@ -77,7 +80,7 @@ class DPPredictor:
     """
 
     def __init__(self, logits_model, bounds: OutputPerturbationBounds, accountant, *, noise: str = "gaussian",
-                 gaussian_split: str = "paper", mechanism: str = "single_neuron", seed: int | None = None,
+                 gaussian_split: str = "paper", mode: str = "reference", seed: int | None = None,
                  cache_identical_queries: bool = False, ledger: PrivacyLedger | None = None):
         if not isinstance(bounds, OutputPerturbationBounds):
             raise TypeError(f"bounds must be OutputPerturbationBounds (from compute_bounds), got {type(bounds).__name__}")
@@ -85,7 +88,7 @@ class DPPredictor:
             raise TypeError(f"accountant must be a QueryBudgetAccountant, got {type(accountant).__name__}")
         self.noise = check_choice(noise, "noise", NOISE_TYPES)
         self.gaussian_split = check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
-        self.mechanism = check_choice(mechanism, "mechanism", OUTPUT_MECHANISMS)
+        self.mode = check_choice(mode, "mode", OUTPUT_MODES)
         if self.noise == "laplace" and accountant.composition == "gdp":
             raise ValueError("GDP composition applies to Gaussian noise only; use composition='basic' with Laplace noise")
         self._logits_model = logits_model_from(logits_model)
@@ -110,7 +113,7 @@ class DPPredictor:
         return NoisyOutputNeuron(
             epsilon_query=epsilon_query, delta_z=self.bounds.delta_z, delta_p=self.bounds.delta_p,
             num_classes=self.num_classes, noise=self.noise, gaussian_split=self.gaussian_split,
-            mechanism=self.mechanism, seed=seed,
+            mode=self.mode, seed=seed,
         )
 
     @property
@@ -147,26 +150,28 @@ class DPPredictor:
         eps_q = self.epsilon_query
         gaussian = self.noise == "gaussian"
         composition = self.accountant.composition
-        claimed = k * eps_q  # the paper composes queries linearly for both noise types (§3.12)
+        claimed = k * eps_q  # the paper composes queries linearly for both noise types (Theorem 1, §5.4.5)
         bound_name = f"sensitivity_mode={self.bounds.sensitivity_mode!r}, λ convention {self.bounds.lambda_convention!r}"
-        details = {"queries": k, "epsilon_query": eps_q, "composition": composition,
+        details = {"mode": self.mode, "queries": k, "epsilon_query": eps_q, "composition": composition,
                    "sensitivity_bound": bound_name, "delta_z": self.bounds.delta_z, "delta_p": self.bounds.delta_p}
         delta = 0.0
-        if self.mechanism == "single_neuron":
+        if self.mode == "reference":
             provable = None
             basis = (
                 "Lu et al. Theorem 6 / GDP split as published; contested: for C >= 3 the released ratios of the "
-                "unperturbed logits are exact, so no finite ε follows (spec §7 A2), and the sensitivity bound "
-                f"({bound_name}) is not proven for a full MLP (A1)"
+                "unperturbed logits are exact, so no finite ε follows (Eqs. 26-27), and the sensitivity bound "
+                f"({bound_name}) is not proven for a full MLP (Eq. 18, Corollary 1); see "
+                "docs/mechanisms/output_perturbation.md"
             )
             if gaussian:
-                basis += "; the Gaussian 'ε' is a GDP μ (A3)"
+                basis += "; the Gaussian 'ε' is a GDP μ (Theorems 2-3)"
         elif not gaussian:
             provable = claimed
             basis = (
                 f"Laplace mechanism on all C logits, b = C·Δz_T/ε (L1 sensitivity C·Δz_T); proven ONLY GIVEN the "
                 f"sensitivity bound Δz_T={self.bounds.delta_z:.6g} ({bound_name}), which is not itself proven for a "
-                "full MLP (spec §7 A1); basic composition over queries"
+                "full MLP (Eq. 18, Corollary 1; docs/mechanisms/output_perturbation.md); basic composition over "
+                "queries"
             )
             details["conditional_on"] = "sensitivity bound"
         else:
@@ -177,13 +182,14 @@ class DPPredictor:
             basis = (
                 f"Gaussian mechanism on all C logits, σ = √C·Δz_T/μ (L2 sensitivity √C·Δz_T) gives μ-GDP, reported "
                 f"as (ε, δ) by Dong–Roth–Su; proven ONLY GIVEN the sensitivity bound Δz_T={self.bounds.delta_z:.6g} "
-                f"({bound_name}), which is not itself proven for a full MLP (spec §7 A1)"
+                f"({bound_name}), which is not itself proven for a full MLP (Eq. 18, Corollary 1; "
+                "docs/mechanisms/output_perturbation.md)"
             )
         return Release(
-            component="query_answers", mechanism=f"output_perturbation/{self.mechanism}/{self.noise}",
+            component="query_answers", mechanism=f"output_perturbation/{self.mode}/{self.noise}",
             epsilon_claimed=claimed, epsilon_provable=provable, basis=basis, delta=delta,
             sensitivity=self.bounds.delta_z, noise_scale=self._layer.noise_scale,
-            reproduction=self.mechanism == "single_neuron", details=details,
+            reproduction=self.mode == "reference", details=details,
         )
 
     def _record(self, k: int) -> None:
@@ -227,7 +233,7 @@ class DPPredictor:
 
     @contextlib.contextmanager
     def evaluation_mode(self):
-        """Answer without a budget inside the block, for evaluation harnesses only (spec §5.3).
+        """Answer without a budget inside the block, for evaluation harnesses only (as in the paper's §5.3).
 
         Queries made here are not charged to the production accountant nor recorded in the
         ledger; nothing answered here is covered by a budget.
@@ -251,5 +257,5 @@ class DPPredictor:
         return keras.Model(inp, layer(self._logits_model(inp)), name="dp_output_perturbation")
 
     def __repr__(self) -> str:
-        return (f"DPPredictor({self.mechanism}, {self.noise}, ε_query={self.epsilon_query:g}, "
+        return (f"DPPredictor(mode={self.mode!r}, {self.noise}, ε_query={self.epsilon_query:g}, "
                 f"Δz_T={self.bounds.delta_z:.4g}, {self.accountant!r})")

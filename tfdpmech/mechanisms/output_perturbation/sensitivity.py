@@ -1,14 +1,14 @@
 """Sensitivity bounds of Lu et al.'s output perturbation, read from a Keras model.
 
 Lu, Asghar, Kaafar, Webb, Dickinson, "A Differentially Private Framework for Deep Learning with
-Convexified Loss Functions". Spec: ``specs/seed_001_output_perturbation.md`` §3.3–3.7, §3.13, §4,
-§6.1(b), §7 A1, A5, A6, A8.
+Convexified Loss Functions", §4.2–4.3 (Theorem 4, Eqs. 15–21) and §5.2 (Eq. 30). Why none of the
+bounds is a proof for a full MLP: ``docs/mechanisms/output_perturbation.md``.
 
 For an MLP ``m → V_1 → … → V_{T−1} → C`` with bounded hidden activations (``|a| ≤ a_u``), inputs
 scaled to ``|x_j| ≤ x_0`` and an L2 penalty ``c·‖W‖²`` on every kernel:
 
 1. ``ρ = (C−1)·Π_{t<T}(√|V_t|·x_t) / (C·|V_{T−1}|)``                      (Eq. 21)
-2. ``λ = c/2`` (paper convention, reproduces Table 6) or ``λ = 2c`` (exact)   (§3.2, A5)
+2. ``λ = c/2`` (paper convention, reproduces Table 6) or ``λ = 2c`` (exact)   (Lemma 1, Eq. 23)
 3. ``Δ₂W = 2ρ/(λn)``                                                        (Eq. 15)
 4. ``Δω = Δ₂W/√|W|``, ``|W|`` = kernel weights only                          (Eq. 18)
 5. ``Δz_T = a_u·|V_{T−1}|·Δω``                                               (Cor. 1, Eq. 19)
@@ -16,8 +16,9 @@ scaled to ``|x_j| ≤ x_0`` and an L2 penalty ``c·‖W‖²`` on every kernel:
 7. ``OARO = 2ρ²/(λn)``                                                      (Thm 4, Eq. 30)
 
 None of these is a proof for a full MLP: Eq. 18 does not follow from an L2 bound and Cor. 1
-ignores changes in the hidden layers (A1); Theorem 4 needs an exact minimiser of a strongly convex
-objective, which neither the network nor Adam provides (A4); biases are not regularised (A8).
+ignores changes in the hidden layers; Theorem 4 needs an exact minimiser of a strongly convex
+objective, which neither the network nor Adam provides (Theorem 5 shows convexity only in regions);
+biases are not regularised.
 ``sensitivity_mode="output_layer_cs"`` replaces steps 4–5 by the Cauchy–Schwarz bound
 ``Δz_T = a_u·√|V_{T−1}|·Δ₂W``, which is sound for the output layer alone but still ignores hidden
 layer changes. :attr:`OutputPerturbationBounds.proven` is therefore always False and ``basis``
@@ -54,12 +55,12 @@ BOUNDED_ACTIVATIONS = {"tanh": 1.0, "sigmoid": 1.0, "softsign": 1.0, "hard_sigmo
 _BASIS = {
     "paper": (
         "Lu et al. Eq. 15 + Eq. 18 + Cor. 1 (per-parameter split Δω = Δ₂W/√|W|, hidden activations assumed "
-        "unchanged): not a valid bound for a full MLP (spec §7 A1, A4)"
+        "unchanged): not a valid bound for a full MLP (docs/mechanisms/output_perturbation.md)"
     ),
     "output_layer_cs": (
         "Lu et al. Eq. 15 + Cauchy–Schwarz on the output layer (Δz_T = a_u·√H·Δ₂W): sound for the output layer "
         "given Δ₂W, but ignores hidden-layer changes and needs an exact minimiser of a strongly convex "
-        "objective (spec §7 A1, A4)"
+        "objective (Theorem 4; docs/mechanisms/output_perturbation.md)"
     ),
 }
 
@@ -84,7 +85,7 @@ class OutputPerturbationBounds:
         l2: the Keras L2 coefficient c.
         activation_bound: a_u.
         lambda_convention, sensitivity_mode, count_bias: the options used.
-        proven: always False: no mode is a proof for a full MLP (spec §7 A1).
+        proven: always False: no mode is a proof for a full MLP (Eq. 18, Corollary 1, Theorem 4).
         basis: the argument behind the numbers and why it is not a proof.
     """
 
@@ -158,9 +159,11 @@ def bounds_from_architecture(layer_widths: Sequence[int], n_train: int, l2: floa
         activation_bound: a_u, the bound on |hidden activation| (1 for tanh/sigmoid).
         input_bound: x_0, the bound on |x_j| the inputs are scaled to.
         layer_maxima: x_t for every layer t < T; overrides ``input_bound``/``activation_bound``.
-            Taking them from the private data makes ρ data-dependent (A6): use for OARO only.
+            Taking them from the private data (the "empirical maximum" of Eq. 21) makes ρ
+            data-dependent: use for OARO only.
         lambda_convention: ``"paper"`` (λ = c/2, reproduces Table 6) or ``"exact"`` (λ = 2c).
-        sensitivity_mode: ``"paper"`` (Eq. 18 + Cor. 1) or ``"output_layer_cs"`` (A1).
+        sensitivity_mode: ``"paper"`` (Eq. 18 + Cor. 1) or ``"output_layer_cs"`` (Cauchy–Schwarz on
+            the output layer).
         count_bias: count biases in |W| (the paper's numbers exclude them).
 
     Returns:

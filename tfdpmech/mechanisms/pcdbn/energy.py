@@ -1,18 +1,22 @@
-"""pCDBN's Chebyshev-expanded, perturbed CRBM energy and its training modes (spec §3.4, §4, §8.4).
+"""pCDBN's Chebyshev-expanded, perturbed CRBM energy and its training modes (§3.1–3.2, Eqs. 12–16).
 
-Modes (spec §8.1):
+Phan, Wu, Dou, "Preserving Differential Privacy in Convolutional Deep Belief Networks", Machine
+Learning 2017. What the paper claims, what we prove and why: ``docs/mechanisms/pcdbn.md``.
+
+Modes (the baselines CDBN and TCDBN are those of §4):
 
 * ``"exact"`` — CDBN baseline: exact-sigmoid CRBM trained by persistent contrastive divergence on
   the data. No DP.
 * ``"noiseless"`` — TCDBN baseline: the polynomial energy Ê (Eq. 14) without noise, mini-batch
   contrastive training on the data. No DP.
-* ``"functional"`` — rigorous functional mechanism (Zhang et al. 2012): the monomial coefficients
-  of Ê over the *whole* dataset (constant Z, §3.4) get ``Lap(Δ/ε)`` noise once; training then
+* ``"private"`` — rigorous functional mechanism (Zhang et al. 2012): the monomial coefficients
+  of Ê over the *whole* dataset (with a constant Z, Ê is a polynomial in the filter weights) get
+  ``Lap(Δ/ε)`` noise once (Algorithm 1 step 2, Lemma 1); training then
   minimises ``Ē(W)/n − Ê_neg(W)`` with negative chains started from noise and never reads private
   data again (post-processing). Provable ε-DP.
-* ``"reference"`` — the authors' TF1 code (§4.8): noise on the five shared polynomial
-  coefficients scaled by a per-batch Δ from the batch itself, X = a/max(a), L1 CD surrogate.
-  Recorded as *claimed* only: no DP guarantee follows (§8.8 items 1–4).
+* ``"reference"`` — the authors' TF1 code: noise on the five shared polynomial coefficients scaled
+  by a per-batch Δ from the batch itself, X = a/max(a), L1 CD surrogate. Recorded as *claimed* only:
+  a Δ computed from the data and noise reused across batches are not covered by Lemma 1.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from .monomials import (
 
 __all__ = ["ChebyshevEnergy", "ENERGY_MODES", "energy_sensitivity", "check_domain"]
 
-ENERGY_MODES = ("exact", "noiseless", "functional", "reference")
+ENERGY_MODES = ("exact", "noiseless", "private", "reference")
 
 
 def check_domain(x, visible_max: float, name: str = "x") -> np.ndarray:
@@ -59,11 +63,13 @@ def check_domain(x, visible_max: float, name: str = "x") -> np.ndarray:
 
 
 def energy_sensitivity(layer: ConvRBM, input_shape) -> float:
-    """Δ of the shared noisy polynomial with constant Z (spec §4.7 [rec], Lemma 1 + §3.4).
+    """Δ of the shared noisy polynomial with constant Z (Lemma 1 applied to the monomial coefficients).
 
     Per record the coefficient L1 norm is at most
     ``N_H²·Σ_l |α_l|·R^{l+1}/Z^l + N_V²·C_in·v_max`` with ``R = N_W²·C_in·v_max + 1`` the largest
-    ‖ṽ‖₁ over the declared domain (never over the data; §9 items 7–9); Δ is twice that.
+    ‖ṽ‖₁ over the declared domain (never over the data; Lemma 2's Eq. 15 takes a max over records
+    and a W- and data-dependent Z); Δ is twice that. One polynomial shared by all K filters makes the
+    max over groups of Eq. 15 valid (one release, then post-processing).
     """
     nh, nw = layer.hidden_shape(input_shape)
     big_r = layer.kernel_size**2 * int(input_shape[-1]) * layer.visible_max + 1.0
@@ -77,39 +83,40 @@ def energy_sensitivity(layer: ConvRBM, input_shape) -> float:
 class ChebyshevEnergy:
     """The CRBM training objective of one pCDBN layer, in one of :data:`ENERGY_MODES`.
 
-    Steps (functional mode, Algorithm 1 steps 1–2 with spec §8.4):
+    Steps (``mode="private"``, Algorithm 1 steps 1–2):
 
-    1. :meth:`prepare`: S_γ and s_0 over the full dataset in float64 (§3.4), λ_γ; Δ from the domain
-       (§4.7); ``Lap(Δ/ε)`` drawn once per coefficient; only λ̄ kept, as non-trainable variables.
+    1. :meth:`prepare`: S_γ and s_0 over the full dataset in float64, λ_γ; Δ from the domain
+       (:func:`energy_sensitivity`); ``Lap(Δ/ε)`` drawn once per coefficient; only λ̄ kept, as
+       non-trainable variables.
     2. :meth:`fit`: epochs of ``Ē(W)/n − mean Ê(v_neg; W) + l1·|W|₁`` with persistent negative
        chains from Bernoulli(½) noise, then the box projection. No private data is read.
 
     Args:
         layer: a :class:`~tfdpmech.layers.ConvRBM` (built on first use).
         mode: one of :data:`ENERGY_MODES`.
-        epsilon: ε of this layer (functional and reference modes); must be None otherwise.
+        epsilon: ε of this layer (private and reference modes); must be None otherwise.
         seed: seed of the once-only noise and of the negative chains (None: OS entropy).
         neg_chains: number of persistent negative chains.
         gibbs_steps: Gibbs steps per update of the chains.
         l1: L1 weight penalty (paper: unspecified).
-        max_monomials: refuse functional expansions larger than this.
+        max_monomials: refuse monomial expansions (private mode) larger than this.
         component: name of the release in the ledger.
 
     Raises:
         ValueError / TypeError: unknown mode, ε <= 0 or missing for a private mode, ε given for a
-            non-private mode, functional mode with a non-constant normaliser.
+            non-private mode, private mode with a non-constant normaliser.
 
-    Reference: Phan, Wu, Dou, Machine Learning 2017, §3 (Eqs. 12–16), Lemma 2; spec §8.4.
+    Reference: Phan, Wu, Dou, Machine Learning 2017, §3 (Algorithm 1, Eqs. 12–16), Lemmas 1–2.
     """
 
-    def __init__(self, layer: ConvRBM, mode: str = "functional", *, epsilon: float | None = None, seed=None,
+    def __init__(self, layer: ConvRBM, mode: str = "private", *, epsilon: float | None = None, seed=None,
                  neg_chains: int = 32, gibbs_steps: int = 1, l1: float = 0.0, max_monomials: int = MAX_MONOMIALS,
                  component: str = "crbm_energy"):
         if not isinstance(layer, ConvRBM):
             raise TypeError(f"layer must be a tfdpmech ConvRBM, got {type(layer).__name__}")
         self.layer = layer
         self.mode = check_choice(mode, "mode", ENERGY_MODES)
-        self.private = self.mode in ("functional", "reference")
+        self.private = self.mode in ("private", "reference")
         if self.private:
             if epsilon is None:
                 raise ValueError(f"mode={mode!r} needs epsilon > 0 for this layer")
@@ -118,10 +125,10 @@ class ChebyshevEnergy:
             if epsilon is not None:
                 raise ValueError(f"mode={mode!r} is a non-private baseline; pass epsilon=None")
             self.epsilon = None
-        if self.mode == "functional" and layer.normalizer_kind != "constant":
+        if self.mode == "private" and layer.normalizer_kind != "constant":
             raise ValueError(
-                f"functional mode needs normalizer='constant' (a data- and W-dependent Z breaks the polynomial form "
-                f"and Δ, spec §9 item 3), got normalizer={layer.normalizer_kind!r}"
+                f"mode='private' needs normalizer='constant' (a data- and W-dependent Z breaks the polynomial form "
+                f"and Δ of Lemma 2), got normalizer={layer.normalizer_kind!r}"
             )
         self.seed = seed
         self._rng = make_rng(seed)
@@ -161,7 +168,7 @@ class ChebyshevEnergy:
         self._tf_gen = tf.random.Generator.from_seed(int(self._rng.integers(2**31)))
         chains = self._tf_gen.uniform((self.neg_chains,) + tuple(x.shape[1:])) < 0.5
         self.v_neg = tf.Variable(tf.cast(chains, tf.float32) * self.layer.visible_max, trainable=False)
-        if self.mode == "functional":
+        if self.mode == "private":
             self._prepare_functional(x)
         elif self.mode == "reference":
             self._prepare_reference(x)
@@ -171,8 +178,8 @@ class ChebyshevEnergy:
     def _prepare_functional(self, x) -> None:
         layer = self.layer
         count = check_functional_feasible(layer, self.max_monomials)
-        coeffs = _exact_coefficients(layer, x)  # §3.4: S_γ over all records, float64
-        self.sensitivity = energy_sensitivity(layer, x.shape)  # §4.7, domain bounds only
+        coeffs = _exact_coefficients(layer, x)  # S_γ over all records, float64
+        self.sensitivity = energy_sensitivity(layer, x.shape)  # domain bounds only
         scale = self.sensitivity / self.epsilon
         d = layer.patch_dim
         self.orders = energy_orders(layer.alpha)
@@ -181,7 +188,7 @@ class ChebyshevEnergy:
         for key, lam in coeffs.items():  # Lap(Δ/ε) once per coefficient (Lemma 1)
             lam = np.asarray(lam, dtype=np.float64)
             noisy[key] = lam + laplace(scale, lam.shape, self._rng)
-        del coeffs  # raw λ and S are not kept (§8.8 item 11)
+        del coeffs  # raw λ and S are not kept
         self._lambda_bar = {m: tf.Variable(noisy[m].astype(np.float32), trainable=False, name=f"lambda_bar_{m}")
                             for m in self.orders}
         self._lambda_c = tf.Variable(np.float32(noisy["c"]), trainable=False, name="lambda_bar_c")
@@ -191,7 +198,8 @@ class ChebyshevEnergy:
             epsilon_provable=self.epsilon,
             basis=("functional mechanism (Zhang et al. 2012, Lemma 1) on the monomial coefficients of the "
                    "Chebyshev-expanded energy with constant Z over the full dataset, perturbed once; Δ from the "
-                   "declared domain [0, visible_max]; one noisy polynomial shared by all K filters (spec §4.2, §4.7); "
+                   "declared domain [0, visible_max]; one noisy polynomial shared by all K filters (Lemma 2's max "
+                   "over groups holds for one shared release); "
                    "training with data-free negative chains is post-processing"),
             sensitivity=self.sensitivity, noise_scale=scale,
             details={"n": self.n, "monomials": count + int(layer.visible_bias_enabled), "orders": self.orders,
@@ -211,18 +219,19 @@ class ChebyshevEnergy:
         self._ref_noise = tf.Variable(draws.astype(np.float32), trainable=False, name="reference_unit_noise")
         self.release = Release(
             component=self.component, mechanism="laplace", epsilon_claimed=self.epsilon, epsilon_provable=None,
-            basis=("reproduces the authors' code (spec §4.8): noise on the shared polynomial coefficients scaled by "
+            basis=("reproduces the authors' code: noise on the shared polynomial coefficients scaled by "
                    "Δ computed from each batch (getDelta) and divided by the batch size, X = a/max(a) over the batch, "
                    "the same noise reused for every batch; none of these steps is covered by a DP proof "
-                   "(spec §8.8 items 1–4)"),
+                   "(Lemma 1 needs Δ from the data domain and coefficients over the whole dataset; "
+                   "docs/mechanisms/pcdbn.md)"),
             noise_scale=None, reproduction=True,
             details={"n": self.n, "noise_fingerprint": noise_fingerprint(draws)},
         )
 
     # -- the objective ------------------------------------------------------------------------
     def polynomial_energy(self):
-        """``Ē(W) = Σ_k Σ_m Σ_γ λ̄_γ w̃_k^γ + λ̄_c c`` from the frozen noisy coefficients (§8.4.6)."""
-        self._require("functional")
+        """``Ē(W) = Σ_k Σ_m Σ_γ λ̄_γ w̃_k^γ + λ̄_c c`` from the frozen noisy coefficients."""
+        self._require("private")
         w = self.layer.filter_vectors()  # (K, d)
         total = self._lambda_c * self.layer.visible_bias[0] if self.layer.visible_bias_enabled else 0.0
         for m in self.orders:
@@ -271,13 +280,13 @@ class ChebyshevEnergy:
 
         Args:
             v: a batch of training inputs (exact, noiseless, reference); must be None in
-                functional mode, whose objective reads no data.
+                private mode, whose objective reads no data.
         """
         if not self._prepared:
             raise RuntimeError("call prepare(x) first")
-        if self.mode == "functional":
+        if self.mode == "private":
             if v is not None:
-                raise ValueError("functional mode reads no private data after prepare(); call loss() without v")
+                raise ValueError("mode='private' reads no private data after prepare(); call loss() without v")
             data_term = self.polynomial_energy() / self.n
         elif v is None:
             raise ValueError(f"mode={self.mode!r} trains on batches: pass v")
@@ -300,7 +309,7 @@ class ChebyshevEnergy:
             optimizer=None, verbose: int = 0) -> list[float]:
         """Prepare (once) and train the layer; returns the mean loss per epoch.
 
-        In functional mode ``x`` is read only by :meth:`prepare`; each epoch runs
+        In private mode ``x`` is read only by :meth:`prepare`; each epoch runs
         ``ceil(n / batch_size)`` data-free steps.
         """
         if not self._prepared:
@@ -315,10 +324,10 @@ class ChebyshevEnergy:
 
         @tf.function
         def step(v):
-            if self.mode in ("exact", "noiseless", "functional"):
+            if self.mode in ("exact", "noiseless", "private"):
                 self._advance_chains()
             with tf.GradientTape() as tape:
-                loss = self.loss(v if self.mode != "functional" else None)
+                loss = self.loss(v if self.mode != "private" else None)
             grads = tape.gradient(loss, variables)
             opt.apply_gradients(zip(grads, variables))
             self.layer.project()  # box constraint (pitfall 8)
@@ -329,7 +338,7 @@ class ChebyshevEnergy:
         dummy = tf.zeros((1,))
         for epoch in range(epochs):
             losses = []
-            if self.mode == "functional":
+            if self.mode == "private":
                 for _ in range(steps):
                     losses.append(float(step(dummy)))
             else:
@@ -350,13 +359,13 @@ class ChebyshevEnergy:
         """The released noisy coefficients λ̄ (safe to save), keyed by order, plus ``"c"``.
 
         Raises:
-            ValueError: ``noisy=False`` (noise-free statistics are never exported, spec §8.8
-                item 11) or a mode without released coefficients.
+            ValueError: ``noisy=False`` (noise-free statistics are never exported: they are the
+                data's own) or a mode without released coefficients.
         """
         if not noisy:
-            raise ValueError("noise-free statistics are never exported (spec §8.8 item 11); "
+            raise ValueError("noise-free statistics are never exported (they are the private data's own); "
                              "call export_coefficients(noisy=True) for the released, perturbed λ̄")
-        self._require("functional")
+        self._require("private")
         out = {m: self._lambda_bar[m].numpy() for m in self.orders}
         out["c"] = float(self._lambda_c.numpy())
         return out

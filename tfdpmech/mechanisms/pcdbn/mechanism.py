@@ -1,22 +1,26 @@
 """pCDBN: a private convolutional deep belief network trained layer by layer (Phan, Wu, Dou 2017).
 
 "Preserving Differential Privacy in Convolutional Deep Belief Networks", Machine Learning 2017
-(corrected version, arXiv:1706.08839). Spec: ``specs/seed_003_pcdbn.md`` (§8.7 builder).
+(corrected version, arXiv:1706.08839). What the paper claims, what we prove and why:
+``docs/mechanisms/pcdbn.md``.
 
 Algorithm 1, as steps of :meth:`PrivateCDBN.fit`:
 
 1. For each CRBM layer ℓ (greedy, Bengio et al. 2007): map the training data through the frozen
    layers 1..ℓ−1 (sigmoid + pooling; inference only) and build the layer's objective
    (:class:`~tfdpmech.mechanisms.pcdbn.energy.ChebyshevEnergy`): σ replaced by the degree-L
-   surrogate σ̂(a/Z) (Eqs. 12–14), coefficients perturbed once with ``Lap(Δ_ℓ/ε_ℓ)`` (Lemma 1–2,
-   constant-Z Δ of spec §4.7), then trained for ``pretrain_epochs`` on the data-free objective.
+   surrogate σ̂(a/Z) (Eqs. 12–14), coefficients perturbed once with ``Lap(Δ_ℓ/ε_ℓ)`` (Lemmas 1–2,
+   with a constant Z and Δ from the data domain), then trained for ``pretrain_epochs`` on the
+   data-free objective.
 2. Pooling after every hidden layer (post-processing, no budget).
-3. Optional frozen random fully connected layer (``fc_units``; data-independent, spec §9 item 16b).
+3. Optional frozen random fully connected layer (``fc_units``; data-independent, so free: §4.2's
+   MNIST network has an FC-25 layer whose privacy the paper does not address).
 4. Output layer: Taylor cross-entropy (Eq. 18) with the functional-mechanism statistics perturbed
    once (:class:`~tfdpmech.losses.functional_softmax_head.FunctionalSoftmaxHead`).
 
 Privacy: every layer reads the private data, so the pipeline is ``(Σ_ℓ ε_ℓ + ε_out)``-DP by
-sequential composition (pure ε, δ = 0; spec §4.5). The ledger holds one release per component.
+sequential composition (pure ε, δ = 0; the paper states no split). The ledger holds one release per
+component.
 ``mode="reference"`` reproduces the authors' code (noise scaled by per-batch Δ, output noise
 redrawn per batch) and is recorded as claimed, with no provable ε.
 """
@@ -43,7 +47,7 @@ from .monomials import MAX_MONOMIALS
 
 __all__ = ["PrivateCDBN", "PCDBN_MODES"]
 
-PCDBN_MODES = ENERGY_MODES  # exact (CDBN), noiseless (TCDBN), functional (pCDBN), reference (code)
+PCDBN_MODES = ENERGY_MODES  # exact (CDBN), noiseless (TCDBN), private (pCDBN), reference (authors' code)
 
 
 class PrivateCDBN:
@@ -53,7 +57,7 @@ class PrivateCDBN:
         layers: unbuilt :class:`~tfdpmech.layers.ConvRBM` layers, bottom first.
         num_classes: C.
         mode: one of :data:`PCDBN_MODES`.
-        epsilon: total ε (functional, reference); None for the non-private baselines.
+        epsilon: total ε (private, reference); None for the non-private baselines.
         split: how ε is divided over the components ``crbm_layer_1..`` and ``output_layer``:
             None (equal fractions), a sequence of fractions summing to 1, a dict ``{component: ε}``
             summing to ``epsilon``, or ``"same"`` (every component gets ``epsilon``, the authors'
@@ -62,12 +66,12 @@ class PrivateCDBN:
             pooled conv features). Data-independent, so it costs no budget.
         fc_scale: its weights are N(0, (fc_scale/√fan_in)²); its bias centres inputs at ½.
         pretrain_epochs: epochs per CRBM layer.
-        batch_size: mini-batch size (functional: steps per epoch = ceil(n / batch_size)).
+        batch_size: mini-batch size (private: steps per epoch = ceil(n / batch_size)).
         learning_rate: Adam step size of the CRBM layers.
         head_epochs, head_learning_rate: for the heads trained by gradient (exact, reference).
         head_ridge: ρ of the closed-form Taylor head (relative to n).
         neg_chains, gibbs_steps, l1: see :class:`~tfdpmech.mechanisms.pcdbn.energy.ChebyshevEnergy`.
-        max_monomials: functional-mode expansion limit per layer.
+        max_monomials: private-mode expansion limit per layer.
         seed: master seed (None: OS entropy).
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (new if None).
 
@@ -76,12 +80,12 @@ class PrivateCDBN:
             private mode or given for a baseline, a split that does not add up.
 
     Example:
-        >>> cdbn = PrivateCDBN([ConvRBM(8, 5, degree=3)], mode="functional", epsilon=2.0, seed=0)
+        >>> cdbn = PrivateCDBN([ConvRBM(8, 5, degree=3)], mode="private", epsilon=2.0, seed=0)
         >>> model = cdbn.fit(x_train, y_train)  # doctest: +SKIP
         >>> print(cdbn.ledger.summary())  # doctest: +SKIP
     """
 
-    def __init__(self, layers: Sequence[ConvRBM], *, num_classes: int = 10, mode: str = "functional",
+    def __init__(self, layers: Sequence[ConvRBM], *, num_classes: int = 10, mode: str = "private",
                  epsilon: float | None = None, split=None, fc_units: int | None = None, fc_scale: float = 4.0, pretrain_epochs: int = 5,
                  batch_size: int = 128, learning_rate: float = 0.01, head_epochs: int = 10,
                  head_learning_rate: float = 0.01, head_ridge: float = 1e-3, neg_chains: int = 32,
@@ -93,7 +97,7 @@ class PrivateCDBN:
         self.layers = layers
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
         self.mode = check_choice(mode, "mode", PCDBN_MODES)
-        self.private = self.mode in ("functional", "reference")
+        self.private = self.mode in ("private", "reference")
         self.components = [f"crbm_layer_{i + 1}" for i in range(len(layers))] + ["output_layer"]
         if self.private:
             if epsilon is None:
@@ -156,7 +160,7 @@ class PrivateCDBN:
 
         Raises:
             RuntimeError: called twice (the budget is spent).
-            ValueError: images outside [0, 1], bad labels, an infeasible functional layer.
+            ValueError: images outside [0, 1], bad labels, a layer too large for the private mode.
         """
         if self.model is not None:
             raise RuntimeError("this PrivateCDBN already spent its budget; create a new one to train again")
@@ -195,7 +199,7 @@ class PrivateCDBN:
             flat = _predict(fc, flat)
             if self.private:
                 self.ledger.record(Release("random_fc", "none", 0.0, 0.0, "weights drawn independently of the data "
-                                           "and frozen (spec §9 item 16b): no release"))
+                                           "and frozen: no release"))
         head = self._fit_head(flat, y, verbose)  # step 4
         model = keras.Sequential([keras.Input(self.layers[0].visible_hw + (self.layers[0].in_channels,)),
                                   *self.layers, keras.layers.Flatten(), *extra, head], name=f"cdbn_{self.mode}")
@@ -206,8 +210,9 @@ class PrivateCDBN:
 
     def _fit_head(self, flat, y, verbose):
         name, eps = "output_layer", self.budget["output_layer"]
-        if self.mode in ("functional", "noiseless"):
-            head = FunctionalSoftmaxHead(self.num_classes, self.mode, epsilon=eps, ridge=self.head_ridge,
+        if self.mode in ("private", "noiseless"):
+            head_mode = "functional" if self.mode == "private" else "noiseless"  # the head's own words
+            head = FunctionalSoftmaxHead(self.num_classes, head_mode, epsilon=eps, ridge=self.head_ridge,
                                          seed=int(self._rng.integers(2**31)), component=name).fit(flat, y)
             if head.release is not None:
                 self.ledger.record(head.release)
@@ -245,7 +250,7 @@ class PrivateCDBN:
         if self.mode == "reference":
             self.ledger.record(Release(
                 name, "laplace", eps, None,
-                basis=("reproduces the authors' code (spec §4.8): Laplace noise on the features with Δ = C(|p| + "
+                basis=("reproduces the authors' code: Laplace noise on the features with Δ = C(|p| + "
                        "|p|²/4) divided by the batch size and redrawn every mini-batch; the per-epoch redraws "
                        "compose and the batch scaling is unproven, so no DP guarantee follows"),
                 sensitivity=head_sensitivity(flat.shape[1], self.num_classes, quadratic="per_class"),

@@ -28,11 +28,11 @@ __all__ = [
     "check_functional_feasible",
 ]
 
-MAX_MONOMIALS = 1_000_000  # total distinct monomials per layer the functional mode accepts (spec §8.4.6)
+MAX_MONOMIALS = 1_000_000  # distinct monomials per layer that mode="private" expands explicitly
 
 
 def energy_orders(alpha) -> list[int]:
-    """Orders m = l + 1 of the monomials of Ê in w̃ (one per non-zero α_l; spec §3.4)."""
+    """Orders m = l + 1 of the monomials of Ê in w̃ (one per non-zero α_l of Eq. 14)."""
     return [l + 1 for l, a in enumerate(np.asarray(alpha, dtype=np.float64)) if a != 0.0]
 
 
@@ -80,7 +80,7 @@ def monomial_features(x: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 
 def check_functional_feasible(layer: ConvRBM, max_monomials: int = MAX_MONOMIALS) -> int:
-    """Refuse a layer/degree whose explicit monomial expansion is too large (spec §3.4, §8.4.6).
+    """Refuse a layer/degree whose explicit monomial expansion is too large (C(d+m−1, m) per order m).
 
     Returns:
         the monomial count.
@@ -93,7 +93,7 @@ def check_functional_feasible(layer: ConvRBM, max_monomials: int = MAX_MONOMIALS
     if count > max_monomials:
         orders = energy_orders(layer.alpha)
         raise ValueError(
-            f"functional mode is infeasible for this layer: approx={layer.approx!r} degree={layer.degree} gives "
+            f"mode='private' (the functional mechanism) is infeasible for this layer: approx={layer.approx!r} degree={layer.degree} gives "
             f"monomial orders {orders} in d={d} variables (N_W²·C_in + 1), i.e. {count:,} monomials, above the "
             f"limit max_monomials={max_monomials:,}. Use degree=3 (the paper finds L >= 3 enough) on small layers, "
             "approx='chebyshev_sigmoid' with degree=1 for wide layers, fewer input channels or a smaller kernel"
@@ -102,7 +102,7 @@ def check_functional_feasible(layer: ConvRBM, max_monomials: int = MAX_MONOMIALS
 
 
 def _exact_coefficients(layer: ConvRBM, x, *, chunk: int = 8192) -> dict:
-    """Noise-free λ_γ and λ_c of Ê over ``x`` (spec §3.4). Internal: never exported (§8.8 item 11)."""
+    """Noise-free λ_γ and λ_c of Ê over ``x`` (Eq. 14 expanded in w̃). Internal: never exported."""
     d = layer.patch_dim
     orders = energy_orders(layer.alpha)
     splits = {m: (m // 2, m - m // 2) for m in orders}
@@ -118,7 +118,7 @@ def _exact_coefficients(layer: ConvRBM, x, *, chunk: int = 8192) -> dict:
         feats = {r: monomial_features(p, tables[r]) for r in rs}
         for m in orders:
             r1, r2 = splits[m]
-            grams[m] += feats[r1].T @ feats[r2]  # S_γ by one GEMM of lower-order features (§8.4.2)
+            grams[m] += feats[r1].T @ feats[r2]  # S_γ by one GEMM of lower-order features
     coeffs = {}
     for m in orders:
         r1, r2 = splits[m]
