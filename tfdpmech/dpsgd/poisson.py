@@ -89,6 +89,7 @@ __all__ = [
 ]
 
 ACCOUNTANTS = ("pld", "rdp")
+LR_SCHEDULES = ("constant", "cosine")
 ACCOUNTANT_NAMES = {
     "pld": "dp_accounting PLD accountant (pessimistic, discretisation 1e-3, add-or-remove-one adjacency)",
     "rdp": "dp_accounting RDP accountant (add-or-remove-one adjacency)",
@@ -462,6 +463,10 @@ class PoissonDPSGD(DPSGD):
         l2_norm_clip: per-example clipping norm C.
         learning_rate, optimizer: the Keras optimizer (``"adam"`` or ``"sgd"``) and its step size.
         momentum: momentum of ``"sgd"`` (0 = plain SGD).
+        lr_schedule: ``"constant"`` or ``"cosine"`` (cosine decay to 0 over the ``steps``).
+        ema_momentum: None, or the momentum of an exponential moving average of the weights that
+            replaces them when ``fit`` ends (Keras ``use_ema``; De et al. 2022 average DP-SGD
+            iterates the same way). Post-processing of the noisy steps: no privacy cost.
         path: ``"auto"``, ``"fast_clipping"`` or ``"vectorized"`` (tensorflow-privacy's two
             ``DPModel`` clipping paths; ``"microbatch"`` is refused: the DP optimizers divide by
             the batch's number of microbatches, not by L).
@@ -486,7 +491,7 @@ class PoissonDPSGD(DPSGD):
                  n: int | None = None, *, sampling_probability: float | None = None,
                  noise_multiplier: float | None = None, l2_norm_clip: float = 1.0,
                  learning_rate: float | None = None, optimizer: str = "adam", momentum: float = 0.0,
-                 path: str = "auto", accountant: str = "pld", seed=None, layer_registry=None,
+                 lr_schedule: str = "constant", ema_momentum: float | None = None, path: str = "auto", accountant: str = "pld", seed=None, layer_registry=None,
                  use_xla: bool = False, ledger: PrivacyLedger | None = None):
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError(
@@ -523,6 +528,11 @@ class PoissonDPSGD(DPSGD):
         if momentum and self.optimizer_name != "sgd":
             raise ValueError(f"momentum applies to optimizer='sgd' only, got optimizer={optimizer!r}; drop momentum")
         self.momentum = float(momentum)
+        self.lr_schedule = check_choice(lr_schedule, "lr_schedule", LR_SCHEDULES)
+        if ema_momentum is not None and (isinstance(ema_momentum, bool) or not isinstance(ema_momentum, numbers.Real)
+                                         or not 0 < ema_momentum < 1):
+            raise ValueError(f"ema_momentum must lie in (0, 1) or be None, got {ema_momentum!r}")
+        self.ema_momentum = None if ema_momentum is None else float(ema_momentum)
         path = check_choice(path, "path", ("auto", "fast_clipping", "vectorized", "microbatch"))
         if path == "microbatch":
             raise ValueError(
@@ -596,9 +606,15 @@ class PoissonDPSGD(DPSGD):
         return dp_model
 
     def _optimizer(self, dp_optimizer_keras):
+        # The schedule and the weight average read only the step count and the released noisy
+        # gradients: post-processing, no privacy cost.
+        lr = self.learning_rate
+        if self.lr_schedule == "cosine":
+            lr = keras.optimizers.schedules.CosineDecay(self.learning_rate, decay_steps=self.steps)
+        ema = dict(use_ema=True, ema_momentum=self.ema_momentum) if self.ema_momentum is not None else {}
         if self.optimizer_name == "adam":
-            return keras.optimizers.Adam(learning_rate=self.learning_rate)
-        return keras.optimizers.SGD(learning_rate=self.learning_rate, momentum=self.momentum)
+            return keras.optimizers.Adam(learning_rate=lr, **ema)
+        return keras.optimizers.SGD(learning_rate=lr, momentum=self.momentum, **ema)
 
     def _guard_train_step(self, model) -> None:
         """Refuse optimizer steps beyond the ``steps`` the ε was computed for."""
@@ -653,6 +669,8 @@ class PoissonDPSGD(DPSGD):
                 "optimizer": self.optimizer_name,
                 "learning_rate": self.learning_rate,
                 "momentum": self.momentum,
+                "lr_schedule": self.lr_schedule,
+                "ema_momentum": self.ema_momentum,
             },
         )
 
