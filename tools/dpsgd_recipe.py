@@ -56,7 +56,7 @@ def measure(args):
             t0 = time.perf_counter()
             dp = make_dpsgd(eps, args.delta, len(x_priv), recipe=recipe, seed=seed)
             model = dp.compile(tanh_mlp(splits.num_classes, input_shape=x_priv.shape[1:],
-                                        activation=recipe.activation))
+                                        activation=recipe.activation, input_scaling=recipe.input_scaling))
             t1 = time.perf_counter()
             model.fit(dp.dataset(x_priv, y_priv), epochs=dp.epochs, verbose=0)
             t2 = time.perf_counter()

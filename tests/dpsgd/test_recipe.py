@@ -26,9 +26,13 @@ def test_tanh_mlp_is_the_mlp_family_with_tanh():
     assert [int(d.kernel.shape[1]) for d in dense] == [128, 25, 10]
     assert [d.activation.__name__ for d in dense] == ["tanh", "tanh", "linear"]  # logits out
     assert supports_fast_clipping(model)
-    # inputs in [0, 1] are mapped to [-1, 1] by a fixed (data-independent) layer
-    out = keras.Model(model.inputs, model.layers[1].output)(np.ones((1, 28, 28, 1), np.float32)).numpy()
-    assert np.allclose(out, 1.0)
+    assert not any(isinstance(layer, keras.layers.Rescaling) for layer in model.layers)  # inputs stay in [0, 1]
+    # "symmetric": inputs in [0, 1] mapped to [-1, 1] by a fixed (data-independent) layer
+    sym = tanh_mlp(input_scaling="symmetric")
+    out = keras.Model(sym.inputs, sym.layers[1].output)(np.zeros((1, 28, 28, 1), np.float32)).numpy()
+    assert np.allclose(out, -1.0)
+    with pytest.raises(ValueError, match="input_scaling"):
+        tanh_mlp(input_scaling="standardize")
 
 
 def test_recipe_is_stated_and_scales_its_batch_with_n():
@@ -49,6 +53,7 @@ def test_make_dpsgd_uses_the_recipe_and_overrides():
     assert make_dpsgd(2.0, 1e-5, 700, recipe=r, epochs=3).steps == 30
 
 
+@pytest.mark.slow  # two small trainings (~5 s idle, ~35 s on a loaded 2-core machine)
 def test_public_proxy_reads_only_what_it_is_given_and_matches_the_noise():
     splits = data.load("mnist_sample")
     x_pub, y_pub = splits.x_train[:60], splits.y_train[:60]

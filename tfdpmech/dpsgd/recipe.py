@@ -42,7 +42,7 @@ import time
 import keras
 import numpy as np
 
-from ..validation import check_positive_int
+from ..validation import check_choice, check_positive_int
 from .poisson import PoissonDPSGD, poisson_noise_multiplier
 
 __all__ = ["Recipe", "RECIPE", "tanh_mlp", "make_dpsgd", "public_proxy_accuracy"]
@@ -62,6 +62,8 @@ class Recipe:
         lr_schedule: ``"constant"`` or ``"cosine"``.
         ema_momentum: weight averaging (None: off).
         activation: hidden activation of :func:`tanh_mlp`.
+        input_scaling: ``"symmetric"`` (inputs mapped to [−1, 1]) or ``"unit"`` (kept in [0, 1]) in
+            :func:`tanh_mlp`.
         accountant: ``"pld"`` or ``"rdp"``.
         reference_n: the number of private records the batch size was chosen for.
     """
@@ -75,6 +77,7 @@ class Recipe:
     lr_schedule: str = "constant"
     ema_momentum: float | None = None
     activation: str = "tanh"
+    input_scaling: str = "unit"
     accountant: str = "pld"
     reference_n: int = 7000
 
@@ -91,20 +94,25 @@ RECIPE = Recipe()
 
 
 def tanh_mlp(num_classes: int = 10, *, input_shape=(28, 28, 1), first_units: int = 128, hidden_units: int = 25,
-             activation: str = "tanh", name: str = "tanh_mlp") -> keras.Sequential:
+             activation: str = "tanh", input_scaling: str = "unit", name: str = "tanh_mlp") -> keras.Sequential:
     """The MLP family (784-128-25-M) with tanh activations, for DP-SGD (Papernot et al. 2021).
 
-    ``Flatten → x·2 − 1 (inputs in [0, 1] mapped to [−1, 1], a fixed map) → Dense(first_units,
-    tanh) → Dense(hidden_units, tanh) → Dense(M)`` logits. Standard Keras layers only, so
-    tensorflow-privacy's fast gradient clipping applies (every trainable layer is a Dense).
+    ``Flatten → [x·2 − 1] → Dense(first_units, tanh) → Dense(hidden_units, tanh) → Dense(M)``
+    logits. ``input_scaling="unit"`` (default) keeps inputs in [0, 1]: the noise DP-SGD adds to
+    the weights of always-zero pixels (MNIST's border) then never reaches the hidden units;
+    ``"symmetric"`` maps them to [−1, 1] with a fixed layer (on the public proxy it scored 2.6
+    points lower at ε = 1, see ``docs/mechanisms/dpsgd.md``). Standard Keras layers only, so tensorflow-privacy's
+    fast gradient clipping applies (every trainable layer is a Dense).
     """
     check_positive_int(num_classes, "num_classes", minimum=2)
     check_positive_int(first_units, "first_units")
     check_positive_int(hidden_units, "hidden_units")
+    check_choice(input_scaling, "input_scaling", ("symmetric", "unit"))
+    scaling = [keras.layers.Rescaling(2.0, offset=-1.0)] if input_scaling == "symmetric" else []
     return keras.Sequential([
         keras.Input(tuple(input_shape)),
         keras.layers.Flatten(),
-        keras.layers.Rescaling(2.0, offset=-1.0),
+        *scaling,
         keras.layers.Dense(first_units, activation=activation),
         keras.layers.Dense(hidden_units, activation=activation),
         keras.layers.Dense(num_classes),
@@ -156,7 +164,7 @@ def public_proxy_accuracy(recipe: Recipe, x_public, y_public, *, n_private: int,
                           lr_schedule=recipe.lr_schedule, ema_momentum=recipe.ema_momentum, accountant="rdp",
                           seed=seed * 100 + k)
         model = dp.compile(tanh_mlp(y_public.shape[-1], input_shape=x_public.shape[1:],
-                                    activation=recipe.activation))
+                                    activation=recipe.activation, input_scaling=recipe.input_scaling))
         model.fit(dp.dataset(x_public[train], y_public[train]), epochs=dp.epochs, verbose=verbose)
         pred = model.predict(x_public[val], batch_size=1000, verbose=0).argmax(-1)
         accuracies.append(float(np.mean(pred == y_public[val].argmax(-1))))
