@@ -22,18 +22,16 @@ import tensorflow as tf  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from tfdpmech import data  # noqa: E402
-from tfdpmech.dpsgd import poisson  # noqa: E402
+from tfdpmech.accounting.dpsgd import poisson_epsilon, poisson_noise_multiplier  # noqa: E402
+from tfdpmech.accounting.ledger import PrivacyLedger  # noqa: E402
 from tfdpmech.dpsgd.poisson import (  # noqa: E402
     PoissonDPSGD,
     PoissonSampler,
     pad_batch,
     padded_batch_size,
     poisson_dataset,
-    poisson_epsilon,
     poisson_model_classes,
-    poisson_noise_multiplier,
 )
-from tfdpmech.ledger import PrivacyLedger  # noqa: E402
 
 N, DELTA = 300, 1e-3
 

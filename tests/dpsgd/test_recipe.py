@@ -14,7 +14,7 @@ pytest.importorskip(
 import keras  # noqa: E402
 
 from tfdpmech import data  # noqa: E402
-from tfdpmech.baselines.dpsgd import supports_fast_clipping  # noqa: E402
+from tfdpmech.dpsgd.paths import supports_fast_clipping  # noqa: E402
 from tfdpmech.dpsgd import recipe as recipe_module  # noqa: E402
 from tfdpmech.dpsgd.recipe import RECIPE, Recipe, make_dpsgd, public_proxy_accuracy, tanh_mlp  # noqa: E402
 

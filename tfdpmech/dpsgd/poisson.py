@@ -38,17 +38,15 @@ the mask enters as the library's per-example ``sample_weight``. The DP Keras opt
 they are refused here.
 
 Accounting: ``dp_accounting`` composes ``steps`` ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))``
-(add-or-remove-one adjacency) with its PLD accountant (``dp_accounting.pld.PLDAccountant``
-with value discretisation 1e-3, pessimistic, so the ε is an upper bound; Koskela et al. 2020,
-Doroshenko et al. 2022; 1e-3 instead of the library's 1e-4 makes a calibration ~10× faster and
-changes σ by < 0.5 % on MNIST-sized runs) or its RDP accountant (Mironov et al. 2019), and σ is the smallest noise multiplier whose ε
-does not exceed the target (Brent's method, :func:`poisson_noise_multiplier`). That ε is recorded
-as **proven** in the :class:`~tfdpmech.ledger.PrivacyLedger`. The proof assumes the sampling
+(add-or-remove-one adjacency) with its PLD accountant (default) or its RDP accountant, and σ is
+the smallest noise multiplier whose ε does not exceed the target
+(:func:`tfdpmech.accounting.dpsgd.poisson_noise_multiplier`). That ε is recorded as **proven** in
+the :class:`~tfdpmech.accounting.ledger.PrivacyLedger`. The proof assumes the sampling
 randomness is hidden from the adversary: a fixed ``seed`` is for reproducible experiments and must
 be kept secret in a deployment (the default None draws OS entropy).
 
 Example:
-    >>> dp = PoissonDPSGD(epsilon=1.0, delta=1e-5, expected_batch_size=1000, epochs=40, n=7000)
+    >>> dp = PoissonDPSGD(epsilon=1.0, delta=1e-5, expected_batch_size=1750, epochs=40, n=7000)
     >>> model = dp.compile(tfdpmech.dpsgd.recipe.tanh_mlp())
     >>> model.fit(dp.dataset(x_private, y_private), epochs=dp.epochs, callbacks=[dp.callback(verbose=0)])
     >>> dp.ledger.summary()   # provable ε = claimed ε <= 1
@@ -66,58 +64,30 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..baselines.dpsgd import (
-    DPSGD,
-    _dpsgd_event,
-    _rebuildable,
-    _require_dp_accounting,
-    _require_tf_privacy,
+from ..accounting.dpsgd import (
+    ACCOUNTANT_NAMES,
+    ACCOUNTANTS,
+    check_sampling_probability,
+    poisson_epsilon,
+    poisson_noise_multiplier,
 )
-from ..ledger import PrivacyLedger, Release
+from ..accounting.ledger import PrivacyLedger, Release
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
+from .dpsgd import DPSGD
+from .paths import rebuildable, require_tf_privacy
 
 __all__ = [
-    "ACCOUNTANTS",
     "PoissonSampler",
     "PoissonDPSGD",
-    "check_sampling_probability",
     "padded_batch_size",
     "pad_batch",
     "poisson_dataset",
-    "poisson_epsilon",
-    "poisson_noise_multiplier",
+    "poisson_model_classes",
+    "LR_SCHEDULES",
 ]
 
-ACCOUNTANTS = ("pld", "rdp")
 LR_SCHEDULES = ("constant", "cosine")
-ACCOUNTANT_NAMES = {
-    "pld": "dp_accounting PLD accountant (pessimistic, discretisation 1e-3, add-or-remove-one adjacency)",
-    "rdp": "dp_accounting RDP accountant (add-or-remove-one adjacency)",
-}
-PLD_DISCRETIZATION = 1e-3  # PLD value discretisation: pessimistic, so coarser only loosens the bound
 PAD_SDS = 6.0  # padded shape: expected size + 6 standard deviations (overflow ~1e-9 per step)
-SIGMA_MAX = 1e4  # largest noise multiplier the calibration tries
-
-
-# --------------------------------------------------------------------------------------------
-# Checks
-# --------------------------------------------------------------------------------------------
-def check_sampling_probability(q, name: str = "sampling_probability") -> float:
-    """Check the Poisson sampling probability q lies in (0, 1].
-
-    Raises:
-        TypeError: not a real number.
-        ValueError: q <= 0, q > 1, NaN or inf.
-    """
-    if isinstance(q, bool) or not isinstance(q, numbers.Real):
-        raise TypeError(f"{name} must be a real number in (0, 1], got {type(q).__name__} {q!r}")
-    q = float(q)
-    if not (math.isfinite(q) and 0.0 < q <= 1.0):
-        raise ValueError(
-            f"{name} must lie in (0, 1], got {q}; it is the probability that a record joins a step's batch, "
-            "q = expected_batch_size / n (e.g. 1000 / 7000)"
-        )
-    return q
 
 
 def _check_expected_batch(expected_batch_size, n: int) -> int:
@@ -129,136 +99,6 @@ def _check_expected_batch(expected_batch_size, n: int) -> int:
             "(expected_batch_size = n samples every record at every step)"
         )
     return expected_batch_size
-
-
-def _check_steps(steps) -> int:
-    return check_positive_int(steps, "steps")
-
-
-# --------------------------------------------------------------------------------------------
-# Accounting (dp_accounting)
-# --------------------------------------------------------------------------------------------
-def _accountant(dp_accounting, accountant: str):
-    if accountant == "pld":
-        return dp_accounting.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
-    return dp_accounting.rdp.RdpAccountant()
-
-
-@functools.lru_cache(maxsize=2048)
-def _epsilon_cached(noise_multiplier: float, q: float, steps: int, delta: float, accountant: str) -> float:
-    dp_accounting = _require_dp_accounting()
-    acc = _accountant(dp_accounting, accountant)
-    acc.compose(_dpsgd_event(dp_accounting, noise_multiplier, q, steps))
-    return float(acc.get_epsilon(delta))
-
-
-def poisson_epsilon(noise_multiplier: float, q: float, steps: int, delta: float, *,
-                    accountant: str = "pld") -> float:
-    """ε of ``steps`` Poisson-subsampled Gaussian steps (noise multiplier σ, sampling probability q).
-
-    Args:
-        noise_multiplier: σ = noise standard deviation / clipping norm (>= 0).
-        q: sampling probability in (0, 1].
-        steps: number of DP-SGD steps.
-        delta: δ in (0, 1).
-        accountant: ``"pld"`` (tighter) or ``"rdp"``.
-
-    Returns:
-        The accountant's ε at δ (``inf`` for σ = 0).
-
-    Raises:
-        TypeError / ValueError: bad arguments. ImportError: dp-accounting is missing.
-    """
-    if isinstance(noise_multiplier, bool) or not isinstance(noise_multiplier, numbers.Real):
-        raise TypeError(f"noise_multiplier must be a real number >= 0, got {noise_multiplier!r}")
-    sigma = float(noise_multiplier)
-    if not (math.isfinite(sigma) and sigma >= 0):
-        raise ValueError(f"noise_multiplier must be finite and >= 0, got {sigma}")
-    q = check_sampling_probability(q, "q")
-    steps = _check_steps(steps)
-    delta = check_delta(delta)
-    accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
-    if sigma == 0:
-        return math.inf
-    return _epsilon_cached(sigma, q, steps, delta, accountant)
-
-
-def poisson_noise_multiplier(epsilon: float, delta: float, q: float, steps: int, *, accountant: str = "pld",
-                             tol: float = 1e-4) -> float:
-    """Smallest σ (within ``tol``) whose Poisson DP-SGD run meets (ε, δ); ε(σ) <= ε is guaranteed.
-
-    Brackets the root of ``ε(σ) − ε_target`` by doubling / halving from σ = 1 and solves it with
-    ``dp_accounting.calibrate_dp_mechanism`` (Brent's method; ε is decreasing in σ).
-
-    Raises:
-        ValueError: ε <= 0, δ not in (0, 1), q not in (0, 1], steps < 1, or a target ε that the
-            accountant cannot certify for this δ and number of steps (the message says what to change).
-        ImportError: dp-accounting is missing.
-    """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    q = check_sampling_probability(q, "q")
-    steps = _check_steps(steps)
-    accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
-    if not (isinstance(tol, numbers.Real) and 0 < tol < 1):
-        raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
-    return _calibrate(epsilon, delta, q, steps, accountant, float(tol))
-
-
-@functools.lru_cache(maxsize=512)
-def _calibrate(epsilon, delta, q, steps, accountant, tol) -> float:
-    dp_accounting = _require_dp_accounting()
-
-    def eps_of(sigma):
-        try:
-            return _epsilon_cached(float(sigma), q, steps, delta, accountant)
-        except (ValueError, OverflowError, FloatingPointError):  # the accountant's numerics break down
-            return math.inf
-
-    def not_certifiable(best):
-        return ValueError(
-            f"epsilon={epsilon:g} cannot be certified at delta={delta:g} for {steps} steps with sampling "
-            f"probability q={q:.4g} by the {accountant.upper()} accountant (the smallest ε reached, with noise "
-            f"multiplier up to {SIGMA_MAX:g}, is {best:.4g}); raise epsilon or delta, or train fewer steps"
-        )
-
-    lo = hi = 1.0
-    if eps_of(hi) > epsilon:  # grow σ until the target is met
-        best = eps_of(hi)
-        while True:
-            lo, hi = hi, hi * 2.0
-            if hi > SIGMA_MAX:
-                raise not_certifiable(best)
-            current = eps_of(hi)
-            if current <= epsilon:
-                break
-            best = min(best, current)
-    else:  # shrink σ until the target is exceeded
-        for _ in range(40):
-            lo = lo / 2.0
-            if eps_of(lo) > epsilon:
-                break
-            hi = lo
-        else:  # the target is met with almost no noise
-            return hi
-
-    def make_accountant():
-        return _accountant(dp_accounting, accountant)
-
-    try:
-        sigma = float(dp_accounting.calibrate_dp_mechanism(
-            make_accountant,
-            lambda s: _dpsgd_event(dp_accounting, s, q, steps),
-            epsilon,
-            delta,
-            dp_accounting.ExplicitBracketInterval(lo, hi),
-            tol=min(tol, lo / 4),
-        ))
-    except Exception:  # pragma: no cover - brentq failure: fall back to the certified endpoint
-        sigma = hi
-    if eps_of(sigma) > epsilon:  # never hand out a σ above budget
-        sigma = hi
-    return sigma
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,7 +139,7 @@ class PoissonSampler:
 
     def masks(self, steps: int) -> np.ndarray:
         """``steps × n`` boolean membership matrix of ``steps`` independent draws."""
-        steps = _check_steps(steps)
+        steps = check_positive_int(steps, "steps")
         return self._rng.random((steps, self.n)) < self.q
 
 
@@ -367,7 +207,7 @@ def poisson_model_classes():
     Extra constructor arguments: ``expected_batch_size`` (the divisor L) and ``noise_seed``.
     Batches must be ``(x, y, mask)``; see the module docstring for the step.
     """
-    _, _, dp_keras_model, _ = _require_tf_privacy()
+    _, _, dp_keras_model, _ = require_tf_privacy()
     from tensorflow_privacy.privacy.fast_gradient_clipping import clip_grads, common_manip_utils
 
     class _PoissonStep:
@@ -547,7 +387,7 @@ class PoissonDPSGD(DPSGD):
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         self.layer_registry = layer_registry
         self.use_xla = bool(use_xla)
-        _require_tf_privacy()
+        require_tf_privacy()
 
         self.steps_per_epoch = int(math.ceil(1.0 / self.sampling_probability - 1e-12))
         self.steps = self.epochs * self.steps_per_epoch
@@ -581,7 +421,7 @@ class PoissonDPSGD(DPSGD):
 
     # -- model ---------------------------------------------------------------------------------
     def _resolve_path(self, model) -> str:
-        if not _rebuildable(model):
+        if not rebuildable(model):
             raise ValueError(
                 f"Poisson DP-SGD needs a Sequential or functional model (tensorflow-privacy's DPSequential / "
                 f"DPModel), got the subclassed {type(model).__name__} {model.name!r}; rebuild it with "

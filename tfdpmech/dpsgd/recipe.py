@@ -42,10 +42,13 @@ import time
 import keras
 import numpy as np
 
+from ..accounting.dpsgd import poisson_noise_multiplier
 from ..validation import check_choice, check_positive_int
-from .poisson import PoissonDPSGD, poisson_noise_multiplier
+from .dpsgd import DPSGD
+from .poisson import PoissonDPSGD
 
-__all__ = ["Recipe", "RECIPE", "tanh_mlp", "make_dpsgd", "public_proxy_accuracy"]
+__all__ = ["Recipe", "RECIPE", "HEAD_RECIPE", "FINETUNE_RECIPE", "SAMPLINGS", "tanh_mlp", "make_dpsgd",
+           "public_proxy_accuracy"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +94,13 @@ class Recipe:
 
 
 RECIPE = Recipe()
+# Public pre-training variants (stated in advance, not tuned: the public records trained the public
+# model, so they cannot also score these). Head: the recipe unchanged on a linear head over the
+# public features. Fine-tuning: the recipe with a 6× smaller step, as usual when starting from
+# trained weights (De et al. 2022 fine-tune with smaller steps than they train from scratch).
+HEAD_RECIPE = RECIPE
+FINETUNE_RECIPE = RECIPE.replace(learning_rate=1e-3)
+SAMPLINGS = ("poisson", "shuffled")
 
 
 def tanh_mlp(num_classes: int = 10, *, input_shape=(28, 28, 1), first_units: int = 128, hidden_units: int = 25,
@@ -120,15 +130,38 @@ def tanh_mlp(num_classes: int = 10, *, input_shape=(28, 28, 1), first_units: int
 
 
 def make_dpsgd(epsilon: float, delta: float, n: int, *, recipe: Recipe = RECIPE, seed=None, ledger=None,
-               **overrides) -> PoissonDPSGD:
-    """A :class:`PoissonDPSGD` run with the recipe's hyper-parameters (``overrides`` replace any of them)."""
+               sampling: str = "poisson", **overrides):
+    """A DP-SGD run with the recipe's hyper-parameters (``overrides`` replace any of them).
+
+    Args:
+        sampling: ``"poisson"`` (default): a :class:`~tfdpmech.dpsgd.poisson.PoissonDPSGD`, ε proven.
+            ``"shuffled"``: a :class:`~tfdpmech.dpsgd.DPSGD` with fixed-size batches of the same
+            (expected) size and the same epochs: its Poisson ε is only claimed, the any-order ε is
+            provable.
+
+    Raises:
+        ValueError: unknown ``sampling``, or a recipe setting the shuffled run does not have
+            (momentum, lr schedule and weight averaging are Poisson-only; the shuffled run's claimed
+            ε uses the RDP accountant).
+    """
+    check_choice(sampling, "sampling", SAMPLINGS)
     kwargs = dict(
         expected_batch_size=recipe.batch_for(n), epochs=recipe.epochs, l2_norm_clip=recipe.l2_norm_clip,
         learning_rate=recipe.learning_rate, optimizer=recipe.optimizer, momentum=recipe.momentum,
         lr_schedule=recipe.lr_schedule, ema_momentum=recipe.ema_momentum, accountant=recipe.accountant,
     )
     kwargs.update(overrides)
-    return PoissonDPSGD(epsilon, delta, n=n, seed=seed, ledger=ledger, **kwargs)
+    if sampling == "poisson":
+        return PoissonDPSGD(epsilon, delta, n=n, seed=seed, ledger=ledger, **kwargs)
+    kwargs.pop("accountant")  # the shuffled run's claimed Poisson ε uses the RDP accountant
+    plain = {"momentum": 0.0, "lr_schedule": "constant", "ema_momentum": None}
+    given = {k: kwargs.pop(k) for k in plain}
+    unsupported = {k: v for k, v in given.items() if v != plain[k]}
+    if unsupported:
+        raise ValueError(f"sampling='shuffled' has no {sorted(unsupported)} settings (got {unsupported}); use "
+                         "sampling='poisson' or a recipe without them")
+    batch = kwargs.pop("expected_batch_size")
+    return DPSGD(epsilon, delta, batch, kwargs.pop("epochs"), n, ledger=ledger, **kwargs)
 
 
 def public_proxy_accuracy(recipe: Recipe, x_public, y_public, *, n_private: int, epsilon: float, delta: float,
