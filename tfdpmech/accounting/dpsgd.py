@@ -9,6 +9,9 @@ exactly tensorflow-privacy's "ε assuming Poisson sampling" of ``compute_dp_sgd_
 The smallest σ with ε(σ) ≤ target is found with ``dp_accounting.calibrate_dp_mechanism`` (ε is
 decreasing in σ), so the achieved ε never exceeds the target.
 
+:func:`poisson_epsilon` / :func:`poisson_noise_multiplier` account the Poisson-sampled DP-SGD of
+:mod:`tfdpmech.dpsgd.poisson` (PLD or RDP, directly in q and steps), whose ε is proven.
+
 :func:`epsilon_any_order` is the ε that holds for any data order (each example used once per epoch,
 no amplification by sampling: ``epochs`` Gaussian mechanisms composed by RDP).
 
@@ -24,7 +27,9 @@ import functools
 import math
 import numbers
 
-from ..validation import check_batch_size, check_delta, check_epsilon, check_positive_int
+from scipy import optimize
+
+from ..validation import check_batch_size, check_choice, check_delta, check_epsilon, check_positive_int
 from .gaussian import require_dp_accounting
 
 __all__ = [
@@ -36,6 +41,12 @@ __all__ = [
     "noise_multiplier_for_epsilon",
     "epsilon_after_steps",
     "epsilon_any_order",
+    "ACCOUNTANTS",
+    "ACCOUNTANT_NAMES",
+    "check_sampling_probability",
+    "poisson_epsilon",
+    "poisson_noise_multiplier",
+    "pld_discretization",
 ]
 
 ACCOUNTANT = "dp_accounting RDP accountant (add-or-remove-one adjacency)"
@@ -218,3 +229,171 @@ def _calibrate(epsilon, delta, n, batch_size, epochs, used_microbatching, tol) -
     if eps_of(sigma_eff) > epsilon:  # belt and braces: never hand out a σ above budget
         sigma_eff = hi
     return sigma_eff * factor
+
+# --- Poisson-sampled DP-SGD (tfdpmech.dpsgd.poisson): the ε that is proven ----------------------
+# PLD (Koskela, Jälkö & Honkela, AISTATS 2020; Doroshenko et al., "Connect the Dots", PETS 2022) with
+# pessimistic discretisation is an upper bound on ε; a 1e-3 value discretisation (the library's
+# default is 1e-4) makes one calibration ~10x faster and changed σ by < 1 % in MNIST-sized runs.
+ACCOUNTANTS = ("pld", "rdp")
+ACCOUNTANT_NAMES = {
+    "pld": "dp_accounting PLD accountant (pessimistic, discretisation 1e-3, finer below ε = 0.5, "
+           "add-or-remove-one adjacency)",
+    "rdp": "dp_accounting RDP accountant (add-or-remove-one adjacency)",
+}
+PLD_DISCRETIZATION = 1e-3
+SIGMA_MAX = 1e4  # the largest noise multiplier the Poisson calibration tries
+
+
+def check_sampling_probability(q, name: str = "sampling_probability") -> float:
+    """Check the Poisson sampling probability q lies in (0, 1].
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: q <= 0, q > 1, NaN or inf.
+    """
+    if isinstance(q, bool) or not isinstance(q, numbers.Real):
+        raise TypeError(f"{name} must be a real number in (0, 1], got {type(q).__name__} {q!r}")
+    q = float(q)
+    if not (math.isfinite(q) and 0.0 < q <= 1.0):
+        raise ValueError(
+            f"{name} must lie in (0, 1], got {q}; it is the probability that a record joins a step's batch, "
+            "q = expected_batch_size / n (e.g. 1000 / 7000)"
+        )
+    return q
+
+
+def _check_steps(steps) -> int:
+    return check_positive_int(steps, "steps")
+
+
+def _accountant(dp_accounting, accountant: str, interval: float = PLD_DISCRETIZATION):
+    if accountant == "pld":
+        return dp_accounting.pld.PLDAccountant(value_discretization_interval=interval)
+    return dp_accounting.rdp.RdpAccountant()
+
+
+def pld_discretization(coarse_epsilon: float) -> float:
+    """The PLD value discretisation used for a run whose ε at discretisation 1e-3 is ``coarse_epsilon``.
+
+    1e-3 for ε >= 0.5; below, ``min(1e-4, ε/100)`` (at least 1e-6), so the pessimistic rounding stays
+    small next to ε (at ε ≈ 0.01 a 1e-3 grid overstates ε by about 50 %).
+    """
+    if coarse_epsilon >= 0.5:
+        return PLD_DISCRETIZATION
+    return max(1e-6, min(1e-4, coarse_epsilon / 100.0))
+
+
+@functools.lru_cache(maxsize=2048)
+def _epsilon_cached(noise_multiplier: float, q: float, steps: int, delta: float, accountant: str) -> float:
+    dp_accounting = require_dp_accounting(_PURPOSE)
+    event = _dpsgd_event(dp_accounting, noise_multiplier, q, steps)
+    epsilon = float(_accountant(dp_accounting, accountant).compose(event).get_epsilon(delta))
+    if accountant == "pld" and pld_discretization(epsilon) < PLD_DISCRETIZATION:
+        fine = _accountant(dp_accounting, accountant, pld_discretization(epsilon))
+        epsilon = min(epsilon, float(fine.compose(event).get_epsilon(delta)))  # both are upper bounds
+    return epsilon
+
+
+def poisson_epsilon(noise_multiplier: float, q: float, steps: int, delta: float, *,
+                    accountant: str = "pld") -> float:
+    """ε of ``steps`` Poisson-subsampled Gaussian steps (noise multiplier σ, sampling probability q).
+
+    Args:
+        noise_multiplier: σ = noise standard deviation / clipping norm (>= 0).
+        q: sampling probability in (0, 1].
+        steps: number of DP-SGD steps.
+        delta: δ in (0, 1).
+        accountant: ``"pld"`` (tighter) or ``"rdp"``.
+
+    Returns:
+        The accountant's ε at δ (``inf`` for σ = 0).
+
+    Raises:
+        TypeError / ValueError: bad arguments. ImportError: dp-accounting is missing.
+    """
+    if isinstance(noise_multiplier, bool) or not isinstance(noise_multiplier, numbers.Real):
+        raise TypeError(f"noise_multiplier must be a real number >= 0, got {noise_multiplier!r}")
+    sigma = float(noise_multiplier)
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"noise_multiplier must be finite and >= 0, got {sigma}")
+    q = check_sampling_probability(q, "q")
+    steps = _check_steps(steps)
+    delta = check_delta(delta)
+    accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
+    if sigma == 0:
+        return math.inf
+    return _epsilon_cached(sigma, q, steps, delta, accountant)
+
+
+def poisson_noise_multiplier(epsilon: float, delta: float, q: float, steps: int, *, accountant: str = "pld",
+                             tol: float = 1e-4) -> float:
+    """Smallest σ (within ``tol``) whose Poisson DP-SGD run meets (ε, δ); ε(σ) <= ε is guaranteed.
+
+    Brackets the root of ``ε(σ) − ε_target`` by doubling / halving from σ = 1 and solves it by
+    Brent's method (``scipy.optimize.brentq``, as ``dp_accounting.calibrate_dp_mechanism`` does) on
+    :func:`poisson_epsilon`, which is decreasing in σ.
+
+    Raises:
+        ValueError: ε <= 0, δ not in (0, 1), q not in (0, 1], steps < 1, or a target ε that the
+            accountant cannot certify for this δ and number of steps (the message says what to change).
+        ImportError: dp-accounting is missing.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    q = check_sampling_probability(q, "q")
+    steps = _check_steps(steps)
+    accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
+    if not (isinstance(tol, numbers.Real) and 0 < tol < 1):
+        raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
+    require_dp_accounting(_PURPOSE)
+    return _calibrate_poisson(epsilon, delta, q, steps, accountant, float(tol))
+
+
+@functools.lru_cache(maxsize=512)
+def _calibrate_poisson(epsilon, delta, q, steps, accountant, tol) -> float:
+    def eps_of(sigma):
+        try:
+            return _epsilon_cached(float(sigma), q, steps, delta, accountant)
+        except (ValueError, OverflowError, FloatingPointError):  # the accountant's numerics break down
+            return math.inf
+
+    def not_certifiable(best):
+        return ValueError(
+            f"epsilon={epsilon:g} cannot be certified at delta={delta:g} for {steps} steps with sampling "
+            f"probability q={q:.4g} by the {accountant.upper()} accountant (the smallest ε reached, with noise "
+            f"multiplier up to {SIGMA_MAX:g}, is {best:.4g}); raise epsilon or delta, or train fewer steps"
+        )
+
+    lo = hi = 1.0
+    if eps_of(hi) > epsilon:  # grow σ until the target is met
+        best = eps_of(hi)
+        while True:
+            lo, hi = hi, hi * 2.0
+            if hi > SIGMA_MAX:
+                raise not_certifiable(best)
+            current = eps_of(hi)
+            if current <= epsilon:
+                break
+            best = min(best, current)
+    else:  # shrink σ until the target is exceeded
+        for _ in range(40):
+            lo = lo / 2.0
+            if eps_of(lo) > epsilon:
+                break
+            hi = lo
+        else:  # the target is met with almost no noise
+            return hi
+
+    # Brent's method on ε(σ) − ε_target (as dp_accounting.calibrate_dp_mechanism does), on our ε(σ):
+    # it refines the PLD grid at small ε, which calibrate_dp_mechanism's fixed accountant would not.
+    # ε(σ) is decreasing (the grid switch only lowers it), so the root is the smallest σ meeting ε.
+    step = min(tol, lo / 4)
+    try:
+        sigma = float(optimize.brentq(lambda s: eps_of(s) - epsilon, lo, hi, xtol=step))
+    except (ValueError, RuntimeError):  # pragma: no cover - no sign change found: keep the certified end
+        sigma = hi
+    for _ in range(8):  # step up to the certified side of the root
+        if eps_of(sigma) <= epsilon:
+            return sigma
+        sigma = min(hi, sigma + step)
+    return hi

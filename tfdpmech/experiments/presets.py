@@ -28,7 +28,7 @@ def register_preset(name: str, description: str, settings: dict, quick: dict) ->
     return PRESETS[name]
 
 
-_QUICK_IMAGES = {"seeds": (0,), "epochs": 2, "options": {"max_private": 1200, "max_test": 400}}
+_QUICK_IMAGES = {"seeds": (0,), "epochs": 2, "options": {"max_private": 1200, "max_test": 400, "dpsgd_epochs": 2}}
 
 register_preset(
     "demo", "the main job: noise-once mechanisms next to DP-SGD on the embedded MNIST sample (MLP family)",
@@ -52,7 +52,7 @@ register_preset(
      "model": "cnn", "epochs": 3, "batch_size": 250, "learning_rate": 1e-3,
      "options": {"pretrain_epochs": 3, "head_epochs": 30}},
     {**_QUICK_IMAGES, "epsilons": (2.0,), "public": 300, "epochs": 1,
-     "options": {"pretrain_epochs": 1, "head_epochs": 2, "max_private": 1200, "max_test": 400}})
+     "options": {"pretrain_epochs": 1, "head_epochs": 2, "max_private": 1200, "max_test": 400, "dpsgd_epochs": 1}})
 
 
 def preset_config(name: str, *, quick: bool = False, **overrides):

@@ -1,0 +1,544 @@
+"""Poisson-sampled DP-SGD: the sampling that the DP-SGD privacy proof is about.
+
+DP-SGD's amplification-by-sampling argument (Abadi et al., "Deep Learning with Differential
+Privacy", CCS 2016, §3.1 "Moments accountant" with "each lot formed by independently picking
+each example with probability q = L/N"; Mironov, Talwar & Zhang, "Rényi Differential Privacy of
+the Sampled Gaussian Mechanism", 2019, §3) holds for **Poisson sampling**: at every step each of
+the n records joins the batch independently with probability q. Shuffled fixed-size batches
+(``tf.data.shuffle().batch()``) are a different sampling scheme for which that bound is not
+proven; :class:`~tfdpmech.baselines.dpsgd.DPSGD` therefore records its Poisson ε as *claimed* and
+the any-order bound as *provable*. This module trains with real Poisson batches, so the Poisson ε
+is **proven**.
+
+What runs at step t (Abadi et al., Algorithm 1, with the Poisson lot):
+
+1. Sample: ``B_t = {i : U_i < q}``, ``U_i ~ Uniform[0, 1)`` independent (:class:`PoissonSampler`).
+   ``|B_t| ~ Binomial(n, q)``; it may be 0 or larger than the expected size ``q·n``.
+2. Pad ``B_t`` to a fixed shape P (about ``q·n + 6·sd``, :func:`padded_batch_size`) with all-zero
+   rows whose mask is 0, so ``model.fit`` sees one batch shape and a Keras ``tf.function``
+   is traced once. A batch larger than P is padded to the next multiple of P, never cut:
+   no record of ``B_t`` is dropped.
+3. Clip each per-example gradient to L2 norm C (Algorithm 1 line "clip gradient"). A masked row's
+   loss is multiplied by 0 before its gradient is taken, so its gradient is exactly 0 and it adds
+   nothing to the sum or to the count.
+4. Add ``N(0, σ²C²·I)`` to the **sum** of the clipped gradients and divide by the **expected**
+   batch size ``L = q·n`` (Algorithm 1 line "add noise": ``(1/L)(Σ ḡ + N(0, σ²C²I))``).
+   The actual size ``|B_t|`` is *not* used: it depends on whether a given record was sampled,
+   and dividing the released noisy sum by it is not post-processing of the Gaussian mechanism
+   the accountant analyses (it would release ``|B_t|``, which the proof does not cover, and an
+   empty batch would divide by 0). ``L`` is public, so the division is post-processing.
+5. Take an optimizer step with a standard Keras optimizer.
+
+The training is tensorflow-privacy 0.9.0's ``DPSequential`` / ``DPModel`` (``dp_keras_model``) with
+the train step above: per-example clipping by the library's fast gradient clipping
+(``clip_grads.compute_clipped_gradients_and_outputs``, Dense/Embedding models) or by its
+``tf.vectorized_map`` per-example gradients (``DPModel._compute_per_example_grads``, any layer);
+the mask enters as the library's per-example ``sample_weight``. The DP Keras optimizers
+(tensorflow-privacy's ``"microbatch"`` path) divide by the number of microbatches of a batch, so
+they are refused here.
+
+Accounting: ``dp_accounting`` composes ``steps`` ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))``
+(add-or-remove-one adjacency) with its PLD accountant (default) or its RDP accountant, and σ is
+the smallest noise multiplier whose ε does not exceed the target
+(:func:`tfdpmech.accounting.dpsgd.poisson_noise_multiplier`). That ε is recorded as **proven** in
+the :class:`~tfdpmech.accounting.ledger.PrivacyLedger`. The proof assumes the sampling
+randomness is hidden from the adversary: a fixed ``seed`` is for reproducible experiments and must
+be kept secret in a deployment (the default None draws OS entropy).
+
+Example:
+    >>> dp = PoissonDPSGD(epsilon=1.0, delta=1e-5, expected_batch_size=1750, epochs=40, n=7000)
+    >>> model = dp.compile(tfdpmech.dpsgd.recipe.tanh_mlp())
+    >>> model.fit(dp.dataset(x_private, y_private), epochs=dp.epochs, callbacks=[dp.callback(verbose=0)])
+    >>> dp.ledger.summary()   # provable ε = claimed ε <= 1
+
+tensorflow-privacy and dp-accounting are imported only when this API is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..accounting.dpsgd import (
+    ACCOUNTANT_NAMES,
+    ACCOUNTANTS,
+    check_sampling_probability,
+    poisson_epsilon,
+    poisson_noise_multiplier,
+)
+from ..accounting.ledger import PrivacyLedger, Release
+from ..validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
+from .dpsgd import DPSGD
+from .paths import rebuildable, require_tf_privacy
+
+__all__ = [
+    "PoissonSampler",
+    "PoissonDPSGD",
+    "padded_batch_size",
+    "pad_batch",
+    "poisson_dataset",
+    "poisson_model_classes",
+    "LR_SCHEDULES",
+]
+
+LR_SCHEDULES = ("constant", "cosine")
+PAD_SDS = 6.0  # padded shape: expected size + 6 standard deviations (overflow ~1e-9 per step)
+
+
+def _check_expected_batch(expected_batch_size, n: int) -> int:
+    expected_batch_size = check_positive_int(expected_batch_size, "expected_batch_size")
+    if expected_batch_size > n:
+        raise ValueError(
+            f"expected_batch_size={expected_batch_size} exceeds the number of training records n={n}, so "
+            f"q = expected_batch_size / n = {expected_batch_size / n:.4g} > 1; pass expected_batch_size <= {n} "
+            "(expected_batch_size = n samples every record at every step)"
+        )
+    return expected_batch_size
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling
+# --------------------------------------------------------------------------------------------
+def padded_batch_size(n: int, q: float) -> int:
+    """Fixed padded batch shape for Poisson batches: ``ceil(q·n + 6·sqrt(n·q·(1−q)))`` rounded up to 8, <= n.
+
+    A batch larger than this (probability about 1e-9 per step) is padded to the next multiple of
+    it instead of being cut.
+    """
+    n = check_positive_int(n, "n")
+    q = check_sampling_probability(q, "q")
+    mean, sd = n * q, math.sqrt(n * q * (1.0 - q))
+    size = int(math.ceil(mean + PAD_SDS * sd))
+    size = 8 * int(math.ceil(size / 8))
+    return max(1, min(n, size))
+
+
+class PoissonSampler:
+    """Draws Poisson batches: each of the n records joins independently with probability q.
+
+    Args:
+        n: number of records.
+        q: sampling probability in (0, 1].
+        seed: an int, a ``numpy.random.Generator`` or None (OS entropy). Keep a fixed seed secret:
+            amplification by sampling assumes the adversary does not know which records were drawn.
+    """
+
+    def __init__(self, n: int, q: float, seed=None):
+        self.n = check_positive_int(n, "n")
+        self.q = check_sampling_probability(q, "q")
+        self._rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+    def sample(self) -> np.ndarray:
+        """One step's batch: the sorted indices of the records drawn (possibly empty)."""
+        return np.flatnonzero(self._rng.random(self.n) < self.q)
+
+    def masks(self, steps: int) -> np.ndarray:
+        """``steps × n`` boolean membership matrix of ``steps`` independent draws."""
+        steps = check_positive_int(steps, "steps")
+        return self._rng.random((steps, self.n)) < self.q
+
+
+def pad_batch(x: np.ndarray, y: np.ndarray, indices: np.ndarray, size: int):
+    """Gather ``x[indices], y[indices]`` into zero-padded arrays with a 0/1 mask.
+
+    The padded shape is ``size``, or the smallest multiple of ``size`` that holds every index
+    (never truncated).
+
+    Returns:
+        ``(x_batch, y_batch, mask)`` with ``mask[i] = 1`` for real rows and 0 for padding.
+    """
+    k = len(indices)
+    rows = size * max(1, -(-k // size))
+    xb = np.zeros((rows,) + x.shape[1:], dtype=x.dtype)
+    yb = np.zeros((rows,) + y.shape[1:], dtype=y.dtype)
+    mask = np.zeros((rows,), dtype=np.float32)
+    xb[:k], yb[:k], mask[:k] = x[indices], y[indices], 1.0
+    return xb, yb, mask
+
+
+def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_size: int | None = None
+                    ) -> tf.data.Dataset:
+    """A ``tf.data`` pipeline of ``steps_per_epoch`` padded Poisson batches ``(x, y, mask)`` per pass.
+
+    Every pass (every Keras epoch) draws fresh batches from one sampler stream.
+
+    Args:
+        x, y: the n records and labels (numpy arrays, same length).
+        q: sampling probability in (0, 1].
+        steps_per_epoch: batches per pass.
+        seed: sampler seed (see :class:`PoissonSampler`).
+        padded_size: the padded shape; :func:`padded_batch_size` if None.
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    if len(x) != len(y):
+        raise ValueError(f"x and y must have the same number of records, got {len(x)} and {len(y)}")
+    if x.dtype != np.float32 and np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float32)
+    sampler = PoissonSampler(len(x), q, seed)
+    steps_per_epoch = check_positive_int(steps_per_epoch, "steps_per_epoch")
+    size = padded_batch_size(len(x), sampler.q) if padded_size is None else check_positive_int(padded_size,
+                                                                                            "padded_size")
+
+    def generate():
+        for _ in range(steps_per_epoch):
+            yield pad_batch(x, y, sampler.sample(), size)
+
+    signature = (
+        tf.TensorSpec((None,) + x.shape[1:], tf.as_dtype(x.dtype)),
+        tf.TensorSpec((None,) + y.shape[1:], tf.as_dtype(y.dtype)),
+        tf.TensorSpec((None,), tf.float32),
+    )
+    ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    return ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch)).prefetch(2)
+
+
+# --------------------------------------------------------------------------------------------
+# tensorflow-privacy DP model classes with the Poisson train step
+# --------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def poisson_model_classes():
+    """``(PoissonDPSequential, PoissonDPModel)``: tensorflow-privacy's DP Keras models, Poisson train step.
+
+    Extra constructor arguments: ``expected_batch_size`` (the divisor L) and ``noise_seed``.
+    Batches must be ``(x, y, mask)``; see the module docstring for the step.
+    """
+    _, _, dp_keras_model, _ = require_tf_privacy()
+    from tensorflow_privacy.privacy.fast_gradient_clipping import clip_grads, common_manip_utils
+
+    class _PoissonStep:
+        def __init__(self, *args, expected_batch_size, noise_seed=None, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._expected_batch_size = float(expected_batch_size)
+            self._noise_generator = (tf.random.Generator.from_non_deterministic_state() if noise_seed is None
+                                     else tf.random.Generator.from_seed(int(noise_seed)))
+
+        def _summed_clipping_loss(self):
+            config = self.loss.get_config()
+            config["reduction"] = "none"
+            per_example = self.loss.__class__.from_config(config)
+
+            def summed(y_true, y_pred, weights):
+                return tf.reduce_sum(per_example(y_true, y_pred) * tf.cast(weights, y_pred.dtype))
+
+            return summed
+
+        def train_step(self, data):
+            x, y, mask = keras.utils.unpack_x_y_sample_weight(data)
+            if mask is None:
+                raise ValueError(
+                    f"{type(self).__name__} trains on padded Poisson batches (x, y, mask); got batches without a "
+                    "mask. Feed PoissonDPSGD.dataset(x, y) to fit (shuffled fixed-size batches are the "
+                    "tfdpmech DPSGD(..., sampling='shuffled') option, with a weaker provable ε)"
+                )
+            if self._clipping_loss is None:
+                self._make_clipping_loss()
+            mask = tf.cast(mask, tf.float32)
+            if self._enable_fast_peg_computation:
+                # Ghost-norm clipping; the mask is the per-example weight (0 rows: zero norm, zero gradient).
+                clipped_sum, y_pred, _ = clip_grads.compute_clipped_gradients_and_outputs(
+                    input_model=self, l2_norm_clip=self._l2_norm_clip, layer_registry=self._layer_registry,
+                    x_batch=x, y_batch=y, weight_batch=mask, num_microbatches=None,
+                    clipping_loss=self._summed_clipping_loss(),
+                )
+            else:
+                rows = tf.shape(mask)[0]
+                per_example = tf.vectorized_map(
+                    self._compute_per_example_grads,
+                    tf.nest.map_structure(lambda z: common_manip_utils.maybe_add_microbatch_axis(z, rows),
+                                          (x, y, mask)),
+                )
+                clipped_sum = [tf.reduce_sum(g, axis=0) for g in per_example]
+                y_pred = self(x, training=True)
+            std = self._l2_norm_clip * self._noise_multiplier
+            grads = [
+                (g + self._noise_generator.normal(tf.shape(g), stddev=std, dtype=g.dtype))
+                / tf.cast(self._expected_batch_size, g.dtype)
+                for g in clipped_sum
+            ]
+            if self.losses:  # data-independent regularisation terms
+                with tf.GradientTape() as tape:
+                    reg = tf.add_n(self.losses)
+                reg_grads = tape.gradient(reg, self.trainable_variables,
+                                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                grads = [a + b for a, b in zip(grads, reg_grads)]
+            self.compiled_loss(y, y_pred, sample_weight=mask, regularization_losses=self.losses)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            self.compiled_metrics.update_state(y, y_pred, sample_weight=mask)
+            return {m.name: m.result() for m in self.metrics}
+
+    class PoissonDPSequential(_PoissonStep, dp_keras_model.DPSequential):
+        """tensorflow-privacy ``DPSequential`` with the Poisson train step (noisy sum / expected batch)."""
+
+    class PoissonDPModel(_PoissonStep, dp_keras_model.DPModel):
+        """tensorflow-privacy ``DPModel`` with the Poisson train step (noisy sum / expected batch)."""
+
+    return PoissonDPSequential, PoissonDPModel
+
+
+# --------------------------------------------------------------------------------------------
+# The Poisson DP-SGD run
+# --------------------------------------------------------------------------------------------
+class PoissonDPSGD(DPSGD):
+    """DP-SGD with Poisson sampling, σ calibrated to a target (ε, δ), the ε recorded as **proven**.
+
+    One object is one training run, as for :class:`~tfdpmech.baselines.dpsgd.DPSGD` (same model
+    checks, loss handling, ``compile``, ``callback``): construction validates every argument and
+    computes σ before any training; :meth:`compile` wraps the model in tensorflow-privacy's
+    ``DPSequential`` / ``DPModel`` with the Poisson train step and records the release;
+    :meth:`dataset` gives the Poisson batches for ``model.fit(..., epochs=self.epochs)``.
+
+    Args:
+        epsilon: target ε > 0 of the whole run (None when ``noise_multiplier`` is given).
+        delta: δ in (0, 1).
+        expected_batch_size: L = q·n (give this or ``sampling_probability``).
+        epochs: nominal epochs; one epoch is ``ceil(1/q)`` steps, so ``steps = epochs·ceil(1/q)``.
+        n: number of private records.
+        sampling_probability: q in (0, 1] (instead of ``expected_batch_size``; L = q·n).
+        noise_multiplier: σ, instead of ``epsilon``; the ledger then records the ε this σ gives.
+        l2_norm_clip: per-example clipping norm C.
+        learning_rate, optimizer: the Keras optimizer (``"adam"`` or ``"sgd"``) and its step size.
+        momentum: momentum of ``"sgd"`` (0 = plain SGD).
+        lr_schedule: ``"constant"`` or ``"cosine"`` (cosine decay to 0 over the ``steps``).
+        ema_momentum: None, or the momentum of an exponential moving average of the weights that
+            replaces them when ``fit`` ends (Keras ``use_ema``; De et al. 2022 average DP-SGD
+            iterates the same way). Post-processing of the noisy steps: no privacy cost.
+        path: ``"auto"``, ``"fast_clipping"`` or ``"vectorized"`` (tensorflow-privacy's two
+            ``DPModel`` clipping paths; ``"microbatch"`` is refused: the DP optimizers divide by
+            the batch's number of microbatches, not by L).
+        accountant: ``"pld"`` (default, tighter) or ``"rdp"``.
+        seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
+        layer_registry, use_xla, ledger: as for ``DPSGD``.
+
+    Attributes:
+        sampling_probability (q), expected_batch_size (L), steps_per_epoch, steps, padded_batch_size,
+        noise_multiplier (σ), epsilon_achieved (the proven ε <= epsilon), release, ledger.
+
+    Raises:
+        ValueError / TypeError (before any training): q outside (0, 1], expected batch > n, both
+            or neither of ``expected_batch_size`` / ``sampling_probability``, a target ε the
+            accountant cannot certify at δ for these steps, ``path="microbatch"``, bad ε / δ / n /
+            epochs / C / learning rate / optimizer. At :meth:`compile`: a model the Poisson path
+            cannot train (subclassed, batch-mixing layers, unbuilt, softmax output with the
+            default loss).
+    """
+
+    def __init__(self, epsilon: float | None, delta: float, expected_batch_size: int | None = None, epochs: int = 1,
+                 n: int | None = None, *, sampling_probability: float | None = None,
+                 noise_multiplier: float | None = None, l2_norm_clip: float = 1.0,
+                 learning_rate: float | None = None, optimizer: str = "adam", momentum: float = 0.0,
+                 lr_schedule: str = "constant", ema_momentum: float | None = None, path: str = "auto", accountant: str = "pld", seed=None, layer_registry=None,
+                 use_xla: bool = False, ledger: PrivacyLedger | None = None):
+        if (epsilon is None) == (noise_multiplier is None):
+            raise ValueError(
+                "give exactly one of epsilon (σ is then calibrated to it) and noise_multiplier (its ε is then "
+                f"computed); got epsilon={epsilon!r}, noise_multiplier={noise_multiplier!r}"
+            )
+        self.epsilon = None if epsilon is None else check_epsilon(epsilon)
+        self.delta = check_delta(delta)
+        if n is None:
+            raise ValueError("n (the number of private training records) is required, e.g. n=len(x_private)")
+        self.n = check_positive_int(n, "n")
+        self.epochs = check_positive_int(epochs, "epochs")
+        if (expected_batch_size is None) == (sampling_probability is None):
+            raise ValueError(
+                "give exactly one of expected_batch_size (L) and sampling_probability (q = L / n); got "
+                f"expected_batch_size={expected_batch_size!r}, sampling_probability={sampling_probability!r}"
+            )
+        if sampling_probability is not None:
+            self.sampling_probability = check_sampling_probability(sampling_probability)
+            self.expected_batch_size = self.sampling_probability * self.n
+        else:
+            self.expected_batch_size = _check_expected_batch(expected_batch_size, self.n)
+            self.sampling_probability = self.expected_batch_size / self.n
+        # DPSGD's attributes that its shared methods read
+        self.batch_size = max(1, int(round(self.expected_batch_size)))
+        self.num_microbatches = None
+        self.used_microbatching = False
+        self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
+        self.optimizer_name = check_choice(optimizer, "optimizer", ("adam", "sgd"))
+        self.learning_rate = ({"adam": 1e-3, "sgd": 0.1}[self.optimizer_name] if learning_rate is None
+                              else check_positive_real(learning_rate, "learning_rate"))
+        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real) or not 0 <= momentum < 1:
+            raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
+        if momentum and self.optimizer_name != "sgd":
+            raise ValueError(f"momentum applies to optimizer='sgd' only, got optimizer={optimizer!r}; drop momentum")
+        self.momentum = float(momentum)
+        self.lr_schedule = check_choice(lr_schedule, "lr_schedule", LR_SCHEDULES)
+        if ema_momentum is not None and (isinstance(ema_momentum, bool) or not isinstance(ema_momentum, numbers.Real)
+                                         or not 0 < ema_momentum < 1):
+            raise ValueError(f"ema_momentum must lie in (0, 1) or be None, got {ema_momentum!r}")
+        self.ema_momentum = None if ema_momentum is None else float(ema_momentum)
+        path = check_choice(path, "path", ("auto", "fast_clipping", "vectorized", "microbatch"))
+        if path == "microbatch":
+            raise ValueError(
+                "path='microbatch' (tensorflow-privacy's DP Keras optimizers) divides the noisy sum by the "
+                "number of microbatches of each batch, not by the expected batch size, so it cannot run Poisson "
+                "DP-SGD; use path='auto' (a Sequential or functional model) or sampling='shuffled'"
+            )
+        self.requested_path = self.path = path
+        self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
+        if ledger is not None and not isinstance(ledger, PrivacyLedger):
+            raise TypeError(f"ledger must be a tfdpmech.PrivacyLedger or None, got {type(ledger).__name__}")
+        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.layer_registry = layer_registry
+        self.use_xla = bool(use_xla)
+        require_tf_privacy()
+
+        self.steps_per_epoch = int(math.ceil(1.0 / self.sampling_probability - 1e-12))
+        self.steps = self.epochs * self.steps_per_epoch
+        self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)
+        if noise_multiplier is not None:
+            self.noise_multiplier = check_positive_real(noise_multiplier, "noise_multiplier")
+        else:
+            self.noise_multiplier = poisson_noise_multiplier(self.epsilon, self.delta, self.sampling_probability,
+                                                             self.steps, accountant=self.accountant)
+        self.epsilon_achieved = poisson_epsilon(self.noise_multiplier, self.sampling_probability, self.steps,
+                                                self.delta, accountant=self.accountant)
+        if self.epsilon is None:
+            self.epsilon = self.epsilon_achieved
+        seeds = np.random.SeedSequence(seed).spawn(2) if seed is not None else (None, None)
+        self._sampler_seed = seeds[0]
+        self._noise_seed = None if seed is None else int(seeds[1].generate_state(1)[0])
+        self.release: Release | None = None
+        self.model: keras.Model | None = None
+
+    # -- accounting ----------------------------------------------------------------------------
+    def epsilon_after_steps(self, steps: int) -> float:
+        """Proven ε after ``steps`` steps with this run's σ, q, δ and accountant (0 for 0 steps)."""
+        steps = int(steps)
+        if steps <= 0:
+            return 0.0
+        return poisson_epsilon(self.noise_multiplier, self.sampling_probability, steps, self.delta,
+                               accountant=self.accountant)
+
+    def _epsilon_any_order(self) -> float:  # the Poisson ε is proven; no any-order fallback is needed
+        return self.epsilon_achieved
+
+    # -- model ---------------------------------------------------------------------------------
+    def _resolve_path(self, model) -> str:
+        if not rebuildable(model):
+            raise ValueError(
+                f"Poisson DP-SGD needs a Sequential or functional model (tensorflow-privacy's DPSequential / "
+                f"DPModel), got the subclassed {type(model).__name__} {model.name!r}; rebuild it with "
+                "keras.Sequential or the functional API, or use sampling='shuffled' with path='microbatch'"
+            )
+        return super()._resolve_path(model)
+
+    def _dp_model(self, model, dp_keras_model, lr):
+        sequential_cls, model_cls = poisson_model_classes()
+        registry = (self.layer_registry if self.layer_registry is not None else lr.make_default_layer_registry()
+                    ) if self.path == "fast_clipping" else None
+        kwargs = dict(l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier, num_microbatches=None,
+                      use_xla=self.use_xla, layer_registry=registry, expected_batch_size=self.expected_batch_size,
+                      noise_seed=self._noise_seed, name=f"{model.name}_dpsgd_poisson")
+        if isinstance(model, keras.Sequential):
+            inputs = keras.Input(batch_shape=model.input_shape)
+            dp_model = sequential_cls(layers=[inputs] + list(model.layers), **kwargs)
+        else:
+            dp_model = model_cls(inputs=model.inputs, outputs=model.outputs, **kwargs)
+        if dp_model._enable_fast_peg_computation != (self.path == "fast_clipping"):  # pragma: no cover
+            raise RuntimeError(f"tensorflow-privacy did not choose the {self.path!r} clipping path for this model")
+        return dp_model
+
+    def _optimizer(self, dp_optimizer_keras):
+        # The schedule and the weight average read only the step count and the released noisy
+        # gradients: post-processing, no privacy cost.
+        lr = self.learning_rate
+        if self.lr_schedule == "cosine":
+            lr = keras.optimizers.schedules.CosineDecay(self.learning_rate, decay_steps=self.steps)
+        ema = dict(use_ema=True, ema_momentum=self.ema_momentum) if self.ema_momentum is not None else {}
+        if self.optimizer_name == "adam":
+            return keras.optimizers.Adam(learning_rate=lr, **ema)
+        return keras.optimizers.SGD(learning_rate=lr, momentum=self.momentum, **ema)
+
+    def _guard_train_step(self, model) -> None:
+        """Refuse optimizer steps beyond the ``steps`` the ε was computed for."""
+        inner = model.train_step
+        max_steps = self.steps
+
+        def train_step(data):
+            check = tf.debugging.assert_less(
+                model.optimizer.iterations, tf.cast(max_steps, model.optimizer.iterations.dtype),
+                message=(f"DP-SGD privacy budget spent: the (epsilon, delta) was computed for {max_steps} Poisson "
+                         f"steps ({self.epochs} epochs of {self.steps_per_epoch} steps); create a new PoissonDPSGD "
+                         "with more epochs (and a larger epsilon) to train further"),
+            )
+            with tf.control_dependencies([check]):
+                return inner(data)
+
+        model.train_step = train_step
+
+    def _make_release(self) -> Release:
+        basis = (
+            f"DP-SGD (Abadi et al. 2016, Algorithm 1) with Poisson sampling: every step includes each of the n={self.n} "
+            f"records independently with probability q={self.sampling_probability:.6g}; per-example clipping "
+            f"C={self.l2_norm_clip:g}; Gaussian noise σ·C with σ={self.noise_multiplier:.6g} added to the clipped sum, "
+            f"divided by the expected batch size L={self.expected_batch_size:g}. Proven ε: "
+            f"{ACCOUNTANT_NAMES[self.accountant]} over {self.steps} Poisson-subsampled Gaussian steps (amplification "
+            "by sampling; Mironov, Talwar & Zhang 2019), assuming the sampling randomness stays secret."
+        )
+        return Release(
+            component="dpsgd_training",
+            mechanism="dpsgd",
+            epsilon_claimed=self.epsilon_achieved,
+            epsilon_provable=self.epsilon_achieved,
+            basis=basis,
+            delta=self.delta,
+            sensitivity=self.l2_norm_clip,
+            noise_scale=self.noise_multiplier,
+            per_epoch=False,
+            details={
+                "epsilon_target": self.epsilon,
+                "epsilon_achieved": self.epsilon_achieved,
+                "accountant": ACCOUNTANT_NAMES[self.accountant],
+                "sampling": "poisson",
+                "sampling_probability": self.sampling_probability,
+                "expected_batch_size": self.expected_batch_size,
+                "padded_batch_size": self.padded_batch_size,
+                "steps": self.steps,
+                "steps_per_epoch": self.steps_per_epoch,
+                "n": self.n,
+                "epochs": self.epochs,
+                "l2_norm_clip": self.l2_norm_clip,
+                "path": self.path,
+                "optimizer": self.optimizer_name,
+                "learning_rate": self.learning_rate,
+                "momentum": self.momentum,
+                "lr_schedule": self.lr_schedule,
+                "ema_momentum": self.ema_momentum,
+            },
+        )
+
+    # -- data ----------------------------------------------------------------------------------
+    def dataset(self, x, y, *, seed=None) -> tf.data.Dataset:
+        """Padded Poisson batches ``(x, y, mask)``, ``steps_per_epoch`` per Keras epoch.
+
+        Args:
+            x, y: all n private records and their labels.
+            seed: sampler seed; None uses the stream seeded by the constructor's ``seed``.
+
+        Raises:
+            ValueError: ``len(x)`` differs from n, or x and y differ in length.
+        """
+        x, y = np.asarray(x), np.asarray(y)
+        if len(x) != len(y):
+            raise ValueError(f"x and y must have the same number of examples, got {len(x)} and {len(y)}")
+        if len(x) != self.n:
+            raise ValueError(
+                f"the noise was calibrated for n={self.n} training records, got {len(x)}; pass all n records or "
+                f"create the PoissonDPSGD with n={len(x)}"
+            )
+        sampler_seed = seed if seed is not None else self._sampler_seed
+        return poisson_dataset(x, y, self.sampling_probability, self.steps_per_epoch, seed=sampler_seed,
+                               padded_size=self.padded_batch_size)
+
+    def __repr__(self) -> str:
+        return (f"PoissonDPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, q={self.sampling_probability:.4g}"
+                f", expected_batch_size={self.expected_batch_size:g}, epochs={self.epochs}, steps={self.steps}, "
+                f"n={self.n}, noise_multiplier={self.noise_multiplier:.4g}, proven ε={self.epsilon_achieved:.4g} "
+                f"({self.accountant.upper()}), path={self.path!r})")
