@@ -24,8 +24,10 @@ of the release is the head's whole privacy cost, and it is **proven**:
 
 Per-record noise (on each input, or on each record's coefficients) would be local DP and has to
 cover a whole record's range; aggregated once, the noise is fixed while the statistics grow
-with n. This is AdLM's Algorithm 1 Step 3 (perturb the loss coefficients once) done soundly: the
-features (AdLM's last hidden layer) come from a model that never saw the private data.
+with n. This is the loss-coefficient release of AdLM's Algorithm 1 (lines 16–19, budget ε3,
+Lemma 5) done soundly: the noise goes on the coefficients summed over the whole private set, once
+(line 19 perturbs each record's coefficients), and the features (AdLM's last hidden layer) come
+from a model that never saw the private data.
 
 The same released objective is an ordinary Keras loss: :meth:`FunctionalHead.pseudo_records`
 returns ``d`` synthetic records whose :class:`~tfdpmech.losses.TaylorCrossEntropy` equals it up
@@ -132,7 +134,7 @@ class FunctionalHead:
         TypeError / ValueError: bad arguments, with the fix; raised before any release.
 
     Reference: Zhang et al., PVLDB 2012 (functional mechanism), §4–5; Phan et al., AdLM
-    (ICDM 2017) Algorithm 1 Step 3 and Eq. 25 (Taylor coefficients ``½ − y`` and ``⅛``).
+    (ICDM 2017) Algorithm 1 lines 16–19 and Eq. 25 (Taylor coefficients ``½ − y`` and ``⅛``).
     """
 
     def __init__(self, features, num_classes: int, *, mechanism: str = "gaussian", epsilon, delta=None,
