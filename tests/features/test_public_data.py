@@ -5,13 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tfdpmech
 from tfdpmech.features import check_disjoint, load_digits_public, public_split, split_public
-
-
-@pytest.fixture(scope="module")
-def mnist_sample():
-    return tfdpmech.data.load("mnist_sample")
 
 
 def test_split_public_is_disjoint(mnist_sample):

@@ -17,7 +17,7 @@ import math
 import keras
 import numpy as np
 
-from ..ledger import Release
+from ..accounting.ledger import Release
 from ..validation import check_array, check_positive_int
 from .public_data import check_disjoint, record_hashes
 
@@ -34,7 +34,7 @@ def weights_fingerprint(model) -> str:
 
 
 class FeatureExtractor:
-    """A frozen Keras model ``x → features`` whose weights are independent of the private data.
+    """A Keras model ``x → features`` whose weights are independent of the private data.
 
     Build one with :func:`tfdpmech.features.public_features` (a model trained on public data)
     or :func:`tfdpmech.features.random_features` (data-independent); constructing it directly
@@ -61,8 +61,7 @@ class FeatureExtractor:
         low, high = (float(b) for b in bounds)
         if not low < high:
             raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
-        self.model = model
-        self.model.trainable = False
+        self.model = model  # used in inference mode only; its trainable flags are left alone (shared layers)
         self.name = str(name)
         self.bounds = (low, high)
         self.fingerprint = weights_fingerprint(model)

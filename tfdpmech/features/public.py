@@ -57,7 +57,7 @@ def public_features(model, layer, *, trained_on=None, description: str = "", bou
             every use, never clipped).
 
     Returns:
-        a :class:`FeatureExtractor` (frozen; later changes to the weights are refused).
+        a :class:`FeatureExtractor` (its weights fingerprinted: later changes are refused).
 
     Raises:
         TypeError: ``model`` is not a built Keras model.

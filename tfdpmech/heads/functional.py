@@ -42,7 +42,7 @@ import math
 import keras
 import numpy as np
 
-from ..ledger import PrivacyLedger, Release
+from ..accounting.ledger import PrivacyLedger, Release
 from ..losses.taylor_cross_entropy import PHI2, TaylorCrossEntropy
 from ..noise import gaussian, laplace, make_rng, noise_fingerprint
 from ..validation import (

@@ -13,7 +13,7 @@ Algorithm 1, as steps of :meth:`PrivateCDBN.fit`:
 2. Pooling after every hidden layer (post-processing, no budget).
 3. Optional frozen random fully connected layer (``fc_units``; data-independent, spec §9 item 16b).
 4. Output layer: Taylor cross-entropy (Eq. 18) with the functional-mechanism statistics perturbed
-   once (:class:`~tfdpmech.losses.functional_softmax_head.FunctionalSoftmaxHead`).
+   once (:class:`~tfdpmech.heads.softmax_head.FunctionalSoftmaxHead`, the functional head).
 
 Privacy: every layer reads the private data, so the pipeline is ``(Σ_ℓ ε_ℓ + ε_out)``-DP by
 sequential composition (pure ε, δ = 0; spec §4.5). The ledger holds one release per component.
@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release
 from ...layers.conv_rbm import ConvRBM
-from ...losses.functional_softmax_head import FunctionalSoftmaxHead, head_sensitivity
+from ...heads.softmax_head import FunctionalSoftmaxHead, head_sensitivity
 from ...losses.taylor_cross_entropy import TaylorCrossEntropy
 from ...noise import make_rng, tf_laplace
 from ...validation import (
