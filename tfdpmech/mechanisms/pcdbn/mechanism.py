@@ -16,7 +16,7 @@ Algorithm 1, as steps of :meth:`PrivateCDBN.fit`:
    once (:class:`~tfdpmech.heads.softmax_head.FunctionalSoftmaxHead`, the functional head).
 
 Privacy: every layer reads the private data, so the pipeline is ``(Σ_ℓ ε_ℓ + ε_out)``-DP by
-sequential composition (pure ε, δ = 0; spec §4.5). The ledger holds one release per component.
+sequential composition (pure ε, δ = 0 with the Laplace head, (ε, δ) with the Gaussian one; spec §4.5). The ledger holds one release per component.
 ``mode="reference"`` reproduces the authors' code (noise scaled by per-batch Δ, output noise
 redrawn per batch) and is recorded as claimed, with no provable ε.
 """
@@ -66,6 +66,8 @@ class PrivateCDBN:
         learning_rate: Adam step size of the CRBM layers.
         head_epochs, head_learning_rate: for the heads trained by gradient (exact, reference).
         head_ridge: ρ of the closed-form Taylor head (relative to n).
+        head_mechanism, head_delta: the calibration of the functional head's one release: ``"laplace"``
+            (pure ε, the paper's) or ``"gaussian"`` with ``head_delta`` (then the pipeline is (ε, δ)-DP).
         neg_chains, gibbs_steps, l1: see :class:`~tfdpmech.mechanisms.pcdbn.energy.ChebyshevEnergy`.
         max_monomials: functional-mode expansion limit per layer.
         seed: master seed (None: OS entropy).
@@ -84,7 +86,8 @@ class PrivateCDBN:
     def __init__(self, layers: Sequence[ConvRBM], *, num_classes: int = 10, mode: str = "functional",
                  epsilon: float | None = None, split=None, fc_units: int | None = None, fc_scale: float = 4.0, pretrain_epochs: int = 5,
                  batch_size: int = 128, learning_rate: float = 0.01, head_epochs: int = 10,
-                 head_learning_rate: float = 0.01, head_ridge: float = 1e-3, neg_chains: int = 32,
+                 head_learning_rate: float = 0.01, head_ridge: float = 1e-3, head_mechanism: str = "laplace",
+                 head_delta: float | None = None, neg_chains: int = 32,
                  gibbs_steps: int = 1, l1: float = 0.0, max_monomials: int = MAX_MONOMIALS, seed=None,
                  ledger: PrivacyLedger | None = None):
         layers = list(layers)
@@ -112,6 +115,10 @@ class PrivateCDBN:
         self.head_epochs = check_positive_int(head_epochs, "head_epochs")
         self.head_learning_rate = check_positive_real(head_learning_rate, "head_learning_rate")
         self.head_ridge = float(head_ridge)
+        self.head_mechanism, self.head_delta = head_mechanism, head_delta
+        if self.mode == "functional":  # the head's arguments are checked now, before any layer spends budget
+            FunctionalSoftmaxHead(self.num_classes, epsilon=self.budget["output_layer"], mechanism=head_mechanism,
+                                  delta=head_delta)
         self.neg_chains, self.gibbs_steps, self.l1 = neg_chains, gibbs_steps, l1
         self.max_monomials = max_monomials
         self._rng = make_rng(seed)
@@ -207,7 +214,8 @@ class PrivateCDBN:
     def _fit_head(self, flat, y, verbose):
         name, eps = "output_layer", self.budget["output_layer"]
         if self.mode in ("functional", "noiseless"):
-            head = FunctionalSoftmaxHead(self.num_classes, self.mode, epsilon=eps, ridge=self.head_ridge,
+            extra = dict(mechanism=self.head_mechanism, delta=self.head_delta) if self.mode == "functional" else {}
+            head = FunctionalSoftmaxHead(self.num_classes, self.mode, epsilon=eps, ridge=self.head_ridge, **extra,
                                          seed=int(self._rng.integers(2**31)), component=name).fit(flat, y)
             if head.release is not None:
                 self.ledger.record(head.release)
