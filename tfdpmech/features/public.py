@@ -77,7 +77,8 @@ def public_features(model, layer, *, trained_on=None, description: str = "", bou
         raise ValueError(f"layer {layer!r} is not in model {model.name!r}; its layers are {names}") from exc
     if not model.built or not model.inputs:
         raise TypeError(f"model {model.name!r} is not built; call it on data (or give it an Input) first")
-    extractor = keras.Model(model.inputs, cut.output, name=f"{model.name}_to_{cut.name}")
+    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs  # one input: no list (Keras 3 warns)
+    extractor = keras.Model(inputs, cut.output, name=f"{model.name}_to_{cut.name}")
     known = layer_bounds(cut)
     where = f" ({description})" if description else ""
     provenance = (

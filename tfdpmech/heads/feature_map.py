@@ -37,8 +37,8 @@ class FeatureMap(keras.layers.Layer):
         self.clip_norm = bool(clip_norm)
 
     def call(self, inputs):
-        static = inputs.shape[1:]
-        width = int(np.prod(static)) if static.is_fully_defined() else -1
+        static = tuple(inputs.shape[1:])
+        width = int(np.prod(static)) if all(s is not None for s in static) else -1
         x = tf.reshape(inputs, (-1, width))
         q = tf.concat([x, tf.ones_like(x[:, :1])], axis=1)
         if self.clip_norm:
