@@ -36,7 +36,7 @@ def test_cut_layer_bounds_and_release():
     assert "trained on public data only (20 public rows)" in rel.basis and rel.details["public_records"] == 20
     f = feats(x_pub)
     assert f.shape == (20, 3) and f.dtype == np.float64 and f.min() >= 0 and f.max() <= 1
-    np.testing.assert_allclose(f, keras.Model(model.inputs, model.get_layer("clip").output)(x_pub).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(f, keras.Model(model.inputs[0], model.get_layer("clip").output)(x_pub).numpy(), rtol=1e-6)
     assert model.get_layer("relu").trainable  # the public model itself is left as it was
 
 
