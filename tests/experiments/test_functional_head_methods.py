@@ -36,7 +36,7 @@ def test_public_only_is_added_and_every_head_is_proven(results):
     assert by[("fm_head_gauss", 8.0)]["accuracy"] > 0.6
     assert by[("fm_head", 8.0)]["accuracy"] > by[("fm_head", 1.0)]["accuracy"] - 0.05
     table = markdown_table(summarize(results))
-    assert "public_only" in table and "fm_head_gauss" in table
+    assert "public_only" in table and "fm_head_gauss" in table and "0 (private data unused)" in table
 
 
 def test_private_head_modes_coincide_and_say_so():
