@@ -5,15 +5,17 @@ correct argument proves (or "none proven"). The package map is in ``docs/archite
 """
 
 from . import (
-    accounting, allocation, audit, chebyshev, data, dpsgd, layers, losses, mechanisms, metrics, models, noise,
-    relevance, validation,
+    accounting, allocation, audit, chebyshev, data, dpsgd, features, heads, layers, losses, mechanisms, metrics, models,
+    noise, relevance, validation,
 )
 from .accounting import (
     BudgetExhaustedError, BudgetStateError, PrivacyBudget, PrivacyLedger, QueryBudgetAccountant, Release,
     format_epsilon,
 )
 from .layers import BatchMinMax, BoundedLRN, ConvRBM, InputNoise, NoisyOutputNeuron, PerturbedBias, UnitClip
-from .losses import ConvexifiedCrossEntropy, FunctionalSoftmaxHead, TaylorCrossEntropy
+from .features import public_features, random_features
+from .heads import FunctionalHead, FunctionalSoftmaxHead
+from .losses import ConvexifiedCrossEntropy, TaylorCrossEntropy
 from .mechanisms import (
     AdLM, ILM, ChebyshevEnergy, DPPredictor, InputPerturbation, PrivateCDBN, PrivateData, compute_bounds,
 )
@@ -25,6 +27,8 @@ __version__ = "0.1.0"
 __all__ = [
     # mechanisms (one per paper)
     "AdLM", "ILM", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation", "PrivateCDBN",
+    # the functional-mechanism head and its feature extractors
+    "FunctionalHead", "public_features", "random_features",
     # layers, losses, metrics
     "BatchMinMax", "BoundedLRN", "ConvRBM", "InputNoise", "NoisyOutputNeuron", "PerturbedBias", "UnitClip",
     "ChebyshevEnergy", "ConvexifiedCrossEntropy", "FunctionalSoftmaxHead", "TaylorCrossEntropy", "taylor_accuracy",
@@ -32,6 +36,6 @@ __all__ = [
     "PrivacyBudget", "PrivacyLedger", "Release", "format_epsilon", "QueryBudgetAccountant", "BudgetExhaustedError",
     "BudgetStateError", "PrivacyLeakWarning",
     # subpackages and modules
-    "accounting", "allocation", "audit", "chebyshev", "data", "dpsgd", "layers", "losses", "mechanisms", "metrics",
-    "models", "noise", "relevance", "validation",
+    "accounting", "allocation", "audit", "chebyshev", "data", "dpsgd", "features", "heads", "layers", "losses",
+    "mechanisms", "metrics", "models", "noise", "relevance", "validation",
 ]

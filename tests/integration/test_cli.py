@@ -77,8 +77,11 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
         assert (out / name).stat().st_size > 0
     results = json.loads((out / "results.json").read_text())
     runs = results["runs"]
-    assert len(runs) == 1 + 4 * 2 + (2 if "dpsgd" in methods else 0)
+    # + public_only: added because adlm_per_record uses the public records
+    assert len(runs) == 1 + 4 * 2 + (2 if "dpsgd" in methods else 0) + 1
     by = {(r["method"], r["epsilon_target"]): r for r in runs}
+    assert by[("public_only", None)]["mode"] == "none"
+    runs = [r for r in runs if r["method"] != "public_only"]  # trained once on the public records, no epochs here
     assert by[("adlm_shared", 1.0)]["epsilon_provable"] is None and by[("adlm_shared", 1.0)]["mode"] == "reference"
     assert by[("adlm_per_record", 8.0)]["epsilon_provable"] > 0
     assert by[("adlm_per_record", 8.0)]["epsilon_claimed"] == pytest.approx(8.0)

@@ -33,7 +33,7 @@ from .registry import METHODS, Method, Prepared, method as get_method
 __all__ = ["CompareConfig", "run_comparison", "AUDITS", "register_audit", "PeakMemory", "device_description"]
 
 DEFAULT_METHODS = ("nonprivate", "dpsgd", "adlm_per_record", "ilm_per_record", "adlm_shared", "outpert_reference",
-                   "outpert_private")
+                   "outpert_private", "fm_head", "fm_head_gauss")
 
 
 @dataclasses.dataclass
@@ -112,6 +112,9 @@ class CompareConfig:
             reason = m.unavailable()
             if reason:
                 raise ValueError(reason)
+        if "public_only" in METHODS and "public_only" not in self.methods and any(
+                METHODS[m].uses_public for m in self.methods):
+            self.methods = (*self.methods, "public_only")  # what the public data alone give, always shown
         return self
 
 

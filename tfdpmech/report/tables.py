@@ -66,6 +66,8 @@ def summarize(results: dict) -> list[dict]:
             "epsilon_provable": None if any(p is None for p in provable) else float(max(provable)),
             "delta": _mean_std([r["delta"] for r in runs])[0],
             "private": runs[0]["mode"] != "none",
+            # e.g. public_only: trained on public records only, so nothing about the private set is released
+            "private_data_unused": all((r.get("notes") or {}).get("private_records_used") == 0 for r in runs),
             "accuracy_mean": acc_mean, "accuracy_std": acc_std,
             "accuracy_curve_mean": np.mean([c[:length] for c in curves], axis=0).tolist(),
             "train_seconds": float(np.mean([r["train_seconds"] for r in runs])),
@@ -102,6 +104,8 @@ def _fmt(value, spec=".3g", none="–"):
 def epsilon_cells(row: dict) -> tuple[str, str]:
     """The claimed and provable ε cells of a summary row (with 'per query' and conditions)."""
     if not row["private"]:
+        if row.get("private_data_unused"):
+            return "0 (private data unused)", "0 (private data unused)"
         return "∞ (no privacy)", "∞ (no privacy)"
     per = " per query" if row["per"] == "query" else ""
     claimed = _fmt(row["epsilon_claimed"]) + per

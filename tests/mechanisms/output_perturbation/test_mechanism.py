@@ -10,7 +10,8 @@ import keras
 import numpy as np
 import pytest
 
-from tfdpmech.accounting.query_budget import BudgetExhaustedError, QueryBudgetAccountant, gdp_epsilon
+from tfdpmech.accounting.gaussian import gdp_epsilon
+from tfdpmech.accounting.query_budget import BudgetExhaustedError, QueryBudgetAccountant
 from tfdpmech.mechanisms.output_perturbation import EXPORT_WARNING, DPPredictor, compute_bounds
 from tfdpmech.models.convexified import convexified_mlp
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from tfdpmech.layers.conv_rbm import ConvRBM
 from tfdpmech.mechanisms.pcdbn import ChebyshevEnergy, energy_sensitivity
-from tfdpmech.losses.functional_softmax_head import FunctionalSoftmaxHead
+from tfdpmech.heads.softmax_head import FunctionalSoftmaxHead
 from tfdpmech.mechanisms.pcdbn import PrivateCDBN
 from tfdpmech.mechanisms.pcdbn.monomials import _exact_coefficients
 
@@ -140,7 +140,7 @@ def test_inputs_outside_domain():
     obj = ChebyshevEnergy(small_layer(), "private", epsilon=1.0)
     with pytest.raises(ValueError, match=r"domain \[0, 1\]"):
         obj.prepare(data() * 2)
-    with pytest.raises(ValueError, match="features must lie in"):
+    with pytest.raises(ValueError, match=r"every feature in \[0, 1\]"):
         FunctionalSoftmaxHead(3, epsilon=1.0).fit(np.full((4, 2), 1.5), np.eye(3)[[0, 1, 2, 0]])
 
 

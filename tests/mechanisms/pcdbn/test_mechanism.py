@@ -66,3 +66,17 @@ def test_mnist_smoke_private_above_chance_at_eps8(mnist_sample):
     acc = np.mean(np.argmax(model.predict(ds.x_test, verbose=0), 1) == np.argmax(ds.y_test, 1))
     assert acc > 0.2  # chance is 0.1; measured 0.32 with this seed on 8,000 records
     assert cdbn.epsilon_provable() == pytest.approx(8.0)
+
+
+def test_gaussian_head_option_checked_before_any_budget_and_recorded():
+    with pytest.raises(ValueError, match="needs delta"):
+        PrivateCDBN([ConvRBM(2, 3, approx="chebyshev_sigmoid", degree=1)], epsilon=1.0, head_mechanism="gaussian")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (60, 8, 8, 1)).astype(np.float32)
+    cdbn = PrivateCDBN([ConvRBM(2, 3, approx="chebyshev_sigmoid", degree=1)], num_classes=3, epsilon=2.0,
+                       pretrain_epochs=1, batch_size=30, head_mechanism="gaussian", head_delta=1e-5, seed=0)
+    model = cdbn.fit(x, rng.integers(3, size=60))
+    head = cdbn.ledger.releases[-1]
+    assert head.component == "output_layer" and head.mechanism == "gaussian" and head.delta == 1e-5
+    assert cdbn.ledger.delta() == 1e-5 and cdbn.ledger.epsilon_provable() == pytest.approx(2.0)
+    assert model.predict(x[:4], verbose=0).shape == (4, 3)

@@ -16,11 +16,11 @@ Algorithm 1, as steps of :meth:`PrivateCDBN.fit`:
 3. Optional frozen random fully connected layer (``fc_units``; data-independent, so free: §4.2's
    MNIST network has an FC-25 layer whose privacy the paper does not address).
 4. Output layer: Taylor cross-entropy (Eq. 18) with the functional-mechanism statistics perturbed
-   once (:class:`~tfdpmech.losses.functional_softmax_head.FunctionalSoftmaxHead`).
+   once (:class:`~tfdpmech.heads.softmax_head.FunctionalSoftmaxHead`, the functional head).
 
 Privacy: every layer reads the private data, so the pipeline is ``(Σ_ℓ ε_ℓ + ε_out)``-DP by
-sequential composition (pure ε, δ = 0; the paper states no split). The ledger holds one release per
-component.
+sequential composition (pure ε, δ = 0 with the Laplace head; (ε, δ) with the Gaussian head; the paper
+states no split). The ledger holds one release per component.
 ``mode="reference"`` reproduces the authors' code (noise scaled by per-batch Δ, output noise
 redrawn per batch) and is recorded as claimed, with no provable ε.
 """
@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release
 from ...layers.conv_rbm import ConvRBM
-from ...losses.functional_softmax_head import FunctionalSoftmaxHead, head_sensitivity
+from ...heads.softmax_head import FunctionalSoftmaxHead, head_sensitivity
 from ...losses.taylor_cross_entropy import TaylorCrossEntropy
 from ...noise import make_rng, tf_laplace
 from ...validation import (
@@ -70,6 +70,8 @@ class PrivateCDBN:
         learning_rate: Adam step size of the CRBM layers.
         head_epochs, head_learning_rate: for the heads trained by gradient (exact, reference).
         head_ridge: ρ of the closed-form Taylor head (relative to n).
+        head_mechanism, head_delta: the calibration of the functional head's one release: ``"laplace"``
+            (pure ε, the paper's) or ``"gaussian"`` with ``head_delta`` (then the pipeline is (ε, δ)-DP).
         neg_chains, gibbs_steps, l1: see :class:`~tfdpmech.mechanisms.pcdbn.energy.ChebyshevEnergy`.
         max_monomials: private-mode expansion limit per layer.
         seed: master seed (None: OS entropy).
@@ -88,7 +90,8 @@ class PrivateCDBN:
     def __init__(self, layers: Sequence[ConvRBM], *, num_classes: int = 10, mode: str = "private",
                  epsilon: float | None = None, split=None, fc_units: int | None = None, fc_scale: float = 4.0, pretrain_epochs: int = 5,
                  batch_size: int = 128, learning_rate: float = 0.01, head_epochs: int = 10,
-                 head_learning_rate: float = 0.01, head_ridge: float = 1e-3, neg_chains: int = 32,
+                 head_learning_rate: float = 0.01, head_ridge: float = 1e-3, head_mechanism: str = "laplace",
+                 head_delta: float | None = None, neg_chains: int = 32,
                  gibbs_steps: int = 1, l1: float = 0.0, max_monomials: int = MAX_MONOMIALS, seed=None,
                  ledger: PrivacyLedger | None = None):
         layers = list(layers)
@@ -116,6 +119,10 @@ class PrivateCDBN:
         self.head_epochs = check_positive_int(head_epochs, "head_epochs")
         self.head_learning_rate = check_positive_real(head_learning_rate, "head_learning_rate")
         self.head_ridge = float(head_ridge)
+        self.head_mechanism, self.head_delta = head_mechanism, head_delta
+        if self.mode == "functional":  # the head's arguments are checked now, before any layer spends budget
+            FunctionalSoftmaxHead(self.num_classes, epsilon=self.budget["output_layer"], mechanism=head_mechanism,
+                                  delta=head_delta)
         self.neg_chains, self.gibbs_steps, self.l1 = neg_chains, gibbs_steps, l1
         self.max_monomials = max_monomials
         self._rng = make_rng(seed)
@@ -212,7 +219,8 @@ class PrivateCDBN:
         name, eps = "output_layer", self.budget["output_layer"]
         if self.mode in ("private", "noiseless"):
             head_mode = "functional" if self.mode == "private" else "noiseless"  # the head's own words
-            head = FunctionalSoftmaxHead(self.num_classes, head_mode, epsilon=eps, ridge=self.head_ridge,
+            extra = dict(mechanism=self.head_mechanism, delta=self.head_delta) if self.mode == "private" else {}
+            head = FunctionalSoftmaxHead(self.num_classes, head_mode, epsilon=eps, ridge=self.head_ridge, **extra,
                                          seed=int(self._rng.integers(2**31)), component=name).fit(flat, y)
             if head.release is not None:
                 self.ledger.record(head.release)

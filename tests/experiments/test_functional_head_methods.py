@@ -1,0 +1,56 @@
+"""The functional head in the runner: public_only shown alongside, proven ledgers, --public digits."""
+
+import numpy as np
+import pytest
+
+from tfdpmech.experiments import METHODS, CompareConfig, run_comparison
+from tfdpmech.experiments.context import PUBLIC_SOURCES, build_context
+from tfdpmech.report import markdown_table, summarize
+
+SMALL = {"max_private": 1500, "max_test": 500}
+
+
+@pytest.fixture(scope="module")
+def results():
+    config = CompareConfig(methods=("fm_head", "fm_head_gauss", "ilm_private"), epsilons=(1.0, 8.0), seeds=(0,),
+                           epochs=1, public=400, audit=(), verbose=0, options=SMALL)
+    return run_comparison(config)
+
+
+def test_public_only_is_added_and_every_head_is_proven(results):
+    by = {(r["method"], r["epsilon_target"]): r for r in results["runs"]}
+    public = by[("public_only", None)]
+    assert public["mode"] == "none" and public["ledger"] is None and public["notes"]["private_records_used"] == 0
+    for eps in (1.0, 8.0):
+        for name, mech, delta in (("fm_head", "laplace", 0.0), ("fm_head_gauss", "gaussian", 1e-5),
+                                  ("ilm_private", "laplace", 0.0)):
+            run = by[(name, eps)]
+            assert run["mode"] == "private"
+            assert run["epsilon_provable"] == pytest.approx(eps) == run["epsilon_claimed"]
+            assert run["delta"] == delta
+            features, head = run["ledger"]["releases"]
+            assert features["epsilon_provable"] == 0.0 and "trained on public data only" in features["basis"]
+            assert head["mechanism"] == mech
+            assert head["details"]["n"] == SMALL["max_private"]
+    # the Gaussian head at ε = 8 learns from the private records (10 classes: chance is 0.1)
+    assert by[("fm_head_gauss", 8.0)]["accuracy"] > 0.6
+    assert by[("fm_head", 8.0)]["accuracy"] > by[("fm_head", 1.0)]["accuracy"] - 0.05
+    table = markdown_table(summarize(results))
+    assert "public_only" in table and "fm_head_gauss" in table and "0 (private data unused)" in table
+
+
+def test_private_head_modes_coincide_and_say_so():
+    assert METHODS["adlm_private"].prepare is not None and METHODS["adlm_private"].paper == "adlm"
+    assert "coincides" in METHODS["adlm_private"].description and "coincide" in METHODS["ilm_private"].description
+
+
+def test_public_digits_source():
+    assert "digits" in PUBLIC_SOURCES
+    ctx = build_context(CompareConfig(public="digits", options=SMALL), "mnist_sample")
+    assert ctx.x_public.shape == (1797, 28, 28, 1) and ctx.public_source == "digits"
+    assert len(ctx.x_private) == SMALL["max_private"]
+
+
+def test_heads_need_public_data():
+    with pytest.raises(ValueError, match="needs public data"):
+        CompareConfig(methods=("fm_head_gauss",), public=0).validate()

@@ -1,0 +1,86 @@
+"""The functional-mechanism head in the runner, and the public model alone.
+
+Every method here takes its features from ``ctx.public_model(seed)`` — the comparison's
+private-family network trained on the public records only — cut at its bounded last hidden
+layer (``hidden_clip``: a ``UnitClip`` in [0, 1]), and touches the private records once, through
+the head's one release (Zhang et al., PVLDB 2012; docs/mechanisms/functional_head.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ...features import public_features
+from ...features.public_data import load_digits_public
+from ...heads import FunctionalHead
+from ..context import PUBLIC_SOURCES
+from ..registry import Prepared, register_method
+
+FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model
+
+
+def _digits(num_classes, input_shape):
+    """scikit-learn's 8×8 digits framed like MNIST (public data from another source)."""
+    if num_classes != 10 or tuple(input_shape) != (28, 28, 1):
+        raise ValueError(f"--public digits needs 28×28×1 images of 10 classes, got {tuple(input_shape)} and "
+                         f"{num_classes} classes; pass a record count instead (e.g. --public 1000)")
+    return load_digits_public((28, 28))
+
+
+PUBLIC_SOURCES.setdefault("digits", _digits)
+
+
+def _features(ctx, seed):
+    ctx.require_public("the functional head")
+    return public_features(ctx.public_model(seed), FEATURE_LAYER, trained_on=ctx.x_public,
+                           description=f"public data: {ctx.public_source}")
+
+
+def _public_only(ctx, epsilon, seed) -> Prepared:
+    start = time.perf_counter()
+    model = ctx.public_model(seed)
+    # no mechanism runs (mode "none", no ledger); the private records are never used, so nothing about them
+    # is released: the row is read as "what the public data alone give"
+    return Prepared(model, preprocessing_seconds=time.perf_counter() - start, epochs=1,
+                    notes={"public": ctx.public_source, "public_records": len(ctx.x_public),
+                           "private_records_used": 0})
+
+
+def _head(mechanism: str):
+    def prepare(ctx, epsilon, seed) -> Prepared:
+        feats = _features(ctx, seed)  # the public model is trained (and cached) here, outside the private timing
+        start = time.perf_counter()
+        head = FunctionalHead(feats, ctx.num_classes, mechanism=mechanism, epsilon=epsilon,
+                              delta=ctx.config.delta if mechanism == "gaussian" else None, seed=seed)
+        head.fit(ctx.x_private, ctx.y_private)
+        seconds = time.perf_counter() - start
+        release = head.release
+        return Prepared(head.model, ledger=head.ledger, preprocessing_seconds=seconds, epochs=1,
+                        notes={"public": ctx.public_source, "features": feats.name,
+                               "noise_scale": release.noise_scale, "sensitivity": release.sensitivity,
+                               "ridge": head.ridge, "private_seconds": seconds,
+                               "training": "closed form on the released statistics (no epochs)"})
+    return prepare
+
+
+register_method("public_only", _public_only,
+                "the public model alone (trained on the public records only; ε = 0 for the private set): what the "
+                "private data add is read against it", mode="none", takes_epsilon=False, uses_public=True)
+register_method("fm_head", _head("laplace"),
+                "functional-mechanism head (Zhang et al. PVLDB 2012) on the public model's bounded features: "
+                "(S1, S2) summed over the private set, Laplace noise once (pure ε), closed form: proven",
+                mode="private", uses_public=True)
+register_method("fm_head_gauss", _head("gaussian"),
+                "functional-mechanism head with Gaussian noise once (features clipped to unit norm, σ from "
+                "dp_accounting): (ε, δ) proven", mode="private", uses_public=True)
+register_method("adlm_private", _head("laplace"),
+                "AdLM provable mode: Algorithm 1's loss-coefficient release (lines 16–19) done soundly — summed over "
+                "the private set, once, on the public relevance model's bounded hidden layer; Steps 1–2 unused, so "
+                "it coincides with ilm_private (and AFRRS's private head): proven", mode="private", paper="adlm",
+                uses_public=True)
+register_method("ilm_private", _head("laplace"),
+                "ILM provable mode: the same head as adlm_private (allocation only matters for the unused "
+                "first-layer release, so ILM, AdLM and AFRRS coincide here): proven", mode="private", paper="ilm",
+                uses_public=True)
+
+__all__ = ["FEATURE_LAYER"]

@@ -1,0 +1,145 @@
+"""A feature extractor that never saw the private data, with its provenance as an ε = 0 release.
+
+The functional head (:mod:`tfdpmech.heads`) is private only if the features feeding its
+polynomial do not depend on the private records (Zhang et al., PVLDB 2012, §4: the
+objective's coefficients must be sums of per-record terms). A :class:`FeatureExtractor`
+carries that fact with the model: where its weights came from (a ``Release`` with ε = 0 and
+the argument), the bounds its outputs obey by construction, a fingerprint of its weights (a
+later change is refused), and, when given, hashes of the public records it was trained on
+(a private set that overlaps them is refused).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import keras
+import numpy as np
+
+from ..accounting.ledger import Release
+from ..validation import check_array, check_positive_int
+from .public_data import check_disjoint, record_hashes
+
+__all__ = ["FeatureExtractor", "weights_fingerprint"]
+
+
+def weights_fingerprint(model) -> str:
+    """A short hash of every weight (trainable or not) of a Keras model or layer."""
+    h = hashlib.sha256()
+    for w in model.weights:
+        arr = np.ascontiguousarray(np.asarray(w.numpy() if hasattr(w, "numpy") else w))
+        h.update(str(arr.shape).encode() + str(arr.dtype).encode() + arr.tobytes())
+    return h.hexdigest()[:16]
+
+
+class FeatureExtractor:
+    """A Keras model ``x → features`` whose weights are independent of the private data.
+
+    Build one with :func:`tfdpmech.features.public_features` (a model trained on public data)
+    or :func:`tfdpmech.features.random_features` (data-independent); constructing it directly
+    is the same assertion, stated in ``provenance``.
+
+    Args:
+        model: a built Keras model mapping a batch of records to features (any rank; flattened).
+        name: short name used in the ledger (``features:<name>``).
+        provenance: why the weights carry no information about the private records; it becomes
+            the ``basis`` of the ε = 0 release.
+        bounds: ``(low, high)`` every output coordinate obeys by construction (e.g. ``(0, 1)`` after a
+            sigmoid or :class:`~tfdpmech.layers.UnitClip`); ``(-inf, inf)`` when unknown.
+        trained_on: the public records the weights were fit on, if any; only their hashes are kept,
+            to refuse a private set that shares records with them.
+
+    Raises:
+        TypeError: ``model`` is not a Keras model.
+        ValueError: bounds with ``low >= high`` or NaN.
+    """
+
+    def __init__(self, model, *, name: str, provenance: str, bounds=(-math.inf, math.inf), trained_on=None):
+        if not isinstance(model, keras.Model):
+            raise TypeError(f"model must be a keras.Model mapping records to features, got {type(model).__name__}")
+        low, high = (float(b) for b in bounds)
+        if not low < high:
+            raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
+        self.model = model  # used in inference mode only; its trainable flags are left alone (shared layers)
+        self.name = str(name)
+        self.bounds = (low, high)
+        self.fingerprint = weights_fingerprint(model)
+        self._public_hashes = None if trained_on is None else record_hashes(trained_on, "trained_on")
+        self.release = Release(
+            component=f"features:{self.name}", mechanism="none", epsilon_claimed=0.0, epsilon_provable=0.0,
+            basis=str(provenance),
+            details={"weights_fingerprint": self.fingerprint, "bounds": [low, high],
+                     "public_records": None if self._public_hashes is None else len(self._public_hashes)},
+        )
+
+    @property
+    def input_shape(self) -> tuple:
+        """Shape of one input record."""
+        return tuple(self.model.input_shape[1:])
+
+    @property
+    def num_features(self) -> int:
+        """Number of output features (flattened)."""
+        return int(np.prod(self.model.output_shape[1:]))
+
+    @property
+    def nonnegative(self) -> bool:
+        """Every feature is >= 0 by construction."""
+        return self.bounds[0] >= 0.0
+
+    @property
+    def unit_bounded(self) -> bool:
+        """Every feature lies in [0, 1] by construction (what the Laplace calibration needs)."""
+        return self.bounds[0] >= 0.0 and self.bounds[1] <= 1.0
+
+    def check_unchanged(self) -> None:
+        """Refuse weights that changed since the provenance (and any release using it) was recorded.
+
+        Raises:
+            ValueError: the weights' fingerprint differs from the recorded one.
+        """
+        now = weights_fingerprint(self.model)
+        if now != self.fingerprint:
+            raise ValueError(
+                f"feature extractor {self.name!r}: its weights changed after its provenance was recorded "
+                f"(fingerprint {self.fingerprint} -> {now}); statistics released with the old features do not "
+                "describe the new ones. If the new weights also never saw the private data, wrap the model again "
+                "(tfdpmech.features.public_features) and build a new head (a new release, a new budget)"
+            )
+
+    def check_disjoint(self, x_private, name: str = "x_private") -> None:
+        """Refuse private records identical to public records the extractor was trained on.
+
+        Raises:
+            ValueError: at least one record of ``x_private`` equals a ``trained_on`` record.
+        """
+        if self._public_hashes is not None:
+            check_disjoint(self._public_hashes, x_private, names=("trained_on", name))
+
+    def __call__(self, x, *, batch_size: int = 512, name: str = "x") -> np.ndarray:
+        """Features of ``x`` as float64 ``(n, num_features)``, checked against :attr:`bounds`.
+
+        Raises:
+            ValueError: changed weights, non-finite inputs/features, or features outside the bounds
+                (never clipped: the bounds are what a sensitivity was computed for).
+        """
+        self.check_unchanged()
+        x = check_array(x, name, ndim_min=2)
+        batch_size = check_positive_int(batch_size, "batch_size")
+        parts = [np.asarray(self.model(x[i:i + batch_size].astype(np.float32), training=False))
+                 for i in range(0, len(x), batch_size)]
+        f = np.concatenate(parts).reshape(len(x), -1).astype(np.float64)
+        check_array(f, f"features of {name}")
+        lo, hi = float(f.min()), float(f.max())
+        if lo < self.bounds[0] or hi > self.bounds[1]:
+            raise ValueError(
+                f"feature extractor {self.name!r} produced values in [{lo:g}, {hi:g}] on {name}, outside its declared "
+                f"bounds {list(self.bounds)}; fix the extractor (end it with a sigmoid or tfdpmech.layers.UnitClip) "
+                "or declare the bounds it really obeys"
+            )
+        return f
+
+    def __repr__(self) -> str:
+        return (f"FeatureExtractor({self.name!r}, features={self.num_features}, bounds={list(self.bounds)}, "
+                f"fingerprint={self.fingerprint})")
