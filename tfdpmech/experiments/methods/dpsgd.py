@@ -21,12 +21,13 @@ def _dpsgd(ctx, epsilon, seed) -> Prepared:
     if ctx.kind == "tabular":  # the same bias-free linear model as the DP-ERM methods, δ = 1/n² as theirs
         n = ctx.n_private
         batch = min(256, max(16, n // 4))
-        dp = DPSGD(epsilon, 1.0 / n**2, batch, 20, n, learning_rate=0.05)
+        dp = DPSGD(epsilon, 1.0 / n**2, batch, 20, n, learning_rate=0.05, drop_remainder=True)
         base = erm_linear_model(ctx.x_private.shape[1], ctx.num_classes, l2=0.0)
         model = dp.compile(base, loss=tabular_loss(ctx.num_classes), metrics=())
         train = dp.dataset(ctx.x_private, tabular_labels(ctx, ctx.y_private), seed=seed)
     else:
-        dp = DPSGD(epsilon, cfg.delta, cfg.batch_size, cfg.epochs, ctx.n_private, learning_rate=cfg.learning_rate)
+        dp = DPSGD(epsilon, cfg.delta, cfg.batch_size, cfg.epochs, ctx.n_private, learning_rate=cfg.learning_rate,
+                   drop_remainder=True)  # full batches only; the remainder is recorded in the ledger
         model = dp.compile(ctx.build("standard"))
         train = dp.dataset(ctx.x_private, ctx.y_private, seed=seed)
     return Prepared(model, train, dp.ledger, [dp.callback(verbose=0)], epochs=dp.epochs,
