@@ -66,6 +66,7 @@ from .paths import (
 __all__ = ["OPTIMIZERS", "DPSGD", "DPSGDBudget"]
 
 OPTIMIZERS = ("adam", "sgd")
+MAX_STEPS = 10**9  # more optimizer steps than this is a mistake (and overflows the RDP accountant)
 DEFAULT_LEARNING_RATES = {"adam": 1e-3, "sgd": 0.1}
 
 
@@ -163,6 +164,11 @@ class DPSGD:
                  use_xla: bool = False, drop_remainder: bool = False, ledger: PrivacyLedger | None = None):
         self.epsilon = check_epsilon(epsilon)
         self.delta, self.n, self.batch_size, self.epochs = check_training_shape(delta, n, batch_size, epochs)
+        if self.epochs * self.n > MAX_STEPS * self.batch_size:
+            raise ValueError(
+                f"epochs={self.epochs} with n={self.n} and batch_size={self.batch_size} is more than {MAX_STEPS:.0e} "
+                "DP-SGD steps, beyond what the accountant computes; pass a realistic number of epochs"
+            )
         if not isinstance(drop_remainder, (bool, np.bool_)):
             raise TypeError(f"drop_remainder must be True or False, got {drop_remainder!r}")
         self.records_dropped_per_epoch = self.n % self.batch_size
@@ -459,7 +465,7 @@ class DPSGD:
         """
         x = check_array(x, "x")
         y = check_array(y, "y")
-        if (self._one_hot_labels or self.model is None) and y.ndim == 1:
+        if (self._one_hot_labels or self.model is None) and (y.ndim == 1 or self.num_classes is not None):
             if self.num_classes is None:
                 raise ValueError(
                     "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..accounting.ledger import Release
 from ..noise import laplace, make_rng, noise_fingerprint
-from ..validation import check_array, check_choice, check_epsilon, check_one_hot
+from ..validation import check_array, check_choice, check_epsilon, check_one_hot, check_positive_int, check_real
 from .taylor_cross_entropy import LOG2, PHI2
 
 __all__ = ["FunctionalSoftmaxHead", "HEAD_MODES", "head_sensitivity", "taylor_sigmoid_ce", "project_psd"]
@@ -68,7 +68,7 @@ class FunctionalSoftmaxHead:
 
     def __init__(self, num_classes: int, mode: str = "functional", *, epsilon: float | None = None,
                  ridge: float = 1e-3, use_bias: bool = True, seed=None, component: str = "output_layer"):
-        self.num_classes = int(num_classes)
+        self.num_classes = check_positive_int(num_classes, "num_classes")
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
         self.mode = check_choice(mode, "mode", HEAD_MODES)
@@ -80,6 +80,7 @@ class FunctionalSoftmaxHead:
             if epsilon is not None:
                 raise ValueError("mode='noiseless' is the non-private TCDBN head; pass epsilon=None")
             self.epsilon = None
+        ridge = check_real(ridge, "ridge")
         if not ridge >= 0:
             raise ValueError(f"ridge must be >= 0, got {ridge}")
         self.ridge = float(ridge)

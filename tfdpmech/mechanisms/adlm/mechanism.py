@@ -244,6 +244,8 @@ class AdLM:
             trained_on_private_data: True if ``relevance_model`` saw these records; then the
                 ε1 bound does not hold (spec §9 A5) and the ledger marks the step *claimed*.
         """
+        if not isinstance(trained_on_private_data, (bool, np.bool_)):
+            raise TypeError(f"trained_on_private_data must be True or False, got {trained_on_private_data!r}")
         check_unit_interval(x, "x")
         self.relevance, release = private_relevance(
             relevance_model, x, y, self.eps1, rng_or_seed=self._rng, mu=mu, start=start,
