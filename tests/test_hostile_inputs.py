@@ -663,6 +663,38 @@ case("audit.membership_advantage-pred_members-str", "pred_members",
      lambda led: audit.membership_advantage(np.array(["a"]), np.zeros(3)), "audit")
 case("audit.tf_privacy_attack_floor-n_members-zero", "n_members",
      lambda led: audit.tf_privacy_attack_floor(0, 10, 3), "audit")
+# one-run canary audit (Steinke, Nasr & Jagielski 2023)
+for name in ("correct", "guesses", "m"):
+    for k, v in {"neg": -1, "float": 2.5, "str": "3", "bool": True}.items():
+        kwargs = dict(correct=3, guesses=5, m=10)
+        kwargs[name] = v
+        case(f"audit.epsilon_lower_bound-{name}-{k}", name,
+             lambda led, kw=kwargs: audit.epsilon_lower_bound(kw["correct"], kw["guesses"], kw["m"]), "audit")
+case("audit.epsilon_lower_bound-guesses-above_m", "guesses", lambda led: audit.epsilon_lower_bound(3, 20, 10), "audit")
+for k, v in {"one": 1.0, "zero": 0.0, "str": "0.95", "nan": NAN}.items():
+    case(f"audit.epsilon_lower_bound-confidence-{k}", "confidence",
+         lambda led, v=v: audit.epsilon_lower_bound(3, 5, 10, confidence=v), "audit")
+for k, v in {"one": 1.0, "neg": -0.1, "str": "0"}.items():
+    case(f"audit.epsilon_lower_bound-delta-{k}", "delta",
+         lambda led, v=v: audit.epsilon_lower_bound(3, 5, 10, delta=v), "audit")
+for k, v in {"nan": np.full(6, np.nan), "str": np.array(["a"] * 6), "complex": np.zeros(6) + 1j,
+             "2d": np.zeros((6, 2)), "empty": np.zeros(0)}.items():
+    case(f"audit.audit_scores-scores-{k}", "scores",
+         lambda led, v=v: audit.audit_scores(v, np.arange(6) % 2 == 0), "audit")
+for k, v in {"short": np.ones(5, bool), "ints": np.arange(6), "str": np.array(["y"] * 6)}.items():
+    case(f"audit.audit_scores-membership-{k}", "membership",
+         lambda led, v=v: audit.audit_scores(np.linspace(0, 1, 6), v), "audit")
+case("audit.audit_scores-k_plus-too_many", "k_plus",
+     lambda led: audit.audit_scores(np.linspace(0, 1, 6), np.arange(6) % 2 == 0, k_plus=5, k_minus=5), "audit")
+for fn in ("noise_canaries", "digits_canaries"):
+    for k, v in {"zero": 0, "str": "10", "float": 2.5}.items():
+        case(f"audit.{fn}-m-{k}", "m", lambda led, fn=fn, v=v: getattr(audit, fn)(v), "audit")
+case("audit.noise_canaries-shape-neg", "shape", lambda led: audit.noise_canaries(4, shape=(-1, 2)), "audit")
+case("audit.canary_audit-canaries_x-nan", "canaries_x",
+     lambda led: audit.canary_audit(lambda x, y: None, lambda t, x, y: np.zeros(len(x)), np.full((6, 2), np.nan),
+                                    np.zeros(6)), "audit")
+case("audit.canary_audit-train_fn-str", "train_fn",
+     lambda led: audit.canary_audit("train", lambda t, x, y: np.zeros(len(x)), np.zeros((6, 2)), np.zeros(6)), "audit")
 case("validation.check_epsilon-epsilon-huge", "epsilon", lambda led: validation.check_epsilon(10**400), "validation")
 case("validation.check_delta-delta-str", "delta", lambda led: validation.check_delta("0.1"), "validation")
 
