@@ -12,7 +12,7 @@ import abc
 
 import numpy as np
 
-from .validation import check_array, check_choice
+from .validation import check_array, check_choice, check_real
 
 __all__ = ["BudgetAllocation", "UniformAllocation", "RelevanceAllocation", "get_allocation"]
 
@@ -63,6 +63,7 @@ class RelevanceAllocation(BudgetAllocation):
 
     def __init__(self, relevance, floor: float = 1e-5, mode: str = "floor"):
         self.relevance = check_array(relevance, "relevance", ndim_min=1).astype(np.float64)
+        floor = check_real(floor, "floor")
         if not floor > 0:
             raise ValueError(f"floor must be > 0 so that every feature keeps some budget, got {floor}")
         self.floor = float(floor)

@@ -11,12 +11,10 @@ Scales follow numpy: ``Lap(b)`` has density ``exp(-|x|/b) / (2b)``.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import tensorflow as tf
 
-from .validation import check_array
+from .validation import array_fingerprint, check_array
 
 __all__ = [
     "make_rng",
@@ -71,7 +69,4 @@ def tf_laplace(shape, scale, generator: tf.random.Generator, dtype=tf.float32) -
     return -tf.cast(scale, dtype) * tf.sign(u) * tf.math.log(tf.maximum(1.0 - 2.0 * tf.abs(u), tiny))
 
 
-def noise_fingerprint(array) -> str:
-    """A short hash of a noise array, used to show frozen noise did not change."""
-    arr = np.ascontiguousarray(np.asarray(array))
-    return hashlib.sha256(arr.tobytes() + str(arr.shape).encode()).hexdigest()[:16]
+noise_fingerprint = array_fingerprint  # one fingerprint helper for noise and released data (validation.py)

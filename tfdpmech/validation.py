@@ -7,11 +7,16 @@ clips, rescales or drops data: bad input is refused, never repaired.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
+import sys
+from collections import abc
 from typing import Sequence
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 __all__ = [
     "PrivacyLeakWarning",
@@ -26,7 +31,21 @@ __all__ = [
     "check_budget_split",
     "check_choice",
     "check_batch_size",
+    "check_real",
+    "check_fractions",
+    "check_interval",
+    "check_instance",
+    "check_graph_model",
+    "array_fingerprint",
+    "ReleasedData",
+    "ReleasedDataGuard",
+    "guard_training_data",
+    "EPSILON_RANGE",
 ]
+
+# ε outside this range is a mistake: above it a "privacy budget" protects nothing and noise scales
+# underflow; below it noise scales (sensitivity / ε) overflow float64 arithmetic downstream.
+EPSILON_RANGE = (1e-12, 1e12)
 
 
 class PrivacyLeakWarning(Warning):
@@ -57,6 +76,12 @@ def check_array(x, name: str, *, ndim_min: int = 1) -> np.ndarray:
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise TypeError(
             f"{name} must be a numeric array, got dtype {arr.dtype}; convert it with np.asarray(..., dtype=float)"
+        )
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(
+            f"{name} has complex dtype {arr.dtype}; the mechanisms work on real features and would silently drop "
+            f"the imaginary part. Pass real features, e.g. np.real({name}) if the imaginary part is zero, or "
+            f"np.concatenate([{name}.real, {name}.imag], axis=-1) to keep both"
         )
     if arr.ndim < ndim_min:
         raise ValueError(f"{name} must have at least {ndim_min} dimension(s), got shape {arr.shape}")
@@ -136,12 +161,46 @@ def check_positive_real(value, name: str, *, hint: str = "") -> float:
         TypeError: not a real number.
         ValueError: <= 0, NaN or inf.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive real number, got {_describe(value)}")
-    value = float(value)
+    value = _real(value, name, "a positive real number")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be finite and > 0, got {value}" + (f"; {hint}" if hint else ""))
+    if value < sys.float_info.min:
+        raise ValueError(
+            f"{name}={value!r} is subnormal (below {sys.float_info.min:.3g}): quantities divided by it overflow; "
+            + (hint if hint else "pass a realistic value")
+        )
     return value
+
+
+def _real(value, name: str, what: str) -> float:
+    """``value`` as a float; TypeError for bools and non-numbers, ValueError for numbers too large for a float."""
+    if isinstance(value, bool) or isinstance(value, np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {what}, got {_describe(value)} ({type(value).__name__})"
+                        + ("; convert strings with float(...)" if isinstance(value, str) else ""))
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(
+            f"{name} is too large to be a float ({len(str(abs(int(value))))} digits); pass a realistic value"
+        ) from None
+
+
+def check_real(value, name: str, *, minimum: float | None = None, maximum: float | None = None,
+               hint: str = "") -> float:
+    """Check ``value`` is a finite real number (not a bool or a string), within optional bounds.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: NaN, inf, too large for a float, or outside ``[minimum, maximum]``.
+    """
+    number = _real(value, name, "a real number")
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {number}" + (f"; {hint}" if hint else ""))
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        lo = "-inf" if minimum is None else f"{minimum:g}"
+        hi = "inf" if maximum is None else f"{maximum:g}"
+        raise ValueError(f"{name} must lie in [{lo}, {hi}], got {number:g}" + (f"; {hint}" if hint else ""))
+    return number
 
 
 def check_epsilon(eps, name: str = "epsilon") -> float:
@@ -151,7 +210,17 @@ def check_epsilon(eps, name: str = "epsilon") -> float:
         TypeError: not a real number.
         ValueError: ε <= 0, NaN or inf.
     """
-    return check_positive_real(eps, name, hint="pass a privacy budget such as 0.5")
+    eps = check_positive_real(eps, name, hint="pass a privacy budget such as 0.5")
+    lo, hi = EPSILON_RANGE
+    if not lo <= eps <= hi:
+        raise ValueError(
+            f"{name}={eps:g} is outside [{lo:g}, {hi:g}]: "
+            + ("a budget this large protects nothing and its noise scales underflow; for non-private training use "
+               "the nonprivate baseline" if eps > hi else
+               "a budget this small makes the noise scale (sensitivity / ε) overflow")
+            + "; pass a privacy budget such as 0.5"
+        )
+    return eps
 
 
 def check_delta(delta, name: str = "delta") -> float:
@@ -161,9 +230,7 @@ def check_delta(delta, name: str = "delta") -> float:
         TypeError: not a real number.
         ValueError: δ outside (0, 1).
     """
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
-        raise TypeError(f"{name} must be a real number in (0, 1), got {_describe(delta)}")
-    value = float(delta)
+    value = _real(delta, name, "a real number in (0, 1)")
     if not (0.0 < value < 1.0):
         raise ValueError(f"{name} must lie in (0, 1), got {value}; a common choice is 1e-5 or 1/n")
     return value
@@ -176,8 +243,9 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
         TypeError: not an integer.
         ValueError: below ``minimum``.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {_describe(value)}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        hint = "; convert strings with int(...)" if isinstance(value, str) else ""
+        raise TypeError(f"{name} must be an integer, got {_describe(value)} ({type(value).__name__}){hint}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
@@ -230,3 +298,208 @@ def check_batch_size(batch_size, name: str = "batch_size", *, n: int | None = No
             "no full batch could be formed. Use a smaller batch size"
         )
     return batch_size
+
+
+def check_fractions(split, name: str, count: int, *, total: float = 1.0, tol: float = 1e-9,
+                    allow_less: bool = False) -> tuple:
+    """Check ``split`` is ``count`` positive fractions summing to ``total`` (at most ``total`` if ``allow_less``).
+
+    Raises:
+        TypeError: not a sequence of real numbers.
+        ValueError: wrong length, a fraction <= 0, or a sum off ``total`` by more than ``tol``.
+    """
+    if isinstance(split, (str, bytes, dict)) or not isinstance(split, (abc.Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be a sequence of {count} fractions, got {type(split).__name__} {_describe(split)}")
+    if len(split) != count:
+        raise ValueError(f"{name} must have {count} fractions, got {len(split)}: {_describe(split)}")
+    fractions = tuple(check_positive_real(f, f"{name}[{i}]") for i, f in enumerate(split))
+    s = math.fsum(fractions)
+    if s > total * (1 + tol) or (not allow_less and s < total * (1 - tol)):
+        bound = "at most" if allow_less else "exactly"
+        raise ValueError(
+            f"{name}={_describe(split)} sums to {s:.12g}; the fractions must sum to {bound} {total:g} so that no more "
+            f"than the total budget is spent. Rescale them, e.g. {name}=tuple(f / sum({name}) for f in {name})"
+        )
+    return fractions
+
+
+def check_interval(value, name: str) -> tuple[float, float]:
+    """Check ``value`` is a pair ``(low, high)`` of finite reals with ``low < high``.
+
+    Raises:
+        TypeError: not a pair of real numbers.
+        ValueError: wrong length, NaN/inf, or ``low >= high``.
+    """
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, (abc.Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be a pair (low, high), got {type(value).__name__} {_describe(value)}")
+    if len(value) != 2:
+        raise ValueError(f"{name} must be a pair (low, high), got {len(value)} value(s): {_describe(value)}")
+    low, high = (_real(v, f"{name}[{i}]", "a real number") for i, v in enumerate(value))
+    if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
+        raise ValueError(f"{name} must be (low, high) with finite low < high, got {_describe(value)}")
+    return low, high
+
+
+def check_instance(value, name: str, cls, hint: str = ""):
+    """Check ``isinstance(value, cls)``; TypeError naming the argument and the expected type otherwise."""
+    if not isinstance(value, cls):
+        names = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
+        raise TypeError(f"{name} must be a {names}, got {type(value).__name__} {_describe(value)}"
+                        + (f"; {hint}" if hint else ""))
+    return value
+
+
+def check_graph_model(model, name: str = "model"):
+    """Check ``model`` is a built Sequential or functional ``keras.Model`` whose layers can be inspected.
+
+    The mechanisms read the model's input shape and layer list before any noise is drawn; a
+    subclassed model has neither until it is called, an unbuilt ``Sequential`` no input shape.
+
+    Raises:
+        TypeError: not a ``keras.Model``.
+        ValueError: a subclassed model, or a model without a defined input shape.
+    """
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"{name} must be a keras.Model, got {type(model).__name__} {_describe(model)}")
+    functional = isinstance(model, keras.Sequential) or bool(getattr(model, "_is_graph_network", False))
+    functional = functional or type(model).__name__ == "Functional"
+    if not functional:
+        raise ValueError(
+            f"{name} {model.name!r} is a subclassed keras.Model ({type(model).__name__}); its layers and input shape "
+            "cannot be inspected before it runs. Build the same network as a keras.Sequential or functional model"
+        )
+    try:
+        shape = model.input_shape
+    except (AttributeError, ValueError):
+        shape = None
+    if not model.built or shape is None:
+        raise ValueError(
+            f"{name} {model.name!r} is not built (no input shape yet); start it with keras.Input(shape) or call "
+            f"{name}.build((None, *feature_shape)) first"
+        )
+    return model
+
+
+def array_fingerprint(array) -> str:
+    """A short SHA-256 of an array's bytes and shape: shows that frozen noise or released data did not change.
+
+    The one fingerprint of the package (``tfdpmech.noise.noise_fingerprint`` is this function).
+    """
+    arr = np.ascontiguousarray(np.asarray(array))
+    return hashlib.sha256(arr.tobytes() + str(arr.shape).encode()).hexdigest()[:16]
+
+
+class ReleasedData:
+    """The arrays a mechanism released for training, fingerprinted so that training on anything else is refused.
+
+    A noise-once mechanism's guarantee covers a model trained on the arrays it released (the
+    model is post-processing of them), and nothing else: a model fitted on the raw data has no
+    guarantee, whatever the callback logs. This object keeps, per released record, one float64
+    random projection of all its arrays jointly (e.g. ``x̄_i`` and ``ϕ̄_i``), sorted; a training
+    batch passes only if every one of its records projects onto a released record's value. The
+    projections are a checksum of the noisy (already public) release, not of the raw data.
+
+    Args:
+        arrays: the released arrays, all with the same number of records (first axis).
+        source: who released them, e.g. ``"ILM.perturb"`` (named in the error).
+        fix: what to train on instead (named in the error).
+    """
+
+    RELATIVE_TOLERANCE = 1e-9  # float64 summation order may differ between numpy and TensorFlow
+
+    def __init__(self, arrays, *, source: str, fix: str):
+        arrays = [np.asarray(a) for a in arrays]
+        if not arrays or len({len(a) for a in arrays}) != 1:
+            raise ValueError("ReleasedData needs one or more arrays with the same number of records")
+        self.source, self.fix = source, fix
+        self.n = len(arrays[0])
+        self.row_sizes = tuple(int(np.prod(a.shape[1:], dtype=np.int64)) for a in arrays)
+        self.fingerprints = tuple(array_fingerprint(a) for a in arrays)
+        rng = np.random.default_rng(0x7FD9)  # public, fixed directions: a checksum, not a secret
+        self._directions = tuple(rng.standard_normal(size) for size in self.row_sizes)
+        projection = sum(a.reshape(self.n, -1).astype(np.float64) @ r for a, r in zip(arrays, self._directions))
+        self._sorted = np.sort(projection)
+
+    def assert_batch(self, data) -> tf.Operation:
+        """An op that fails (``InvalidArgumentError``) if a record of the batch ``data`` was not released.
+
+        Raises:
+            ValueError: (at trace time) ``data`` does not have the released structure or row shapes.
+        """
+        x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+        parts = [x] if len(self.row_sizes) == 1 else [x, y]
+        if len(self.row_sizes) > 2:
+            raise ValueError("ReleasedData.assert_batch handles (x,) or (x, y) releases")
+        names = ("x", "y")
+        projection = magnitude = None
+        for i, (part, r, size) in enumerate(zip(parts, self._directions, self.row_sizes)):
+            if part is None or isinstance(part, (dict, list, tuple)):
+                raise ValueError(
+                    f"{names[i]} passed to fit is {type(part).__name__}, not the single array {self.source} "
+                    f"released; {self.fix}"
+                )
+            part = tf.convert_to_tensor(part)
+            got = part.shape[1:].num_elements()
+            if got is not None and got != size:
+                raise ValueError(
+                    f"{names[i]} passed to fit has {got} value(s) per record (shape {tuple(part.shape)}), but "
+                    f"{self.source} released {size} per record: this is not the released data, and a model trained "
+                    f"on it has no privacy guarantee; {self.fix}"
+                )
+            flat = tf.reshape(tf.cast(part, tf.float64), [tf.shape(part)[0], size]) * tf.constant(r)
+            projection = tf.reduce_sum(flat, axis=1) if projection is None else projection + tf.reduce_sum(flat, 1)
+            mag = tf.reduce_sum(tf.abs(flat), axis=1)
+            magnitude = mag if magnitude is None else magnitude + mag
+        released = tf.constant(self._sorted)
+        idx = tf.searchsorted(released, projection)
+        below = tf.gather(released, tf.maximum(idx - 1, 0))
+        above = tf.gather(released, tf.minimum(idx, self.n - 1))
+        distance = tf.minimum(tf.abs(projection - below), tf.abs(projection - above))
+        foreign = tf.reduce_sum(tf.cast(distance > self.RELATIVE_TOLERANCE * magnitude + 1e-300, tf.int32))
+        return tf.debugging.assert_equal(
+            foreign, 0,
+            message=(f"training data is not the data {self.source} released (records of this batch are not among "
+                     f"the released ones): a model trained on it has no privacy guarantee; {self.fix}"),
+        )
+
+
+def guard_training_data(model, released: ReleasedData) -> None:
+    """Make ``model``'s train step refuse every batch that is not part of ``released``.
+
+    Wraps ``model.train_step`` (once per release; re-wrapping replaces the previous guard) and
+    drops the cached train function so the next ``fit`` traces the guarded step.
+    """
+    if getattr(model, "_tfdpmech_released", None) is released:
+        return
+    inner = getattr(model, "_tfdpmech_unguarded_train_step", None) or model.train_step
+
+    def train_step(data):
+        try:
+            check = released.assert_batch(data)
+        except ValueError:
+            model.train_function = None  # the failed trace must not poison the next fit
+            raise
+        with tf.control_dependencies([check]):
+            return inner(data)
+
+    model._tfdpmech_unguarded_train_step = inner
+    model._tfdpmech_released = released
+    model.train_step = train_step
+    model.train_function = None
+
+
+class ReleasedDataGuard:
+    """Mixin for a Keras callback of a noise-once mechanism: the model it is given refuses other data.
+
+    Subclasses implement :meth:`released_data`. In ``set_model`` (called by ``fit`` before the
+    first step) the model's train step is guarded with :func:`guard_training_data`, so a ``fit``
+    on data the mechanism did not release stops before any step (``InvalidArgumentError``, or
+    ``ValueError`` when the shapes already differ) and no epoch logs a guarantee.
+    """
+
+    def released_data(self) -> ReleasedData:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def set_model(self, model):
+        super().set_model(model)
+        guard_training_data(model, self.released_data())

@@ -57,6 +57,7 @@ import numpy as np
 from scipy import stats
 
 from ..noise import make_rng
+from ..validation import check_array
 
 __all__ = [
     "CanaryAudit",
@@ -256,6 +257,8 @@ def guess_membership(scores, k_plus: int, k_minus: int) -> np.ndarray:
 
 
 def _check_scores(scores) -> np.ndarray:
+    if np.iscomplexobj(scores):
+        raise TypeError("scores are complex; pass one real score per canary (the imaginary part would be dropped)")
     try:
         arr = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -460,8 +463,11 @@ def canary_audit(train_fn: Callable[[np.ndarray, np.ndarray], Any],
         ValueError / TypeError: mismatched canary arrays, k₊ + k₋ > m, confidence outside (0, 1),
             δ outside [0, 1) — all before training.
     """
-    canaries_x = np.asarray(canaries_x)
-    canaries_y = np.asarray(canaries_y)
+    for name, fn in (("train_fn", train_fn), ("score_fn", score_fn)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be a function, got {type(fn).__name__} {fn!r:.60}")
+    canaries_x = check_array(canaries_x, "canaries_x")
+    canaries_y = check_array(canaries_y, "canaries_y")
     m = len(canaries_x)
     if m < 2 or len(canaries_y) != m:
         raise ValueError(f"canaries_x and canaries_y must hold the same number m >= 2 of canaries, got "

@@ -222,10 +222,12 @@ class ShadowModelAttack:
 
 def membership_advantage(pred_members, pred_non_members) -> float:
     """``TPR − FPR`` of hard predictions on members and non-members (Lu et al. Eq. 32); not clipped."""
-    pin = np.asarray(pred_members).astype(np.float64).reshape(-1)
-    pout = np.asarray(pred_non_members).astype(np.float64).reshape(-1)
+    pin = np.asarray(pred_members)
+    pout = np.asarray(pred_non_members)
     if pin.size == 0 or pout.size == 0:
         raise ValueError("membership_advantage needs at least one member and one non-member prediction")
+    pin = check_array(pin, "pred_members").astype(np.float64).reshape(-1)
+    pout = check_array(pout, "pred_non_members").astype(np.float64).reshape(-1)
     return float(pin.mean() - pout.mean())
 
 

@@ -44,7 +44,15 @@ from ..accounting.dpsgd import (
     noise_multiplier_for_epsilon,
 )
 from ..accounting.ledger import PrivacyLedger, Release, format_epsilon
-from ..validation import check_choice, check_epsilon, check_positive_int, check_positive_real
+from ..validation import (
+    check_array,
+    check_choice,
+    check_epsilon,
+    check_instance,
+    check_labels,
+    check_positive_int,
+    check_positive_real,
+)
 from .paths import (
     PATHS,
     check_logits,
@@ -58,6 +66,7 @@ from .paths import (
 __all__ = ["OPTIMIZERS", "DPSGD", "DPSGDBudget"]
 
 OPTIMIZERS = ("adam", "sgd")
+MAX_STEPS = 10**9  # more optimizer steps than this is a mistake (and overflows the RDP accountant)
 DEFAULT_LEARNING_RATES = {"adam": 1e-3, "sgd": 0.1}
 
 
@@ -75,6 +84,24 @@ class DPSGDBudget(PrivacyBudget):
     def __init__(self, dpsgd: "DPSGD", verbose: int = 1):
         super().__init__(dpsgd.ledger, verbose=verbose)
         self._dpsgd = dpsgd
+
+    def on_train_begin(self, logs=None):
+        """Refuse a fit whose epoch is not one pass over the ``n`` examples the noise was calibrated for.
+
+        The provable (any-order) ε composes one Gaussian mechanism per epoch over ``n`` examples; on
+        a smaller dataset the step budget would allow more passes than were accounted.
+        """
+        super().on_train_begin(logs)
+        dp = self._dpsgd
+        steps = (self.params or {}).get("steps")
+        allowed = {dp.n // dp.batch_size, -(-dp.n // dp.batch_size)}
+        if steps is not None and int(steps) not in allowed:
+            raise ValueError(
+                f"this fit runs {steps} steps per epoch, but the DPSGD noise was calibrated for n={dp.n} examples in "
+                f"batches of {dp.batch_size} ({dp.n // dp.batch_size} steps per epoch): the data passed to fit is not "
+                f"the n={dp.n} training examples, and the logged ε would not hold. Fit on DPSGD.dataset(x, y) with all "
+                f"n examples, or create the DPSGD with the n you train on"
+            )
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
@@ -109,6 +136,10 @@ class DPSGD:
             if None).
         use_xla: compile the ``DPModel`` train step (fast_clipping / vectorized) with XLA; on CPU
             this was slower for the MLP, hence off by default.
+        drop_remainder: accept that ``n mod batch_size`` examples (a different random subset each
+            epoch) sit out of every epoch when ``batch_size`` does not divide ``n``; the number is
+            recorded in the ledger. By default that is refused: every batch must hold exactly
+            ``batch_size`` examples, so the remainder could never be trained on.
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one if None).
 
     Attributes:
@@ -121,7 +152,8 @@ class DPSGD:
     Raises:
         ImportError: tensorflow-privacy is missing ("pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)").
         ValueError / TypeError: ε <= 0, δ ∉ (0, 1), n <= 0, epochs <= 0, batch_size > n,
-            batch_size not a multiple of num_microbatches, unknown path or optimizer.
+            batch_size not dividing n (without ``drop_remainder=True``), batch_size not a multiple of
+            num_microbatches, unknown path or optimizer, a ``ledger`` that is not a PrivacyLedger.
 
     Reference: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
     """
@@ -129,9 +161,28 @@ class DPSGD:
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,
                  l2_norm_clip: float = 1.0, learning_rate: float | None = None, optimizer: str = "adam",
                  path: str = "auto", num_microbatches: int | None = None, layer_registry=None,
-                 use_xla: bool = False, ledger: PrivacyLedger | None = None):
+                 use_xla: bool = False, drop_remainder: bool = False, ledger: PrivacyLedger | None = None):
         self.epsilon = check_epsilon(epsilon)
         self.delta, self.n, self.batch_size, self.epochs = check_training_shape(delta, n, batch_size, epochs)
+        if self.epochs * self.n > MAX_STEPS * self.batch_size:
+            raise ValueError(
+                f"epochs={self.epochs} with n={self.n} and batch_size={self.batch_size} is more than {MAX_STEPS:.0e} "
+                "DP-SGD steps, beyond what the accountant computes; pass a realistic number of epochs"
+            )
+        if not isinstance(drop_remainder, (bool, np.bool_)):
+            raise TypeError(f"drop_remainder must be True or False, got {drop_remainder!r}")
+        self.records_dropped_per_epoch = self.n % self.batch_size
+        if self.records_dropped_per_epoch and not drop_remainder:
+            near = sorted(sorted((b for b in range(1, self.n + 1) if self.n % b == 0),
+                                 key=lambda b: abs(b - self.batch_size))[:3])
+            raise ValueError(
+                f"n={self.n} examples do not fill batches of batch_size={self.batch_size}: "
+                f"{self.records_dropped_per_epoch} examples would be left out of every epoch (DP-SGD here trains on "
+                f"batches of exactly batch_size examples, so a partial batch is refused). Pass a batch_size that "
+                f"divides n (e.g. {', '.join(map(str, near))}), or drop_remainder=True to accept it (the ledger "
+                "records the number dropped)"
+            )
+        self.drop_remainder = bool(drop_remainder)
         self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
         self.optimizer_name = check_choice(optimizer, "optimizer", OPTIMIZERS)
         self.learning_rate = (DEFAULT_LEARNING_RATES[self.optimizer_name] if learning_rate is None
@@ -157,6 +208,8 @@ class DPSGD:
         require_tf_privacy()  # fail here, not half-way through compile
 
         self.steps = dpsgd_steps(self.n, self.batch_size, self.epochs)
+        # the steps training may take: `epochs` passes of full batches (the any-order ε counts passes)
+        self.max_train_steps = self.epochs * (self.n // self.batch_size)
         self.sampling_probability = self.batch_size / self.n
         self.noise_multiplier = noise_multiplier_for_epsilon(
             self.epsilon, self.delta, self.n, self.batch_size, self.epochs, used_microbatching=self.used_microbatching
@@ -167,6 +220,8 @@ class DPSGD:
         )
         self.release: Release | None = None
         self.model: keras.Model | None = None
+        self.num_classes: int | None = None
+        self._one_hot_labels = False
         self._eps_any_order: float | None = None
 
     # -- accounting helpers ------------------------------------------------------------------
@@ -259,12 +314,24 @@ class DPSGD:
     def _guard_train_step(self, model) -> None:
         """Refuse partial batches and steps beyond the accounted budget, inside the train step."""
         inner = model.train_step
-        batch_size, max_steps = self.batch_size, self.steps
+        batch_size, max_steps = self.batch_size, self.max_train_steps
+        one_hot = self._one_hot_labels
 
         def train_step(data):
-            _, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
             first = tf.nest.flatten(y)[0]
+            if one_hot and first.shape.rank == 1:
+                model.train_function = None  # the failed trace must not poison the next fit
+                raise ValueError(
+                    "y holds integer class ids, but the default loss (CategoricalCrossentropy) needs one-hot labels; "
+                    "fit on DPSGD.dataset(x, y) (it one-hot encodes integer labels) or pass "
+                    "keras.utils.to_categorical(y), or compile with loss=keras.losses.SparseCategoricalCrossentropy("
+                    "from_logits=True)"
+                )
             checks = [
+                tf.debugging.assert_all_finite(
+                    tf.cast(tf.nest.flatten(x)[0], tf.float32),
+                    message="DP-SGD training data x holds NaN or inf; remove or impute them before training"),
                 tf.debugging.assert_equal(
                     tf.shape(first)[0], batch_size,
                     message=(f"DP-SGD was calibrated for batch_size={batch_size}; this batch differs (a partial last "
@@ -314,6 +381,11 @@ class DPSGD:
         check_model(model)
         if loss is None:
             check_logits(model)
+        self._one_hot_labels = loss is None
+        try:
+            self.num_classes = int(model.output_shape[-1])
+        except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
+            self.num_classes = None
         _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
         self.path = self._resolve_path(model)
         if self.path in ("fast_clipping", "vectorized"):
@@ -365,6 +437,7 @@ class DPSGD:
                 "batch_size": self.batch_size,
                 "epochs": self.epochs,
                 "num_microbatches": self.num_microbatches,
+                "records_dropped_per_epoch": self.records_dropped_per_epoch,
                 "l2_norm_clip": self.l2_norm_clip,
                 "path": self.path,
                 "optimizer": self.optimizer_name,
@@ -376,15 +449,30 @@ class DPSGD:
     def dataset(self, x, y, *, seed: int | None = None) -> tf.data.Dataset:
         """A shuffled ``tf.data`` pipeline of full batches for ``model.fit``.
 
+        Every batch holds exactly ``batch_size`` examples. When ``batch_size`` does not divide
+        ``n`` (allowed only with ``DPSGD(..., drop_remainder=True)``), the ``n mod batch_size``
+        examples left over by each epoch's shuffle sit out of that epoch.
+
         Args:
-            x, y: the n training examples and their labels.
+            x, y: the n training examples and their labels. With the default loss, integer class ids
+                of shape (n,) are one-hot encoded (after :meth:`compile`, which knows the classes).
             seed: shuffle seed (None: a different order every run).
 
         Raises:
-            ValueError: ``len(x)`` differs from the ``n`` the noise was calibrated for, or x and y
-                differ in length.
+            TypeError: non-numeric or complex data.
+            ValueError: NaN/inf, ``len(x)`` differs from the ``n`` the noise was calibrated for, x
+                and y differ in length, integer labels out of range or before :meth:`compile`.
         """
-        x, y = np.asarray(x), np.asarray(y)
+        x = check_array(x, "x")
+        y = check_array(y, "y")
+        if (self._one_hot_labels or self.model is None) and (y.ndim == 1 or self.num_classes is not None):
+            if self.num_classes is None:
+                raise ValueError(
+                    "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "
+                    "known only after DPSGD.compile(model) of a Sequential or functional model; call compile first, "
+                    "or pass one-hot labels (keras.utils.to_categorical(y))"
+                )
+            y = check_labels(y, "y", num_classes=self.num_classes)
         if len(x) != len(y):
             raise ValueError(f"x and y must have the same number of examples, got {len(x)} and {len(y)}")
         if len(x) != self.n:
@@ -397,6 +485,7 @@ class DPSGD:
         return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     def callback(self, verbose: int = 1) -> DPSGDBudget:
+        check_instance(verbose, "verbose", int)
         """A :class:`~tfdpmech.accounting.callbacks.PrivacyBudget` over this run's ledger (plus ε spent so far)."""
         return DPSGDBudget(self, verbose=verbose)
 

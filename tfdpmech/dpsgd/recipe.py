@@ -161,6 +161,7 @@ def make_dpsgd(epsilon: float, delta: float, n: int, *, recipe: Recipe = RECIPE,
         raise ValueError(f"sampling='shuffled' has no {sorted(unsupported)} settings (got {unsupported}); use "
                          "sampling='poisson' or a recipe without them")
     batch = kwargs.pop("expected_batch_size")
+    kwargs.setdefault("drop_remainder", True)  # the shuffled recipe keeps full batches; the ledger records the rest
     return DPSGD(epsilon, delta, batch, kwargs.pop("epochs"), n, ledger=ledger, **kwargs)
 
 

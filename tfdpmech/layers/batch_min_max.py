@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ..validation import check_real
+
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
 class BatchMinMax(keras.layers.Layer):
@@ -28,12 +30,14 @@ class BatchMinMax(keras.layers.Layer):
 
     def __init__(self, momentum: float = 0.99, epsilon: float = 1e-7, **kwargs):
         super().__init__(**kwargs)
+        momentum = check_real(momentum, "momentum")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+        self.momentum = momentum
+        epsilon = check_real(epsilon, "epsilon")
         if not epsilon > 0:
             raise ValueError(f"epsilon must be > 0, got {epsilon}")
-        self.momentum = float(momentum)
-        self.epsilon = float(epsilon)
+        self.epsilon = epsilon
 
     def build(self, input_shape):
         units = int(input_shape[-1])

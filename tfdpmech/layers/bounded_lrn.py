@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..validation import check_positive_int
+from ..validation import check_positive_int, check_real
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
@@ -39,14 +39,15 @@ class BoundedLRN(keras.layers.Layer):
 
     def __init__(self, q: float = 2.0, size: int = 5, alpha: float = 1e-4, beta: float = 0.75, **kwargs):
         super().__init__(**kwargs)
+        q, alpha, beta = check_real(q, "q"), check_real(alpha, "alpha"), check_real(beta, "beta")
         if not q > 0:
             raise ValueError(f"q must be > 0 so the denominator never vanishes, got {q}")
         if not alpha >= 0 or not beta > 0:
             raise ValueError(f"alpha must be >= 0 and beta > 0, got alpha={alpha}, beta={beta}")
-        self.q = float(q)
+        self.q = q
         self.size = check_positive_int(size, "size")
-        self.alpha = float(alpha)
-        self.beta = float(beta)
+        self.alpha = alpha
+        self.beta = beta
 
     def build(self, input_shape):
         channels = int(input_shape[-1])

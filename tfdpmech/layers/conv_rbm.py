@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from ..chebyshev import APPROXIMATIONS, approximation_alpha, check_degree, poly_eval
-from ..validation import check_choice, check_positive_int
+from ..validation import check_choice, check_positive_int, check_real
 
 __all__ = ["ConvRBM", "BoxConstraint", "NORMALIZERS", "POOLINGS"]
 
@@ -94,6 +94,7 @@ class ConvRBM(keras.layers.Layer):
             raise ValueError(f"z must be a finite positive number or None, got {z!r}")
         self.z_arg = None if z is None else float(z)
         self.lrn = dict(DEFAULT_LRN, **(lrn or {}))
+        weight_bound, visible_max = check_real(weight_bound, "weight_bound"), check_real(visible_max, "visible_max")
         if not weight_bound > 0:
             raise ValueError(f"weight_bound must be > 0, got {weight_bound}")
         if not visible_max > 0:

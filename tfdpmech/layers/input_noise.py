@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..noise import tf_laplace
+from ..validation import check_array, check_interval, check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
@@ -34,18 +35,23 @@ class InputNoise(keras.layers.Layer):
     def __init__(self, scales=None, seed: int | None = None, feature_shape=None, clip=None, **kwargs):
         super().__init__(**kwargs)
         if clip is not None:
-            clip = (float(clip[0]), float(clip[1]))
-            if not clip[0] < clip[1]:
-                raise ValueError(f"clip must be (low, high) with low < high, got {clip}")
+            clip = check_interval(clip, "clip")
         self.clip = clip
         if scales is not None:
-            scales = np.asarray(scales, dtype=np.float32)
+            scales = np.asarray(scales)
+            if scales.dtype == object or not np.issubdtype(scales.dtype, np.number) or np.iscomplexobj(scales):
+                check_array(scales, "scales", ndim_min=0)  # the TypeError naming scales and the fix
+            scales = scales.astype(np.float32)
             if not np.all(np.isfinite(scales)) or np.any(scales < 0):
-                raise ValueError("scales must be finite and >= 0")
+                raise ValueError("scales must be finite and >= 0 (Laplace scales are sensitivity / ε)")
             feature_shape = scales.shape
         if feature_shape is None:
             raise ValueError("pass scales (or feature_shape when deserialising)")
-        self.feature_shape = tuple(int(s) for s in feature_shape)
+        if isinstance(feature_shape, (str, bytes)) or not hasattr(feature_shape, "__iter__"):
+            raise TypeError(f"feature_shape must be a tuple of positive ints such as (28, 28, 1), got {feature_shape!r}")
+        self.feature_shape = tuple(check_positive_int(s, f"feature_shape[{i}]") for i, s in enumerate(feature_shape))
+        if seed is not None:
+            check_positive_int(seed, "seed", minimum=0)
         self._scales_init = scales
         self.seed = seed
         self._generator = (

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from ..validation import check_array, check_positive_int
+
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
 class PerturbedBias(keras.layers.Layer):
@@ -28,8 +30,13 @@ class PerturbedBias(keras.layers.Layer):
 
     def __init__(self, b_bar=None, units: int | None = None, **kwargs):
         super().__init__(**kwargs)
+        if units is not None:
+            units = check_positive_int(units, "units")
         if b_bar is not None:
-            b_bar = np.asarray(b_bar, dtype=np.float32).reshape(-1)
+            b_bar = np.asarray(b_bar)
+            if b_bar.dtype == object or not np.issubdtype(b_bar.dtype, np.number) or np.iscomplexobj(b_bar):
+                check_array(b_bar, "b_bar", ndim_min=0)  # the TypeError naming b_bar and the fix
+            b_bar = b_bar.astype(np.float32).reshape(-1)
             if not np.all(np.isfinite(b_bar)):
                 raise ValueError("b_bar must be finite")
             if units is not None and units != b_bar.size:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ..validation import check_real
+
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
 class UnitClip(keras.layers.Layer):
@@ -25,7 +27,8 @@ class UnitClip(keras.layers.Layer):
 
     def __init__(self, low: float = 0.0, high: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        if not (-1.0 <= float(low) < float(high) <= 1.0):
+        low, high = check_real(low, "low"), check_real(high, "high")
+        if not (-1.0 <= low < high <= 1.0):
             raise ValueError(
                 f"UnitClip needs -1 <= low < high <= 1 for the loss sensitivity to hold, got low={low}, high={high}"
             )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import keras
 
 from ..losses.convexified_cross_entropy import ConvexifiedCrossEntropy
-from ..validation import check_positive_int
+from ..validation import check_positive_int, check_positive_real
 
 __all__ = ["convexified_mlp", "logits_model_from", "activation_name", "LINEAR_ACTIVATIONS"]
 
@@ -29,6 +29,7 @@ def convexified_mlp(input_dim: int, num_classes: int, *, hidden_units: int = 128
     m = check_positive_int(input_dim, "input_dim")
     c = check_positive_int(num_classes, "num_classes", minimum=2)
     h = check_positive_int(hidden_units, "hidden_units")
+    l2 = check_positive_real(l2, "l2", hint="the sensitivity bound needs L2(c) with c > 0 on every kernel")
     reg = keras.regularizers.L2(l2)
     model = keras.Sequential([
         keras.Input(shape=(m,)),

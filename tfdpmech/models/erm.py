@@ -13,7 +13,7 @@ import math
 import keras
 import tensorflow as tf
 
-from ..validation import check_positive_int
+from ..validation import check_positive_int, check_real
 
 __all__ = ["L2BallConstraint", "linear_model", "paper_mlp"]
 
@@ -64,6 +64,7 @@ def linear_model(d: int, num_classes: int = 2, *, l2: float = 0.01, theta_bound=
     """
     d = check_positive_int(d, "d")
     units = 1 if check_positive_int(num_classes, "num_classes", minimum=2) == 2 else num_classes
+    l2 = check_real(l2, "l2", minimum=0.0, hint="λ of (λ/2)‖θ‖², 0 for no regularisation")
     reg = keras.regularizers.L2(l2 / 2.0) if l2 > 0 else None  # Keras adds l2·‖w‖², not (l2/2)‖w‖²
     constraint = None if theta_bound is None else L2BallConstraint(theta_bound)
     layer = keras.layers.Dense(

@@ -57,6 +57,8 @@ def mnist_cnn(num_classes: int = 10, *, input_shape=(28, 28, 1), hidden_units: i
 def mlp(num_classes: int = 10, *, input_shape=(28, 28, 1), first_units: int = 128, hidden_units: int = 25,
         input_noise: bool = False, name: str = "adlm_mlp") -> keras.Sequential:
     """A small MLP with the same private first layer and bounded head as :func:`mnist_cnn`."""
+    check_positive_int(num_classes, "num_classes", minimum=2)
+    check_positive_int(hidden_units, "hidden_units")
     check_positive_int(first_units, "first_units")
     layers = [keras.Input(tuple(input_shape)), keras.layers.Flatten()]
     if input_noise:

@@ -16,7 +16,8 @@ def _per_record(cls, noise_mode: str):
             ctx.require_public(cls.__name__)
             mech.fit_relevance(ctx.public_model(seed), ctx.x_private, ctx.y_private)
         model = ctx.build("private", input_noise=noise_mode == "shared_per_step")
-        data = mech.perturb(ctx.x_private, ctx.y_private, model)
+        # batches of exactly |L|: the n mod |L| records left over by each shuffle sit out (recorded in the ledger)
+        data = mech.perturb(ctx.x_private, ctx.y_private, model, drop_remainder=True)
         model.compile(ctx.optimizer(), loss=mech.loss())
         return Prepared(model, data.to_dataset(seed=seed), mech.ledger, [mech.callback(model, verbose=0)],
                         preprocessing_seconds=time.perf_counter() - start,

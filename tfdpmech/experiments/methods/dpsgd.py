@@ -56,7 +56,7 @@ def _tabular(ctx, epsilon, seed, sampling):
         dp = PoissonDPSGD(epsilon, 1.0 / n**2, expected_batch_size=batch, epochs=20, n=n, learning_rate=0.05,
                           accountant="rdp", seed=seed)
     else:
-        dp = DPSGD(epsilon, 1.0 / n**2, batch, 20, n, learning_rate=0.05)
+        dp = DPSGD(epsilon, 1.0 / n**2, batch, 20, n, learning_rate=0.05, drop_remainder=True)
     base = erm_linear_model(ctx.x_private.shape[1], ctx.num_classes, l2=0.0)
     model = dp.compile(base, loss=tabular_loss(ctx.num_classes), metrics=())
     return dp, model, dp.dataset(ctx.x_private, tabular_labels(ctx, ctx.y_private), seed=seed)

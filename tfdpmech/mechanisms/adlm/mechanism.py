@@ -38,11 +38,18 @@ from ...losses.taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity,
 from ...noise import laplace, make_rng, noise_fingerprint
 from ...relevance.private_relevance import private_relevance
 from ...validation import (
+    ReleasedData,
+    ReleasedDataGuard,
     check_batch_size,
     check_budget_split,
     check_choice,
     check_epsilon,
+    check_fractions,
+    check_graph_model,
+    check_instance,
+    check_interval,
     check_one_hot,
+    check_positive_real,
     check_unit_interval,
 )
 from .sensitivity import (
@@ -53,7 +60,7 @@ from .sensitivity import (
     first_layer_sensitivity,
 )
 
-__all__ = ["AdLM", "ILM", "PrivateData", "NOISE_MODES"]
+__all__ = ["AdLM", "ILM", "PrivateData", "AdLMBudget", "NOISE_MODES"]
 
 NOISE_MODES = ("per_example_frozen", "shared_frozen", "shared_per_step")
 PHI2_FLOOR = 1e-3  # a negative ϕ̄^(2) makes Eq. 25's quadratic unbounded below; the clamp is post-processing
@@ -69,6 +76,8 @@ class PrivateData:
         batch_size: the batch size the noise was calibrated for.
         noise_mode: one of :data:`NOISE_MODES`.
         fingerprint: hash of the frozen noise draw.
+        drop_remainder: ``n`` is not a multiple of ``batch_size`` and the caller accepted that
+            ``n mod batch_size`` records sit out of every epoch (``perturb(..., drop_remainder=True)``).
     """
 
     x_bar: np.ndarray
@@ -76,6 +85,12 @@ class PrivateData:
     batch_size: int
     noise_mode: str
     fingerprint: str
+    drop_remainder: bool = False
+
+    @property
+    def records_dropped_per_epoch(self) -> int:
+        """Records left out of each epoch by the fixed batch size (0 when ``batch_size`` divides ``n``)."""
+        return self.n % self.batch_size
 
     @property
     def n(self) -> int:
@@ -84,19 +99,55 @@ class PrivateData:
     def to_dataset(self, batch_size: int | None = None, *, shuffle: bool = True, seed: int | None = None):
         """A ``tf.data.Dataset`` of ``(x̄, ϕ̄)`` batches of exactly the calibrated size.
 
+        Every batch holds exactly ``batch_size`` records (the noise is calibrated for |L|). When
+        ``batch_size`` does not divide ``n``, the ``n mod batch_size`` records left over by the
+        shuffle sit out of that epoch; this happens only if ``perturb`` was told
+        ``drop_remainder=True`` (the ledger records the count), otherwise ``perturb`` refused.
+
         Raises:
-            ValueError: ``batch_size`` differs from the one the noise was calibrated for.
+            ValueError: ``batch_size`` differs from the one the noise was calibrated for, or records
+                would be dropped without ``drop_remainder=True``.
         """
         if batch_size is not None and batch_size != self.batch_size:
             raise ValueError(
                 f"batch_size={batch_size} differs from the batch size the noise was calibrated for "
                 f"({self.batch_size}); perturb again with the batch size you want to train with"
             )
+        if self.records_dropped_per_epoch and not self.drop_remainder:
+            raise ValueError(_remainder_message(self.n, self.batch_size))
         ds = tf.data.Dataset.from_tensor_slices((self.x_bar, self.phi_bar))
         if shuffle:
             ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
         # drop_remainder: every batch has exactly |L| records (every noise scale has 1/|L|, lines 12-19)
         return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def _remainder_message(n: int, batch_size: int) -> str:
+    divisors = [b for b in range(1, n + 1) if n % b == 0]
+    near = sorted(divisors, key=lambda b: abs(b - batch_size))[:3]
+    return (
+        f"n={n} records do not fill batches of batch_size={batch_size}: {n % batch_size} records would be left out "
+        f"of every epoch (the noise is calibrated for exactly batch_size records per batch, so no partial batch can "
+        f"be trained). Pass a batch_size that divides n (e.g. {', '.join(map(str, sorted(near)))}), or "
+        "perturb(..., drop_remainder=True) to accept it (the ledger records the number dropped)"
+    )
+
+
+class AdLMBudget(ReleasedDataGuard, PrivacyBudget):
+    """The AdLM/ILM training callback: claimed and provable ε per epoch, frozen noise guarded, and
+    the model refuses to train on anything but the data :meth:`AdLM.perturb` released."""
+
+    def __init__(self, mechanism: "AdLM", frozen_weights=(), verbose: int = 1):
+        super().__init__(mechanism.ledger, frozen_weights=frozen_weights, verbose=verbose)
+        self.mechanism = mechanism
+
+    def released_data(self) -> ReleasedData:
+        if self.mechanism.released is None:
+            raise RuntimeError(
+                f"call {type(self.mechanism).__name__}.perturb(x, y, model) before fit: the callback logs the ε of "
+                "the perturbed data, and there is none yet"
+            )
+        return self.mechanism.released
 
 
 class AdLM:
@@ -119,6 +170,11 @@ class AdLM:
             MNIST code does with (-10, 10); post-processing, so it costs no privacy.
         seed: seed of the numpy Generator; None uses OS entropy.
         ledger: a :class:`PrivacyLedger` to record into (a new one by default).
+
+    Raises:
+        TypeError / ValueError: (all before any budget is spent) a budget that is not a positive
+            number, parts that do not add up to ``epsilon``, an unknown mode or policy, a bad
+            ``relevance_floor`` or ``clip_noisy_inputs``, a ``ledger`` that is not a PrivacyLedger.
 
     Example:
         >>> adlm = AdLM(0.075, 0.075, 0.15, batch_size=500, seed=0)          # doctest: +SKIP
@@ -144,31 +200,41 @@ class AdLM:
         self.batch_size = check_batch_size(batch_size)
         self.noise_mode = check_choice(noise_mode, "noise_mode", NOISE_MODES)
         self.delta_h0_policy = check_choice(delta_h0_policy, "delta_h0_policy", DELTA_H0_POLICIES)
+        if isinstance(perturb_orders, (str, bytes)) or not hasattr(perturb_orders, "__iter__"):
+            raise TypeError(f"perturb_orders must be a tuple of Taylor orders such as (1,) or (0, 1, 2), "
+                            f"got {perturb_orders!r}")
         orders = tuple(sorted(set(perturb_orders)))
-        if not orders or any(o not in (0, 1, 2) for o in orders):
+        if not orders or any(isinstance(o, bool) or o not in (0, 1, 2) for o in orders):
             raise ValueError(f"perturb_orders must be a non-empty subset of (0, 1, 2), got {perturb_orders!r}")
         self.perturb_orders = orders
-        self.relevance_floor = float(relevance_floor)
+        self.relevance_floor = check_positive_real(
+            relevance_floor, "relevance_floor", hint="it keeps every feature's budget ratio above 0, e.g. 1e-5")
+        if not isinstance(bias_noise, (bool, np.bool_)):
+            raise TypeError(f"bias_noise must be True or False, got {bias_noise!r}")
         self.bias_noise = bool(bias_noise)
         if clip_noisy_inputs is not None:
-            clip_noisy_inputs = (float(clip_noisy_inputs[0]), float(clip_noisy_inputs[1]))
-            if not clip_noisy_inputs[0] < clip_noisy_inputs[1]:
-                raise ValueError(f"clip_noisy_inputs must be (low, high) with low < high, got {clip_noisy_inputs}")
+            clip_noisy_inputs = check_interval(clip_noisy_inputs, "clip_noisy_inputs")
         self.clip_noisy_inputs = clip_noisy_inputs
         self.seed = seed
         self._rng = make_rng(seed)
+        if ledger is not None:
+            check_instance(ledger, "ledger", PrivacyLedger, "pass a tfdpmech.PrivacyLedger or None (a new one)")
         self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.released: ReleasedData | None = None
         self.relevance = None
         self.relevance_proven = None
         self.sensitivities: dict = {}
 
     @classmethod
     def from_total(cls, epsilon, batch_size, *, split=(0.25, 0.25, 0.5), **kwargs) -> "AdLM":
-        """Split a total ε into (ε1, ε2, ε3) by ``split`` (default 1:1:2, the authors' MNIST code)."""
+        """Split a total ε into (ε1, ε2, ε3) by ``split`` (default 1:1:2, the authors' MNIST code).
+
+        Raises:
+            TypeError / ValueError: ``split`` is not three positive fractions with sum <= 1 (up to 1e-9).
+        """
         epsilon = check_epsilon(epsilon)
-        if len(split) != 3 or not math.isclose(sum(split), 1.0) or min(split) <= 0:
-            raise ValueError(f"split must be three positive fractions summing to 1, got {split!r}")
-        return cls(*(epsilon * s for s in split), batch_size, epsilon=epsilon, **kwargs)
+        split = check_fractions(split, "split", 3, allow_less=True)
+        return cls(*(epsilon * s for s in split), batch_size, epsilon=epsilon * math.fsum(split), **kwargs)
 
     # Step 1 -- lines 1-7 --------------------------------------------------------------------
     def fit_relevance(self, relevance_model, x, y, *, trained_on_private_data: bool = False, mu: float = 1.0,
@@ -182,6 +248,8 @@ class AdLM:
                 ε1 bound does not hold (Lemma 1, App. A, bounds only the record's own relevance term)
                 and the ledger marks the step *claimed*.
         """
+        if not isinstance(trained_on_private_data, (bool, np.bool_)):
+            raise TypeError(f"trained_on_private_data must be True or False, got {trained_on_private_data!r}")
         check_unit_interval(x, "x")
         self.relevance, release = private_relevance(
             relevance_model, x, y, self.eps1, rng_or_seed=self._rng, mu=mu, start=start,
@@ -198,32 +266,46 @@ class AdLM:
         """The Taylor loss, calibrated to this mechanism's batch size."""
         return TaylorCrossEntropy(batch_size=self.batch_size)
 
-    def callback(self, model: keras.Model | None = None, verbose: int = 1) -> PrivacyBudget:
-        """A :class:`PrivacyBudget` callback that logs claimed and provable ε and guards frozen noise."""
+    def callback(self, model: keras.Model | None = None, verbose: int = 1) -> AdLMBudget:
+        """An :class:`AdLMBudget`: logs claimed and provable ε, guards frozen noise, and makes the
+        fitted model refuse any data but the released ``(x̄, ϕ̄)`` (a model trained on raw data
+        must never log a guarantee)."""
         frozen = []
         if model is not None:
+            check_instance(model, "model", keras.Model)
             frozen = [layer.b_bar for layer in model.layers if isinstance(layer, PerturbedBias)]
             frozen += [layer.scales for layer in model.layers if isinstance(layer, InputNoise)]
-        return PrivacyBudget(self.ledger, frozen_weights=frozen, verbose=verbose)
+        return AdLMBudget(self, frozen_weights=frozen, verbose=verbose)
 
     # Step 2 and Step 4 noise -- lines 8-19 ----------------------------------------------------
-    def perturb(self, x, y, model: keras.Model) -> PrivateData:
+    def perturb(self, x, y, model: keras.Model, *, drop_remainder: bool = False) -> PrivateData:
         """Perturb the training data once and configure ``model``'s frozen noise.
+
+        Every check runs before any noise is drawn or any release is recorded.
 
         Args:
             x: features in [0, 1], shape (n, *model input shape).
             y: one-hot labels, shape (n, M).
-            model: the Keras model to train: first Dense/Conv2D is h_0 (``use_bias=False`` followed
-                by :class:`PerturbedBias`), last hidden layer bounded by :class:`UnitClip`.
+            model: the built Sequential/functional Keras model to train: first Dense/Conv2D is h_0
+                (``use_bias=False`` followed by :class:`PerturbedBias`), last hidden layer bounded by
+                :class:`UnitClip`.
+            drop_remainder: accept that ``n mod batch_size`` records sit out of every epoch when
+                ``batch_size`` does not divide ``n`` (the ledger records the number). By default
+                that is refused: training uses batches of exactly ``batch_size`` records, so the
+                remainder could not be trained on, and no record is dropped without a word.
 
         Returns:
             :class:`PrivateData`; no reference to ``x`` or ``y`` is kept.
 
         Raises:
-            ValueError: data out of range or not one-hot, fewer records than one batch, a model
-                whose last hidden layer is not bounded, missing relevance for AdLM, or a model
-                without the layers the noise mode needs.
+            TypeError / ValueError: data out of range, complex or not one-hot, fewer records than one
+                batch, ``batch_size`` not dividing n without ``drop_remainder=True``, an unbuilt or
+                subclassed model, a model whose last hidden layer is not bounded, missing relevance
+                for AdLM, or a model without the layers the noise mode needs.
         """
+        model = check_graph_model(model)
+        if not isinstance(drop_remainder, (bool, np.bool_)):
+            raise TypeError(f"drop_remainder must be True or False, got {drop_remainder!r}")
         x = check_unit_interval(x, "x")
         feature_shape = tuple(int(s) for s in model.input_shape[1:])
         if x.shape[1:] != feature_shape:
@@ -234,6 +316,9 @@ class AdLM:
         if y.shape[0] != n:
             raise ValueError(f"x has {n} records but y has {y.shape[0]}; pass matching arrays")
         check_batch_size(self.batch_size, "batch_size", n=n)
+        if n % self.batch_size and not drop_remainder:
+            raise ValueError(_remainder_message(n, self.batch_size))
+        self._check_noise_layers(model)
         hidden = check_bounded_last_hidden(model)
         if model.layers[-1].use_bias:
             hidden += 1  # the output bias is a constant-1 hidden unit for Δ_F (Lemma 5 has no output bias)
@@ -249,8 +334,25 @@ class AdLM:
         self._perturb_bias(model, delta_h0)
         phi_bar = self._perturb_coefficients(y, delta_f)
         fingerprint = noise_fingerprint(np.concatenate([x_bar.ravel()[:4096], phi_bar.ravel()[:4096]]))
+        self.released = ReleasedData(
+            (x_bar, phi_bar), source=f"{type(self).__name__}.perturb",
+            fix="train on PrivateData.to_dataset() (or its x_bar and phi_bar) only",
+        )
         self._record_releases(n, int(np.prod(feature_shape)), beta, scales, delta_h0, delta_f, fingerprint)
-        return PrivateData(x_bar, phi_bar, self.batch_size, self.noise_mode, fingerprint)
+        return PrivateData(x_bar, phi_bar, self.batch_size, self.noise_mode, fingerprint, bool(drop_remainder))
+
+    def _check_noise_layers(self, model) -> None:
+        """The layers the noise mode writes to exist (checked before any noise is drawn)."""
+        if self.noise_mode == "shared_per_step" and not any(isinstance(l, InputNoise) for l in model.layers):
+            raise ValueError(
+                "noise_mode='shared_per_step' needs an InputNoise layer in the model; "
+                "build it with tfdpmech.models.mnist_cnn(input_noise=True)"
+            )
+        if self.bias_noise and not any(isinstance(l, PerturbedBias) for l in model.layers):
+            raise ValueError(
+                "bias_noise=True needs a PerturbedBias layer after the first affine layer "
+                "(Conv2D/Dense with use_bias=False); use tfdpmech.models.mnist_cnn or pass bias_noise=False"
+            )
 
     def _perturb_features(self, x, scales, model) -> np.ndarray:
         if self.noise_mode == "shared_per_step":
@@ -301,6 +403,7 @@ class AdLM:
         per_record = self.noise_mode == "per_example_frozen"
         reproduction = not per_record
         common = {"noise_mode": self.noise_mode, "batch_size": self.batch_size, "n": n,
+                  "records_dropped_per_epoch": n % self.batch_size,
                   "allocation": self.allocation_name, "fingerprint": fingerprint}
         # features: per record, Σ_j c_j / b_j with c_j = 1 (x in [0, 1]) = |L|·ε2·Σβ/Δ_h0
         feat_provable = float(np.sum(1.0 / scales)) if per_record else None
@@ -355,8 +458,14 @@ class ILM(AdLM):
 
     @classmethod
     def from_total(cls, epsilon, batch_size, *, split=(0.25, 0.25, 0.5), **kwargs) -> "ILM":
-        """ILM with the same ε2, ε3 as :meth:`AdLM.from_total` would use; ε1 stays unspent."""
+        """ILM with the same ε2, ε3 as :meth:`AdLM.from_total` would use; ε1 stays unspent.
+
+        Raises:
+            TypeError / ValueError: ``split`` is not three positive fractions (ε1, ε2, ε3) with
+                sum <= 1 (up to 1e-9); the ε1 share is not spent by ILM.
+        """
         epsilon = check_epsilon(epsilon)
+        split = check_fractions(split, "split", 3, allow_less=True)
         return cls(epsilon * split[1], epsilon * split[2], batch_size, **kwargs)
 
     def fit_relevance(self, *args, **kwargs):

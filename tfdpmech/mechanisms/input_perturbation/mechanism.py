@@ -45,6 +45,7 @@ from ...accounting.ledger import PrivacyLedger, Release
 from ...models.erm import linear_model, paper_mlp
 from ...noise import gaussian, make_rng, noise_fingerprint
 from ...validation import (
+    ReleasedData,
     check_array,
     check_batch_size,
     check_choice,
@@ -182,6 +183,7 @@ class InputPerturbation:
         self.T_effective: int | None = None
         self.learning_rate_hint: float | None = None
         self.fingerprint: str | None = None
+        self.released: ReleasedData | None = None
         self.release: Release | None = None
         self.perturbations = 0
         self.steps_taken = 0
@@ -308,7 +310,11 @@ class InputPerturbation:
         self.perturbations += 1
         self.steps_taken = 0
         self.fingerprint = noise_fingerprint(x_noisy)
-        # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy
+        self.released = ReleasedData(
+            (x_noisy, y_out), source="InputPerturbation.perturb",
+            fix="train on the (x_noisy, y) arrays perturb returned, unmodified (InputPerturbation.fit does)",
+        )
+        # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy (§6.3)
         top = float(np.linalg.eigvalsh(x_noisy.T.astype(np.float64) @ x_noisy / n)[-1])
         self.learning_rate_hint = 1.0 / (self.constants.phi2 * top + self.constants.l2)
         self.release = self.ledger.record(self._make_release(n, d, clipped, charge_new_budget))

@@ -22,7 +22,7 @@ from scipy.optimize import minimize
 
 from ...accounting.callbacks import PrivacyBudget
 from ...noise import noise_fingerprint
-from ...validation import check_array
+from ...validation import ReleasedDataGuard, check_array
 
 __all__ = [
     "InputPerturbationBudget",
@@ -50,8 +50,11 @@ def _is_plain_sgd(optimizer) -> bool:
     return momentum == 0.0 and not nesterov and not decay
 
 
-class InputPerturbationBudget(PrivacyBudget):
+class InputPerturbationBudget(ReleasedDataGuard, PrivacyBudget):
     """Guards the T full-batch steps the noise was calibrated for and logs ε every epoch.
+
+    * ``set_model``: the model refuses every batch that is not part of the perturbed data
+      (:class:`~tfdpmech.validation.ReleasedData`): a model fitted on the raw features never logs ε.
 
     * ``on_train_begin``: the mechanism has perturbed data; the fit runs the calibrated number of
       batches per epoch (1 for full batch); the optimizer is plain SGD (warn otherwise: the proof
@@ -73,6 +76,11 @@ class InputPerturbationBudget(PrivacyBudget):
         super().__init__(mechanism.ledger, verbose=verbose)
         self.mechanism = mechanism
         self.strict = mechanism.strict if strict is None else bool(strict)
+
+    def released_data(self):
+        if self.mechanism.released is None:
+            raise RuntimeError("call InputPerturbation.perturb(x, y) before training: there is no perturbed data yet")
+        return self.mechanism.released
 
     def _fail(self, message, exc=ValueError):
         if self.strict:

@@ -41,7 +41,7 @@ from ...accounting.ledger import PrivacyLedger, Release
 from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant
 from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
 from ...models.convexified import logits_model_from
-from ...validation import check_array, check_choice, check_positive_int
+from ...validation import check_array, check_choice, check_instance, check_positive_int
 from .sensitivity import OutputPerturbationBounds, describe_mlp
 
 __all__ = ["DPPredictor", "EXPORT_WARNING"]
@@ -88,6 +88,8 @@ class DPPredictor:
             raise TypeError(f"bounds must be OutputPerturbationBounds (from compute_bounds), got {type(bounds).__name__}")
         if not isinstance(accountant, (QueryBudgetAccountant, UnlimitedAccountant)):
             raise TypeError(f"accountant must be a QueryBudgetAccountant, got {type(accountant).__name__}")
+        if ledger is not None:
+            check_instance(ledger, "ledger", PrivacyLedger, "pass a tfdpmech.PrivacyLedger or None (a new one)")
         self.noise = check_choice(noise, "noise", NOISE_TYPES)
         self.gaussian_split = check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
         self.mode = check_choice(mode, "mode", OUTPUT_MODES)

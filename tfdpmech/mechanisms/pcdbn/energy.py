@@ -31,7 +31,7 @@ from ...accounting.ledger import Release
 from ...chebyshev import PAPER_SMOOTHSTEP, PAPER_SMOOTHSTEP_DENOMINATORS, poly_eval
 from ...layers.conv_rbm import ConvRBM
 from ...noise import laplace, make_rng, noise_fingerprint
-from ...validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int
+from ...validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int, check_real
 from .monomials import (
     MAX_MONOMIALS,
     _exact_coefficients,
@@ -134,9 +134,7 @@ class ChebyshevEnergy:
         self._rng = make_rng(seed)
         self.neg_chains = check_positive_int(neg_chains, "neg_chains")
         self.gibbs_steps = check_positive_int(gibbs_steps, "gibbs_steps")
-        if not l1 >= 0:
-            raise ValueError(f"l1 must be >= 0, got {l1}")
-        self.l1 = float(l1)
+        self.l1 = check_real(l1, "l1", minimum=0.0)
         self.max_monomials = check_positive_int(max_monomials, "max_monomials")
         self.component = component
         self.release: Release | None = None

@@ -40,7 +40,7 @@ from ...heads.softmax_head import FunctionalSoftmaxHead, head_sensitivity
 from ...losses.taylor_cross_entropy import TaylorCrossEntropy
 from ...noise import make_rng, tf_laplace
 from ...validation import (
-    check_budget_split, check_choice, check_epsilon, check_labels, check_positive_int, check_positive_real,
+    check_budget_split, check_choice, check_epsilon, check_labels, check_positive_int, check_positive_real, check_real,
 )
 from .energy import ENERGY_MODES, ChebyshevEnergy, check_domain
 from .monomials import MAX_MONOMIALS
@@ -118,13 +118,16 @@ class PrivateCDBN:
         self.learning_rate = check_positive_real(learning_rate, "learning_rate")
         self.head_epochs = check_positive_int(head_epochs, "head_epochs")
         self.head_learning_rate = check_positive_real(head_learning_rate, "head_learning_rate")
-        self.head_ridge = float(head_ridge)
+        self.head_ridge = check_real(head_ridge, "head_ridge", minimum=0.0)
         self.head_mechanism, self.head_delta = head_mechanism, head_delta
-        if self.mode == "functional":  # the head's arguments are checked now, before any layer spends budget
+        if self.mode == "private":  # the head's arguments are checked now, before any layer spends budget
             FunctionalSoftmaxHead(self.num_classes, epsilon=self.budget["output_layer"], mechanism=head_mechanism,
                                   delta=head_delta)
-        self.neg_chains, self.gibbs_steps, self.l1 = neg_chains, gibbs_steps, l1
-        self.max_monomials = max_monomials
+        # checked here, not when the first layer trains: nothing may be refused after budget was spent
+        self.neg_chains = check_positive_int(neg_chains, "neg_chains")
+        self.gibbs_steps = check_positive_int(gibbs_steps, "gibbs_steps")
+        self.l1 = check_real(l1, "l1", minimum=0.0)
+        self.max_monomials = check_positive_int(max_monomials, "max_monomials")
         self._rng = make_rng(seed)
         if ledger is not None and not isinstance(ledger, PrivacyLedger):
             raise TypeError(f"ledger must be a tfdpmech.PrivacyLedger or None, got {type(ledger).__name__}")
