@@ -129,12 +129,110 @@ def test_crash_mid_write_loses_nothing(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert acct.queries_answered == 4  # the refused charge released nothing
     assert json.loads(path.read_text())["queries_answered"] == 4  # the old state is intact
-    assert [p.name for p in tmp_path.iterdir()] == ["budget.json"]  # no half-written leftovers
-    # a stray temporary file from a real crash does not confuse a restart
-    (tmp_path / ".budget-abc.json").write_text("{\"queries_ans")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["budget.json", "budget.json.lock"]  # no leftovers
+    # a temporary file orphaned by a real crash (kill -9 before the rename) neither confuses a restart
+    # nor stays: the next open removes it under the lock
+    (tmp_path / ".budget.json.abc123.tmp").write_text("{\"queries_ans")
     assert QueryBudgetAccountant(10.0, max_queries=100, state_path=path).queries_answered == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["budget.json", "budget.json.lock"]
 
 
 def test_unlimited_accountant_counts_only():
     acct = UnlimitedAccountant(0.5)
     assert acct.charge(10_000) == 0.5 and acct.queries_answered == 10_000 and acct.remaining_queries == math.inf
+
+
+# ------------------------------------------------------------------------- hostile state files
+@pytest.mark.parametrize("change, match", [
+    ({"queries_answered": True}, "invalid queries_answered"),
+    ({"queries_answered": "7"}, "invalid queries_answered"),
+    ({"queries_answered": -1}, "invalid queries_answered"),
+    ({"queries_answered": 101}, "invalid queries_answered"),          # more than the budget: not a state we wrote
+    ({"queries_answered": 10 ** 400}, "invalid queries_answered"),
+    ({"total": "10"}, "non-numbers"),
+    ({"total": True}, "non-numbers"),
+    ({"max_queries": 100.0}, "invalid max_queries"),
+    ({"version": True}, "version"),
+])
+def test_hostile_state_values_are_refused(tmp_path, change, match):
+    path = tmp_path / "budget.json"
+    QueryBudgetAccountant(10.0, max_queries=100, state_path=path).charge(3)
+    state = json.loads(path.read_text())
+    state.update(change)
+    path.write_text(json.dumps(state))
+    with pytest.raises(BudgetStateError, match=match):
+        QueryBudgetAccountant(10.0, max_queries=100, state_path=path)
+
+
+def test_non_utf8_and_non_finite_state_files_are_refused(tmp_path):
+    path = tmp_path / "budget.json"
+    path.write_bytes(b'{"version": 1, "x": "\xff"}')
+    with pytest.raises(BudgetStateError, match=r"budget.json .*not UTF-8"):
+        QueryBudgetAccountant(10.0, max_queries=100, state_path=path)
+    path.write_text('{"version": 1, "composition": "basic", "total": NaN, "per_query": 0.1, "max_queries": 100, '
+                    '"queries_answered": 0, "spent": 0}')
+    with pytest.raises(BudgetStateError, match="non-finite number NaN"):
+        QueryBudgetAccountant(10.0, max_queries=100, state_path=path)
+
+
+def test_a_deleted_state_file_is_not_a_reset(tmp_path):
+    path = tmp_path / "budget.json"
+    acct = QueryBudgetAccountant(10.0, max_queries=100, state_path=path)
+    acct.charge(5)
+    os.unlink(path)
+    with pytest.raises(BudgetStateError, match="has disappeared after 5 queries"):
+        acct.charge()
+    assert not path.exists()
+
+
+def test_two_accountants_on_one_file_share_the_budget(tmp_path):
+    path = tmp_path / "budget.json"
+    a = QueryBudgetAccountant(1.0, max_queries=5, state_path=path)
+    b = QueryBudgetAccountant(1.0, max_queries=5, state_path=path)
+    a.charge(3)
+    b.charge(2)  # re-reads a's 3 under the lock
+    with pytest.raises(BudgetExhaustedError, match="5 of 5"):
+        a.charge()
+    assert a.queries_answered == 5 and b.queries_answered == 5
+    assert b.report()["remaining_queries"] == 0
+
+
+def test_threads_never_overspend(tmp_path):
+    import threading
+
+    path = tmp_path / "budget.json"
+    acct = QueryBudgetAccountant(1.0, max_queries=120, state_path=path)
+    answered = []
+
+    def worker():
+        while True:
+            try:
+                acct.charge()
+            except BudgetExhaustedError:
+                return
+            answered.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(answered) == 120 and json.loads(path.read_text())["queries_answered"] == 120
+
+
+def test_tiny_per_query_epsilon_is_a_value_error_not_an_overflow():
+    with pytest.raises(ValueError, match="per_query_epsilon"):
+        QueryBudgetAccountant(1.0, per_query_epsilon=5e-324)
+
+
+def test_lock_timeout_is_a_named_error(tmp_path):
+    import filelock
+
+    path = tmp_path / "budget.json"
+    acct = QueryBudgetAccountant(1.0, max_queries=5, state_path=path, lock_timeout=0.2)
+    held = filelock.FileLock(str(path) + ".lock")
+    with held:
+        # flock is per open file description: another descriptor in this process contends like another process
+        with pytest.raises(TimeoutError, match=r"could not lock .*budget.json within 0.2 s"):
+            acct.charge()
+    assert acct.charge() == pytest.approx(0.2) and acct.queries_answered == 1

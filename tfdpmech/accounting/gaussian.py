@@ -16,6 +16,7 @@ Three accountants of ``dp_accounting`` compute its (ε, δ):
 from __future__ import annotations
 
 import math
+import numbers
 
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_real
 
@@ -25,6 +26,8 @@ __all__ = [
     "gaussian_epsilon",
     "local_gaussian_epsilon",
     "sigma_local_gaussian",
+    "gdp_delta",
+    "gdp_epsilon",
 ]
 
 ACCOUNTANTS = ("analytic", "rdp", "pld")
@@ -40,10 +43,32 @@ def require_dp_accounting(purpose: str = "this privacy computation"):
     return dp_accounting
 
 
-def _gaussian_loss(multiplier):
+def _gaussian_loss(multiplier, sensitivity: float = 1.0):
+    require_dp_accounting("the Gaussian-mechanism accounting")
     from dp_accounting.pld import privacy_loss_mechanism
 
-    return privacy_loss_mechanism.GaussianPrivacyLoss(multiplier, sensitivity=1.0)
+    return privacy_loss_mechanism.GaussianPrivacyLoss(multiplier, sensitivity=sensitivity)
+
+
+def _smallest_epsilon(loss, delta: float) -> float:
+    """The smallest ε with ``loss.get_delta_for_epsilon(ε) <= delta`` (bisection from above: the
+    returned ε always satisfies it; δ(ε) is decreasing in ε)."""
+    lo, hi = 0.0, 1.0
+    if loss.get_delta_for_epsilon(0.0) <= delta:
+        return 0.0
+    for _ in range(200):
+        if loss.get_delta_for_epsilon(hi) <= delta:
+            break
+        lo, hi = hi, hi * 2.0
+    for _ in range(100):  # bisection; hi always satisfies δ(hi) <= δ
+        mid = 0.5 * (lo + hi)
+        if loss.get_delta_for_epsilon(mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return float(hi)
 
 
 def gaussian_epsilon(multiplier, delta, accountant: str = "analytic") -> float:
@@ -59,23 +84,7 @@ def gaussian_epsilon(multiplier, delta, accountant: str = "analytic") -> float:
     dp_accounting = require_dp_accounting("the Gaussian-mechanism accounting")
     if accountant == "analytic":
         # exact: δ(ε) = Φ(1/(2m) − εm) − e^ε Φ(−1/(2m) − εm) (Balle & Wang 2018), decreasing in ε
-        loss = _gaussian_loss(multiplier)
-        lo, hi = 0.0, 1.0
-        if loss.get_delta_for_epsilon(0.0) <= delta:
-            return 0.0
-        for _ in range(200):
-            if loss.get_delta_for_epsilon(hi) <= delta:
-                break
-            lo, hi = hi, hi * 2.0
-        for _ in range(100):  # bisection; hi always satisfies δ(hi) <= δ
-            mid = 0.5 * (lo + hi)
-            if loss.get_delta_for_epsilon(mid) <= delta:
-                hi = mid
-            else:
-                lo = mid
-            if hi - lo <= 1e-12 * hi:
-                break
-        return float(hi)
+        return _smallest_epsilon(_gaussian_loss(multiplier), delta)
     acc = dp_accounting.rdp.RdpAccountant() if accountant == "rdp" else dp_accounting.pld.PLDAccountant()
     acc.compose(dp_accounting.GaussianDpEvent(multiplier))
     return float(acc.get_epsilon(delta))
@@ -157,3 +166,37 @@ def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, acc
         dp_accounting.ExplicitBracketInterval(lo, hi), tol=tol * lo,
     )
     return float(multiplier) * 2.0 * R
+
+
+def gdp_delta(mu, epsilon) -> float:
+    """δ(ε) of μ-GDP (Dong, Roth, Su 2022, Cor. 2.13), through ``dp_accounting``.
+
+    μ-GDP is exactly the privacy curve of one Gaussian mechanism with sensitivity μ and noise
+    std 1, so ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2)`` comes from
+    ``dp_accounting.pld.privacy_loss_mechanism.GaussianPrivacyLoss``.
+
+    Raises:
+        ValueError / TypeError: μ <= 0, ε < 0 or not finite.
+    """
+    mu = check_positive_real(mu, "mu")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"epsilon must be a real number >= 0, got {type(epsilon).__name__} {epsilon!r}")
+    epsilon = float(epsilon)
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon}")
+    return float(_gaussian_loss(1.0, sensitivity=mu).get_delta_for_epsilon(epsilon))
+
+
+def gdp_epsilon(mu, delta) -> float:
+    """The smallest ε with ``δ(ε) <= delta`` for μ-GDP (e.g. μ = 1, δ = 1e-5 → ε ≈ 4.38), via ``dp_accounting``.
+
+    Lu et al. ("A Differentially Private Framework for Deep Learning with Convexified Loss
+    Functions", Theorem 3) compose per-query Gaussian answers in GDP; this reports the composed μ
+    as (ε, δ)-DP.
+
+    Raises:
+        ValueError / TypeError: μ <= 0, δ ∉ (0, 1).
+    """
+    mu = check_positive_real(mu, "mu")
+    delta = check_delta(delta)
+    return _smallest_epsilon(_gaussian_loss(1.0, sensitivity=mu), delta)

@@ -1,36 +1,41 @@
-"""A per-query privacy budget: charged before any answer is computed, persisted atomically.
+"""A per-query privacy budget: charged before any answer is computed, persisted atomically, shared safely.
 
-Mechanisms that spend budget at prediction time (Lu et al.'s output perturbation, spec
-``specs/seed_001_output_perturbation.md`` §3.12, §6.1(d), A3) need a server-side accountant:
-every answered query costs ``ε_query`` and the total must never exceed the budget, across threads
-and across process restarts.
+Mechanisms that spend budget at prediction time (output perturbation: Lu et al., "A
+Differentially Private Framework for Deep Learning with Convexified Loss Functions", Algorithm 1
+and Sec. 5.4.5 on answering many queries) need a server-side accountant: every answered query costs
+``ε_query`` and the total must never exceed the budget, across threads, processes and restarts.
 
 Composition:
 
 * ``"basic"``: sequential composition, ``Q`` queries cost ``Q·ε_query`` (the paper's choice, for
   both noise types).
-* ``"gdp"``: Gaussian differential privacy (Dong, Roth, Su 2022), ``Q`` queries of ``μ_query`` cost
-  ``μ = √Q·μ_query``; reported together with its (ε, δ) equivalent through
-  ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2)``.
+* ``"gdp"``: Gaussian differential privacy (Dong, Roth, Su 2022; Lu et al. Theorem 3), ``Q``
+  queries of ``μ_query`` cost ``μ = √Q·μ_query``; reported together with its (ε, δ) equivalent,
+  computed by ``dp_accounting`` (:func:`tfdpmech.accounting.gaussian.gdp_epsilon`).
 
 The spent amount is kept as an integer count of answered queries, so float rounding can neither
-grant an extra query nor refuse a paid one. With ``state_path`` every charge is written to disk
-(temporary file, fsync, atomic rename) before :meth:`QueryBudgetAccountant.charge` returns; a
-restart reloads the spent count, and a state file that cannot be read is an error, never a reset.
-Thread-safe within one process; do not share one state file between processes.
+grant an extra query nor refuse a paid one.
+
+With ``state_path`` the budget lives in a JSON file that any number of threads and **processes**
+may share (a web service with several workers, a notebook and a script):
+:meth:`QueryBudgetAccountant.charge` takes an OS file lock (``<state_path>.lock``, the
+``filelock`` library), re-reads the spent count under the lock, checks the budget, and writes the
+new count (temporary file, fsync, atomic rename) before it returns. So the queries answered by all
+processes together never exceed the budget, a restart continues where it stopped, and a kill at
+any moment leaves the old or the new count, never a half-written file; a temporary file orphaned
+by a kill is removed at the next lock. A state file that cannot be read, or that describes another
+budget, is an error, never a reset.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
 
-from scipy import optimize, stats
-
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int
-from .atomic_file import write_json_atomically
+from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, write_json_atomically
+from .gaussian import gdp_delta, gdp_epsilon
 
 __all__ = [
     "QueryBudgetAccountant",
@@ -55,32 +60,8 @@ class BudgetStateError(ValueError):
     """The persisted budget state is unreadable or belongs to a different budget; it is never reset."""
 
 
-def gdp_delta(mu: float, epsilon: float) -> float:
-    """δ(ε) of μ-GDP: ``Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2)`` (Dong, Roth, Su, Cor. 2.13)."""
-    mu = check_epsilon(mu, "mu")
-    if epsilon < 0:
-        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
-    a = stats.norm.logcdf(-epsilon / mu + mu / 2)
-    b = epsilon + stats.norm.logcdf(-epsilon / mu - mu / 2)
-    if b >= a:
-        return 0.0
-    return float(math.exp(a) * -math.expm1(b - a))
-
-
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The smallest ε with ``δ(ε) ≤ delta`` for μ-GDP (e.g. μ = 1, δ = 1e-5 → ε ≈ 4.38)."""
-    mu = check_epsilon(mu, "mu")
-    delta = check_delta(delta)
-    if gdp_delta(mu, 0.0) <= delta:
-        return 0.0
-    hi = max(1.0, mu * mu)
-    while gdp_delta(mu, hi) > delta:
-        hi *= 2.0
-    return float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12))
-
-
 class QueryBudgetAccountant:
-    """Thread-safe per-query budget with atomic persistence (spec §6.1(d)).
+    """Per-query budget, safe across threads and processes, with atomic persistence.
 
     Args:
         total_epsilon: the whole budget: ε for ``"basic"``, μ for ``"gdp"``.
@@ -90,10 +71,10 @@ class QueryBudgetAccountant:
             ``floor(total/per_query)`` (basic) or ``floor((total/per_query)²)`` (gdp).
             Exactly one of ``max_queries`` and ``per_query_epsilon`` is given.
         composition: ``"basic"`` or ``"gdp"``.
-        delta_for_report: δ at which a GDP μ is also reported as ε (default 1e-5; spec A3
-            recommends 1/(10n)).
-        state_path: a JSON file the spent count is written to on every charge and read from on
-            construction (a restart continues where it stopped).
+        delta_for_report: δ at which a GDP μ is also reported as ε (default 1e-5; choose below 1/n).
+        state_path: a JSON file holding the spent count, shared by every accountant (in any
+            process) opened on it with the same budget; created if missing.
+        lock_timeout: seconds to wait for another process's lock before raising TimeoutError.
 
     Raises:
         ValueError / TypeError: bad budget values, both or neither of ``max_queries`` and
@@ -110,7 +91,7 @@ class QueryBudgetAccountant:
 
     def __init__(self, total_epsilon: float, *, max_queries: int | None = None,
                  per_query_epsilon: float | None = None, composition: str = "basic",
-                 delta_for_report: float | None = None, state_path=None):
+                 delta_for_report: float | None = None, state_path=None, lock_timeout: float = LOCK_TIMEOUT):
         self.total = check_epsilon(total_epsilon, "total_epsilon")
         self.composition = check_choice(composition, "composition", COMPOSITIONS)
         if (max_queries is None) == (per_query_epsilon is None):
@@ -124,6 +105,11 @@ class QueryBudgetAccountant:
             ratio = self.total / self.per_query
             if self.composition == "gdp":
                 ratio = ratio * ratio
+            if not math.isfinite(ratio):
+                raise ValueError(
+                    f"per_query_epsilon={self.per_query!r} is so small that total_epsilon/per_query_epsilon overflows; "
+                    "pass max_queries instead"
+                )
             self.max_queries = int(math.floor(ratio * (1 + _SLACK)))
             if self.max_queries < 1:
                 raise ValueError(
@@ -131,13 +117,15 @@ class QueryBudgetAccountant:
                 )
         self.delta_for_report = 1e-5 if delta_for_report is None else check_delta(delta_for_report, "delta_for_report")
         self.state_path = None if state_path is None else os.fspath(state_path)
-        self._lock = threading.Lock()
+        self.lock_timeout = float(lock_timeout)
+        self._lock = threading.RLock()
         self._answered = 0
         if self.state_path is not None:
-            if os.path.exists(self.state_path):
-                self.load_state_dict(self._read_state(self.state_path))
-            else:
-                self._write_state(self.state_dict())
+            with locked_state(self.state_path, timeout=self.lock_timeout):  # also removes orphaned temporaries
+                if os.path.exists(self.state_path):
+                    self._load_state_unlocked(self._read_state(self.state_path))
+                else:
+                    self._write_state(self._state_dict_unlocked())
 
     # -- arithmetic ---------------------------------------------------------------------------
     def _cost(self, queries: int) -> float:
@@ -147,6 +135,7 @@ class QueryBudgetAccountant:
 
     @property
     def queries_answered(self) -> int:
+        """Queries answered, as of this accountant's last charge or :meth:`refresh` (all processes)."""
         return self._answered
 
     @property
@@ -166,7 +155,7 @@ class QueryBudgetAccountant:
         return self.max_queries - self._answered
 
     def to_epsilon_delta(self, delta: float | None = None, *, mu: float | None = None) -> tuple[float, float]:
-        """(ε, δ) equivalent of the spent μ (or of ``mu``) under GDP."""
+        """(ε, δ) equivalent of the spent μ (or of ``mu``) under GDP, by ``dp_accounting``."""
         if self.composition != "gdp" and mu is None:
             raise ValueError("to_epsilon_delta applies to composition='gdp'; basic composition already gives ε")
         delta = self.delta_for_report if delta is None else check_delta(delta)
@@ -174,7 +163,8 @@ class QueryBudgetAccountant:
         return (gdp_epsilon(mu, delta) if mu > 0 else 0.0), delta
 
     def report(self) -> dict:
-        """Spent and remaining budget; for GDP the μ together with its (ε, δ) equivalent."""
+        """Spent and remaining budget (re-read from the state file); for GDP the μ with its (ε, δ) equivalent."""
+        self.refresh()
         out = {
             "composition": self.composition, "total": self.total, "per_query": self.per_query,
             "max_queries": self.max_queries, "queries_answered": self._answered,
@@ -190,28 +180,55 @@ class QueryBudgetAccountant:
     def charge(self, queries: int = 1) -> float:
         """Pay for ``queries`` answers *before* computing them.
 
+        With a state file: lock it, re-read the count every process has spent, check, write the
+        new count atomically, unlock; only then return.
+
         Returns:
             The per-query amount (ε or μ) the answers must be calibrated with.
 
         Raises:
             BudgetExhaustedError: the charge would exceed the budget (nothing is charged).
-            OSError: the state could not be persisted (nothing is charged; do not answer).
+            BudgetStateError: the state file became unreadable, or was deleted or rolled back.
+            OSError / TimeoutError: the state could not be locked or persisted (nothing is charged;
+                do not answer).
         """
         queries = check_positive_int(queries, "queries")
         with self._lock:
-            if self._answered + queries > self.max_queries:
-                raise BudgetExhaustedError(
-                    f"privacy budget exhausted: {self._answered} of {self.max_queries} queries answered "
-                    f"({self.composition} composition, total {self.total:g}); {queries} more refused, nothing released"
-                )
-            self._answered += queries
-            if self.state_path is not None:
-                try:
-                    self._write_state(self._state_dict_unlocked())
-                except BaseException:
-                    self._answered -= queries  # nothing was released
-                    raise
+            if self.state_path is None:
+                self._check_room(queries)
+                self._answered += queries
+                return self.per_query
+            with locked_state(self.state_path, timeout=self.lock_timeout):
+                self._reload_unlocked()
+                self._check_room(queries)
+                state = self._state_dict_unlocked()
+                state["queries_answered"] = self._answered + queries
+                state["spent"] = self._cost(self._answered + queries)
+                self._write_state(state)  # raises before anything is counted or answered
+                self._answered += queries
             return self.per_query
+
+    def _check_room(self, queries: int) -> None:
+        if self._answered + queries > self.max_queries:
+            raise BudgetExhaustedError(
+                f"privacy budget exhausted: {self._answered} of {self.max_queries} queries answered "
+                f"({self.composition} composition, total {self.total:g}); {queries} more refused, nothing released"
+            )
+
+    def refresh(self) -> None:
+        """Re-read the spent count from the state file (charges made by other processes)."""
+        if self.state_path is None:
+            return
+        with self._lock, locked_state(self.state_path, timeout=self.lock_timeout):
+            self._reload_unlocked()
+
+    def _reload_unlocked(self) -> None:
+        if not os.path.exists(self.state_path):
+            raise BudgetStateError(
+                f"budget state file {self.state_path} has disappeared after {self._answered} queries were answered; "
+                "the budget is NOT reset. Restore the file from a backup"
+            )
+        self._load_state_unlocked(self._read_state(self.state_path))
 
     # -- persistence -------------------------------------------------------------------------
     def _state_dict_unlocked(self) -> dict:
@@ -231,39 +248,53 @@ class QueryBudgetAccountant:
         Raises:
             BudgetStateError: a malformed state or one of a different budget.
         """
+        with self._lock:
+            self._load_state_unlocked(state)
+
+    def _load_state_unlocked(self, state) -> None:
+        if not isinstance(state, dict):
+            raise BudgetStateError(f"budget state must be a JSON object, got {type(state).__name__}; refusing to reset")
         try:
-            if int(state["version"]) != _STATE_VERSION:
-                raise BudgetStateError(f"unsupported budget state version {state['version']}")
+            version = state["version"]
+            if isinstance(version, bool) or version != _STATE_VERSION:
+                raise BudgetStateError(f"unsupported budget state version {version!r}")
             answered = state["queries_answered"]
-            same = (state["composition"] == self.composition and math.isclose(state["total"], self.total)
-                    and math.isclose(state["per_query"], self.per_query)
-                    and int(state["max_queries"]) == self.max_queries)
-        except (KeyError, TypeError, ValueError) as exc:
+            numbers_ = [state["total"], state["per_query"]]
+            if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in numbers_):
+                raise BudgetStateError(f"budget state holds non-numbers for total / per_query: {numbers_!r}")
+            stored_max = state["max_queries"]
+            if isinstance(stored_max, bool) or not isinstance(stored_max, int):
+                raise BudgetStateError(f"budget state holds an invalid max_queries={stored_max!r}")
+            same = (state["composition"] == self.composition and math.isclose(float(state["total"]), self.total)
+                    and math.isclose(float(state["per_query"]), self.per_query) and stored_max == self.max_queries)
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             if isinstance(exc, BudgetStateError):
                 raise
             raise BudgetStateError(f"budget state is malformed ({exc!r}); refusing to reset the budget") from exc
         if not same:
             raise BudgetStateError(
                 f"the stored budget state ({state['composition']}, total {state['total']}, per query "
-                f"{state['per_query']}) is for a different budget than this accountant ({self.composition}, total "
-                f"{self.total}, per query {self.per_query}); use the same settings or a new state file"
+                f"{state['per_query']}, {state['max_queries']} queries) is for a different budget than this accountant "
+                f"({self.composition}, total {self.total}, per query {self.per_query}, {self.max_queries} queries); use "
+                "the same settings or a new state file"
             )
-        if isinstance(answered, bool) or not isinstance(answered, int) or not 0 <= answered:
-            raise BudgetStateError(f"budget state holds an invalid queries_answered={answered!r}")
-        with self._lock:
-            if answered < self._answered:
-                raise BudgetStateError(
-                    f"the stored state has {answered} queries answered, fewer than the {self._answered} already "
-                    "spent here; spent budget is never given back"
-                )
-            self._answered = answered
+        if isinstance(answered, bool) or not isinstance(answered, int) or not 0 <= answered <= self.max_queries:
+            raise BudgetStateError(
+                f"budget state holds an invalid queries_answered={answered!r} (must be an integer in [0, "
+                f"{self.max_queries}])"
+            )
+        if answered < self._answered:
+            raise BudgetStateError(
+                f"the stored state has {answered} queries answered, fewer than the {self._answered} already "
+                "spent here; spent budget is never given back"
+            )
+        self._answered = answered
 
     @staticmethod
     def _read_state(path) -> dict:
         try:
-            with open(path) as fh:
-                return json.load(fh)
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return read_json_strictly(path, "budget state")
+        except (OSError, ValueError) as exc:
             raise BudgetStateError(
                 f"budget state file {path!s} cannot be read ({exc}); the budget is NOT reset. Restore the file from a "
                 "backup, or start a new budget with a new state_path only if no answers were released under the old one"
@@ -272,9 +303,14 @@ class QueryBudgetAccountant:
     def _write_state(self, state: dict) -> None:
         write_json_atomically(self.state_path, state)  # readers see the old or the new state, never half
 
+    def __repr__(self) -> str:
+        where = f", state_path={self.state_path!r}" if self.state_path else ""
+        return (f"QueryBudgetAccountant({self.composition}, total={self.total:g}, {self._answered}/{self.max_queries} "
+                f"queries answered{where})")
+
 
 class UnlimitedAccountant:
-    """Counts queries without a limit, for evaluation harnesses only (spec §5.3).
+    """Counts queries without a limit, for evaluation harnesses only (not a budget).
 
     Evaluation queries (2n membership-inference queries plus the accuracy queries) must not be
     charged to a production budget; nothing this accountant lets through is covered by a budget.

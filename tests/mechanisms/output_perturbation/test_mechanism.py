@@ -65,6 +65,23 @@ def test_all_logits_is_proven_given_the_named_bound(trained, noise):
         pred.release(0)
 
 
+def test_gaussian_answers_carry_their_event_and_the_ledger_composes_them(trained):
+    dp_accounting = pytest.importorskip("dp_accounting")
+    acct = QueryBudgetAccountant(1.0, max_queries=100, composition="gdp")
+    pred = _predictor(trained, acct, noise="gaussian", mechanism="all_logits")
+    pred.predict_proba(trained[1][:4])
+    pred.predict_proba(trained[1][4:13])
+    eps_q = acct.per_query  # μ per query
+    first, second = pred.ledger.releases
+    assert first.event == dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(1.0 / eps_q), 4)
+    assert second.event.count == 9
+    # 13 Gaussian answers compose to √13·μ_query-GDP at the ledger's δ (the sum of the two δ's), not ε1 + ε2
+    total = pred.ledger.epsilon_provable()
+    assert pred.ledger.delta() == pytest.approx(2e-5)
+    assert total == pytest.approx(gdp_epsilon(13 ** 0.5 * eps_q, 2e-5), rel=1e-6)
+    assert total < first.epsilon_provable + second.epsilon_provable
+
+
 def test_refused_query_computes_and_releases_nothing(trained):
     acct = QueryBudgetAccountant(1.0, max_queries=3)
     pred = _predictor(trained, acct)

@@ -33,8 +33,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ...accounting.events import self_composed
+from ...accounting.gaussian import gdp_epsilon, require_dp_accounting
 from ...accounting.ledger import PrivacyLedger, Release
-from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant, gdp_epsilon
+from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant
 from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MECHANISMS, NoisyOutputNeuron
 from ...models.convexified import logits_model_from
 from ...validation import check_array, check_choice, check_positive_int
@@ -152,6 +154,7 @@ class DPPredictor:
         details = {"queries": k, "epsilon_query": eps_q, "composition": composition,
                    "sensitivity_bound": bound_name, "delta_z": self.bounds.delta_z, "delta_p": self.bounds.delta_p}
         delta = 0.0
+        event = None
         if self.mechanism == "single_neuron":
             provable = None
             basis = (
@@ -173,6 +176,8 @@ class DPPredictor:
             mu = math.sqrt(k) * eps_q if composition == "gdp" else k * eps_q
             delta = getattr(self.accountant, "delta_for_report", 1e-5)
             provable = gdp_epsilon(mu, delta)
+            # k answers, each a Gaussian mechanism with noise multiplier σ/Δ₂ = 1/μ_query: the ledger composes them
+            event = self_composed(require_dp_accounting("the output-perturbation ledger").GaussianDpEvent(1.0 / eps_q), k)
             details.update(mu=mu, conditional_on="sensitivity bound")
             basis = (
                 f"Gaussian mechanism on all C logits, σ = √C·Δz_T/μ (L2 sensitivity √C·Δz_T) gives μ-GDP, reported "
@@ -183,7 +188,7 @@ class DPPredictor:
             component="query_answers", mechanism=f"output_perturbation/{self.mechanism}/{self.noise}",
             epsilon_claimed=claimed, epsilon_provable=provable, basis=basis, delta=delta,
             sensitivity=self.bounds.delta_z, noise_scale=self._layer.noise_scale,
-            reproduction=self.mechanism == "single_neuron", details=details,
+            reproduction=self.mechanism == "single_neuron", details=details, event=event,
         )
 
     def _record(self, k: int) -> None:
