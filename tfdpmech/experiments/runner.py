@@ -301,11 +301,12 @@ def _ledger_fields(ledger, epochs: int) -> dict:
     if ledger is None:
         return dict(epsilon_claimed=None, epsilon_provable=None, delta=0.0, ledger=None,
                     provable_basis="no privacy")
-    provable = ledger.epsilon_provable(epochs)
-    releases = ledger.releases
-    failing = [r.basis for r in releases if r.epsilon_provable is None]
-    basis = "; ".join(dict.fromkeys(failing if provable is None else [r.basis for r in releases]))
-    return dict(epsilon_claimed=ledger.epsilon_claimed(epochs), epsilon_provable=provable,
+    guarantee = ledger.provable(epochs)  # a Guarantee, or NoneProven with the reason (JSON: null + the reason)
+    if guarantee:
+        basis = "; ".join(dict.fromkeys(r.basis for r in ledger.releases)) + f". Total: {guarantee.basis}"
+    else:
+        basis = guarantee.reason
+    return dict(epsilon_claimed=ledger.epsilon_claimed(epochs), epsilon_provable=guarantee.epsilon,
                 delta=ledger.delta(epochs), ledger=ledger.to_dict(epochs), provable_basis=basis)
 
 
