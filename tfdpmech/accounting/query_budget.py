@@ -194,8 +194,9 @@ class QueryBudgetAccountant:
         """
         queries = check_positive_int(queries, "queries")
         with self._lock:
+            # the count only grows, so a charge that does not fit the count known here never fits the file's
+            self._check_room(queries)
             if self.state_path is None:
-                self._check_room(queries)
                 self._answered += queries
                 return self.per_query
             with locked_state(self.state_path, timeout=self.lock_timeout):
