@@ -25,7 +25,8 @@ import os
 import tempfile
 
 __all__ = [
-    "write_json_atomically", "read_json_strictly", "locked_state", "remove_orphaned_temporaries", "lock_path",
+    "write_json_atomically", "read_json_strictly", "locked_state", "state_lock", "remove_orphaned_temporaries",
+    "lock_path",
     "LOCK_TIMEOUT",
 ]
 
@@ -68,25 +69,39 @@ def remove_orphaned_temporaries(path) -> int:
     return removed
 
 
+def _filelock():
+    try:
+        import filelock
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise ImportError("filelock is missing (process-safe state files need it): pip install filelock") from exc
+    return filelock
+
+
+def state_lock(path, *, timeout: float = LOCK_TIMEOUT):
+    """A reusable ``filelock.FileLock`` on ``<path>.lock`` for :func:`locked_state` (one per owner object).
+
+    Each thread holding it uses its own descriptor, so threads and processes exclude each other.
+    """
+    return _filelock().FileLock(lock_path(path), timeout=timeout)
+
+
 @contextlib.contextmanager
-def locked_state(path, *, timeout: float = LOCK_TIMEOUT):
+def locked_state(path, *, timeout: float = LOCK_TIMEOUT, lock=None):
     """Hold the OS file lock of the state file ``path``; clean its orphaned temporaries first.
 
     Every read-check-write of a shared state file runs inside this context, re-reading the file
-    after the lock is taken.
+    after the lock is taken. ``lock`` is a :func:`state_lock` to reuse (saves building one per call).
 
     Raises:
         TimeoutError: another process held the lock for longer than ``timeout`` seconds
             (``filelock.Timeout`` is a ``TimeoutError``).
         ImportError: the ``filelock`` package is missing.
     """
+    filelock = _filelock()
+    if lock is None:
+        lock = state_lock(path, timeout=timeout)
     try:
-        import filelock
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise ImportError("filelock is missing (process-safe state files need it): pip install filelock") from exc
-    lock = filelock.FileLock(lock_path(path), timeout=timeout)
-    try:
-        lock.acquire(poll_interval=_POLL)
+        lock.acquire(timeout=timeout, poll_interval=_POLL)
     except filelock.Timeout as exc:
         raise TimeoutError(
             f"could not lock {os.fspath(path)!s} within {timeout:g} s: another process holds {lock_path(path)}; "

@@ -41,7 +41,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, write_json_atomically
+from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, state_lock, write_json_atomically
 from .events import COMPOSITION_ACCOUNTANTS, compose_events, event_epsilon_floor, event_from_json, event_to_json
 from .events import is_dp_event, self_composed
 
@@ -366,7 +366,7 @@ class PrivacyLedger:
             if self._path is None:
                 self._releases.extend(new)
                 return
-            with locked_state(self._path, timeout=self._lock_timeout):
+            with locked_state(self._path, timeout=self._lock_timeout, lock=self._file_lock):
                 current = self._read_bound_file()
                 releases = current + new
                 write_json_atomically(self._path, self._payload(releases, None), indent=2)
@@ -613,7 +613,8 @@ class PrivacyLedger:
         ledger = cls(target_delta=target_delta, accountant=accountant)
         ledger._path = os.fspath(path)
         ledger._lock_timeout = float(lock_timeout)
-        with locked_state(ledger._path, timeout=ledger._lock_timeout):
+        ledger._file_lock = state_lock(ledger._path, timeout=ledger._lock_timeout)
+        with locked_state(ledger._path, timeout=ledger._lock_timeout, lock=ledger._file_lock):
             if os.path.exists(ledger._path):
                 ledger._releases = ledger._read_bound_file()
             else:

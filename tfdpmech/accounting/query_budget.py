@@ -34,7 +34,7 @@ import os
 import threading
 
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int
-from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, write_json_atomically
+from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, state_lock, write_json_atomically
 from .gaussian import gdp_delta, gdp_epsilon
 
 __all__ = [
@@ -121,7 +121,8 @@ class QueryBudgetAccountant:
         self._lock = threading.RLock()
         self._answered = 0
         if self.state_path is not None:
-            with locked_state(self.state_path, timeout=self.lock_timeout):  # also removes orphaned temporaries
+            self._file_lock = state_lock(self.state_path, timeout=self.lock_timeout)
+            with self._locked_file():  # also removes orphaned temporaries
                 if os.path.exists(self.state_path):
                     self._load_state_unlocked(self._read_state(self.state_path))
                 else:
@@ -199,7 +200,7 @@ class QueryBudgetAccountant:
             if self.state_path is None:
                 self._answered += queries
                 return self.per_query
-            with locked_state(self.state_path, timeout=self.lock_timeout):
+            with self._locked_file():
                 self._reload_unlocked()
                 self._check_room(queries)
                 state = self._state_dict_unlocked()
@@ -208,6 +209,9 @@ class QueryBudgetAccountant:
                 self._write_state(state)  # raises before anything is counted or answered
                 self._answered += queries
             return self.per_query
+
+    def _locked_file(self):
+        return locked_state(self.state_path, timeout=self.lock_timeout, lock=self._file_lock)
 
     def _check_room(self, queries: int) -> None:
         if self._answered + queries > self.max_queries:
@@ -220,7 +224,7 @@ class QueryBudgetAccountant:
         """Re-read the spent count from the state file (charges made by other processes)."""
         if self.state_path is None:
             return
-        with self._lock, locked_state(self.state_path, timeout=self.lock_timeout):
+        with self._lock, self._locked_file():
             self._reload_unlocked()
 
     def _reload_unlocked(self) -> None:
