@@ -24,9 +24,10 @@ from tfdpmech.accounting.query_budget import QueryBudgetAccountant
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_state_worker.py")
 
 
-def _start(mode, path, go, count=0):
+def _start(mode, path, go, count=0, **kwargs):
+    kwargs.setdefault("text", True)
     return subprocess.Popen([sys.executable, WORKER, mode, str(path), str(go), str(count)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
 
 
 def _finish(proc, timeout=120):
@@ -83,13 +84,14 @@ def _kill_loop(tmp_path, mode, kills, read_count, reopen):
     acknowledged = 0
     most_temporaries = 0
     for _ in range(kills):
-        proc = _start(mode, path, go, 10**9)
-        first = proc.stdout.readline()  # blocks until the first acknowledged write
+        # unbuffered bytes: readline() must not pull later lines into a buffer that communicate() skips
+        proc = _start(mode, path, go, 10**9, text=False, bufsize=0)
+        first = proc.stdout.readline().decode()  # blocks until the first acknowledged write
         assert first.startswith("ack "), proc.stderr.read()
         time.sleep(rng.uniform(0.0, 0.03))
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
-        acks = [int(line.split()[1]) for line in (first + out).splitlines() if line.startswith("ack ")]
+        acks = [int(line.split()[1]) for line in (first + out.decode()).splitlines() if line.startswith("ack ")]
         stored = read_count(read_json_strictly(path, mode))  # the state file always parses
         assert acks[-1] <= stored <= acks[-1] + 1, (acks[-1], stored)  # no acknowledged write lost
         assert stored >= acknowledged
