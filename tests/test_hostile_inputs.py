@@ -305,7 +305,7 @@ case("InputPerturbation-batch_size-str", "batch_size", lambda led: _ip(led, batc
 case("InputPerturbation-label_epsilon-paper", "label_epsilon", lambda led: _ip(led, label_epsilon=0.1),
      "InputPerturbation")
 case("InputPerturbation-label_epsilon-too_big", "label_epsilon",
-     lambda led: _ip(led, calibration="local_gaussian", label_epsilon=1.0), "InputPerturbation")
+     lambda led: _ip(led, mode="private", label_epsilon=1.0), "InputPerturbation")
 case("InputPerturbation-seed-float", "seed", lambda led: _ip(led, seed=1.5), "InputPerturbation")
 for k, v in {"str": "ledger", "duck": NotALedger()}.items():
     case(f"InputPerturbation-ledger-{k}", "ledger", lambda led, v=v: _ip(None, ledger=v), "InputPerturbation")
@@ -386,12 +386,12 @@ for k, make in BAD_MODELS.items():
 
 def _predictor(led, **kw):
     acct = kw.pop("accountant", None) or QueryBudgetAccountant(1.0, max_queries=10)
-    args = dict(noise="laplace", mechanism="all_logits", seed=0, ledger=led)
+    args = dict(noise="laplace", mode="private", seed=0, ledger=led)
     args.update(kw)
     return DPPredictor(_op_model(), _op_bounds(), acct, **args), acct
 
 
-for name, v in {"noise": "uniform", "gaussian_split": "other", "mechanism": "some"}.items():
+for name, v in {"noise": "uniform", "gaussian_split": "other", "mode": "some"}.items():
     case(f"DPPredictor-{name}-unknown", name, lambda led, name=name, v=v: _predictor(led, **{name: v}), "DPPredictor")
 case("DPPredictor-bounds-dict", "bounds",
      lambda led: DPPredictor(_op_model(), {}, QueryBudgetAccountant(1.0, max_queries=10), ledger=led), "DPPredictor")
@@ -461,7 +461,7 @@ case("format_epsilon-delta-str", "delta", lambda led: format_epsilon(1.0, 1.0, "
 
 # pCDBN
 def _cdbn(led, **kw):
-    args = dict(num_classes=CLASSES, mode="functional", epsilon=2.0, pretrain_epochs=1, batch_size=20, seed=0,
+    args = dict(num_classes=CLASSES, mode="private", epsilon=2.0, pretrain_epochs=1, batch_size=20, seed=0,
                 ledger=led)
     args.update(kw)
     layers = args.pop("layers", None) or [ConvRBM(2, 3, degree=3)]
@@ -482,7 +482,7 @@ for name in ("learning_rate", "head_learning_rate", "fc_scale", "head_ridge", "l
 for k, v in {"over": (0.9, 0.9), "short": (1.0,), "neg": (-0.5, 1.5), "str": "half", "nan": (NAN, 0.5),
              "dict_keys": {"a": 1.0}, "dict_sum": {"crbm_layer_1": 5.0, "output_layer": 5.0}}.items():
     case(f"PrivateCDBN-split-{k}", "split", lambda led, v=v: _cdbn(led, split=v), "PrivateCDBN")
-case("PrivateCDBN-mode", "mode", lambda led: _cdbn(led, mode="private"), "PrivateCDBN")
+case("PrivateCDBN-mode", "mode", lambda led: _cdbn(led, mode="functional"), "PrivateCDBN")
 case("PrivateCDBN-layers-empty", "layers", lambda led: _cdbn(led, layers=["x"]), "PrivateCDBN")
 for k, v in {"str": "ledger", "duck": NotALedger()}.items():
     case(f"PrivateCDBN-ledger-{k}", "ledger", lambda led, v=v: _cdbn(None, ledger=v), "PrivateCDBN")
@@ -495,7 +495,7 @@ for kind in ("nan", "soft", "short", "classes", "str", "complex"):
 
 
 def _energy(led=None, **kw):
-    args = dict(mode="functional", epsilon=1.0, seed=0)
+    args = dict(mode="private", epsilon=1.0, seed=0)
     args.update(kw)
     layer = args.pop("layer", None) or ConvRBM(2, 3, degree=3)
     return ChebyshevEnergy(layer, **args)

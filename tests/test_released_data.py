@@ -91,7 +91,7 @@ def test_input_perturbation_callback_refuses_raw_features():
     x = rng.normal(size=(N, 5))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     y = (x[:, 0] > 0).astype(np.float32)
-    ip = InputPerturbation(1.0, 1e-5, 3, calibration="local_gaussian", seed=0)
+    ip = InputPerturbation(1.0, 1e-5, 3, mode="private", seed=0)
     x_noisy, y_out = ip.perturb(x, y)
     model = ip.make_linear_model()
     model.compile(keras.optimizers.SGD(0.1), loss=keras.losses.BinaryCrossentropy(from_logits=True))
@@ -109,7 +109,7 @@ def test_input_perturbation_callback_refuses_raw_labels_when_labels_are_randomiz
     x = rng.normal(size=(N, 5))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     y = (x[:, 0] > 0).astype(np.float32)
-    ip = InputPerturbation(2.0, 1e-5, 2, calibration="local_gaussian", label_epsilon=0.5, seed=0)
+    ip = InputPerturbation(2.0, 1e-5, 2, mode="private", label_epsilon=0.5, seed=0)
     x_noisy, y_noisy = ip.perturb(x, y)
     assert np.any(y_noisy != y)  # some labels flipped by randomized response
     model = ip.make_linear_model()

@@ -69,7 +69,7 @@ def test_private_mode_is_proven_given_the_named_bound(trained, noise):
 def test_gaussian_answers_carry_their_event_and_the_ledger_composes_them(trained):
     dp_accounting = pytest.importorskip("dp_accounting")
     acct = QueryBudgetAccountant(1.0, max_queries=100, composition="gdp")
-    pred = _predictor(trained, acct, noise="gaussian", mechanism="all_logits")
+    pred = _predictor(trained, acct, noise="gaussian", mode="private")
     pred.predict_proba(trained[1][:4])
     pred.predict_proba(trained[1][4:13])
     eps_q = acct.per_query  # μ per query
