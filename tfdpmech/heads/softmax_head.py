@@ -19,7 +19,7 @@ import numpy as np
 
 from ..accounting.ledger import Release
 from ..losses.taylor_cross_entropy import LOG2, PHI2
-from ..validation import check_array, check_choice, check_epsilon, check_one_hot
+from ..validation import check_array, check_choice, check_epsilon, check_one_hot, check_positive_int, check_real
 from .feature_map import FeatureMap, feature_map
 from .functional import FunctionalHead, functional_statistics, project_psd
 
@@ -71,10 +71,12 @@ class FunctionalSoftmaxHead:
     def __init__(self, num_classes: int, mode: str = "functional", *, epsilon: float | None = None,
                  mechanism: str = "laplace", delta: float | None = None, ridge: float | None = 1e-3, seed=None,
                  component: str = "output_layer"):
-        self.num_classes = int(num_classes)
+        self.num_classes = check_positive_int(num_classes, "num_classes")
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
         self.mode = check_choice(mode, "mode", HEAD_MODES)
+        if ridge is not None:
+            ridge = check_real(ridge, "ridge")
         if ridge is not None and not ridge >= 0:
             raise ValueError(f"ridge must be >= 0 (relative to n) or None, got {ridge}")
         self.ridge = None if ridge is None else float(ridge)
