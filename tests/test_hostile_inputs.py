@@ -294,7 +294,7 @@ for name in ("l2", "feature_norm_bound", "G", "kappa", "pl_constant", "c"):
     for k in ("nan", "neg", "str", "bool", "huge_int"):
         case(f"InputPerturbation-{name}-{k}", name, lambda led, name=name, k=k: _ip(led, **{name: BAD_POSITIVE[k]}),
              "InputPerturbation")
-for name in ("calibration", "noise_structure", "condition", "accountant", "l2_convention", "g_convention"):
+for name in ("mode", "noise_structure", "condition", "accountant", "l2_convention", "g_convention"):
     case(f"InputPerturbation-{name}-unknown", name, lambda led, name=name: _ip(led, **{name: "unknown"}),
          "InputPerturbation")
 for k, v in {"one": 1, "str": "2", "float": 2.5}.items():
@@ -302,7 +302,7 @@ for k, v in {"one": 1, "str": "2", "float": 2.5}.items():
          "InputPerturbation")
 case("InputPerturbation-n-one", "n", lambda led: _ip(led, n=1), "InputPerturbation")
 case("InputPerturbation-batch_size-str", "batch_size", lambda led: _ip(led, batch_size="8"), "InputPerturbation")
-case("InputPerturbation-label_epsilon-paper", "label_epsilon", lambda led: _ip(led, label_epsilon=0.1),
+case("InputPerturbation-label_epsilon-reference", "label_epsilon", lambda led: _ip(led, label_epsilon=0.1),
      "InputPerturbation")
 case("InputPerturbation-label_epsilon-too_big", "label_epsilon",
      lambda led: _ip(led, mode="private", label_epsilon=1.0), "InputPerturbation")
@@ -548,6 +548,71 @@ case("TaylorCrossEntropy-y_true-rank", "y_true",
 case("taylor_accuracy-y_true-classes", "y_true",
      lambda led: taylor_accuracy(np.zeros((2, 4), np.float32), np.zeros((2, 3), np.float32)), "taylor_accuracy")
 
+# the functional-mechanism head on public or random features (heads/, features/)
+@functools.lru_cache(maxsize=None)
+def _random_feats():
+    return tfdpmech.random_features(SHAPE, units=8, seed=0)
+
+
+def _fm_head(**kw):
+    args = dict(mechanism="gaussian", epsilon=1.0, delta=1e-5, seed=0)
+    args.update(kw)
+    features = args.pop("features", None) or _random_feats()
+    return tfdpmech.FunctionalHead(features, CLASSES, **args)
+
+
+for k, v in BAD_EPSILON.items():
+    case(f"FunctionalHead-epsilon-{k}", "epsilon", lambda led, v=v: _fm_head(epsilon=v), "FunctionalHead")
+for k, v in BAD_DELTA.items():
+    case(f"FunctionalHead-delta-{k}", "delta", lambda led, v=v: _fm_head(delta=v), "FunctionalHead")
+case("FunctionalHead-delta-laplace", "delta", lambda led: _fm_head(mechanism="laplace", delta=1e-5), "FunctionalHead")
+case("FunctionalHead-mechanism-unknown", "mechanism", lambda led: _fm_head(mechanism="uniform"), "FunctionalHead")
+case("FunctionalHead-features-model", "features", lambda led: _fm_head(features=relevance_model()), "FunctionalHead")
+for k, v in {"one": 1, "str": "3", "float": 2.5, "bool": True}.items():
+    case(f"FunctionalHead-num_classes-{k}", "num_classes",
+         lambda led, v=v: tfdpmech.FunctionalHead(_random_feats(), v, epsilon=1.0, delta=1e-5), "FunctionalHead")
+for name in ("ridge", "ridge_factor", "quadratic_weight"):
+    for k in ("nan", "neg", "str", "bool"):
+        case(f"FunctionalHead-{name}-{k}", name, lambda led, name=name, k=k: _fm_head(**{name: BAD_POSITIVE[k]}),
+             "FunctionalHead")
+case("FunctionalHead-nonnegative-str", "nonnegative", lambda led: _fm_head(nonnegative="yes"), "FunctionalHead")
+case("FunctionalHead-batch_size-zero", "batch_size", lambda led: _fm_head(batch_size=0), "FunctionalHead")
+
+
+def _fm_fit(x, y):
+    head = _fm_head()
+    before = len(head.ledger)  # the features' ε = 0 provenance
+    try:
+        head.fit(x, y)
+    finally:
+        assert len(head.ledger) == before and head.release is None, "a refused fit must not release"
+
+
+for kind in ("nan", "inf", "complex", "object", "str", "empty", "flat", "none"):
+    case(f"FunctionalHead.fit-x-{kind}", "x", lambda led, kind=kind: _fm_fit(_features(kind), _labels()),
+         "FunctionalHead")
+for kind in BAD_Y:
+    case(f"FunctionalHead.fit-y-{kind}", "y", lambda led, kind=kind: _fm_fit(_ok_x(), _labels(kind)),
+         "FunctionalHead")
+for k, make in BAD_MODELS.items():
+    if k != "subclassed":
+        case(f"public_features-model-{k}", "model", lambda led, make=make: tfdpmech.public_features(make(), "x"),
+             "public_features")
+case("public_features-layer-missing", "layer", lambda led: tfdpmech.public_features(relevance_model(), "nolayer"),
+     "public_features")
+for name, bad in {"units": BAD_INT, "gamma": BAD_POSITIVE}.items():
+    for k in ("zero", "str", "bool", "nan" if name == "gamma" else "float"):
+        case(f"random_features-{name}-{k}", name,
+             lambda led, name=name, k=k, bad=bad: tfdpmech.random_features(SHAPE, **{name: bad[k]}),
+             "random_features")
+case("random_features-seed-none", "seed", lambda led: tfdpmech.random_features(SHAPE, seed=None), "random_features")
+case("random_features-input_shape-neg", "input_shape", lambda led: tfdpmech.random_features((-4, 4)),
+     "random_features")
+case("features.split_public-n_public-neg", "n_public",
+     lambda led: tfdpmech.features.split_public(data.load("mnist_sample"), -5), "features")
+case("heads.laplace_scale-epsilon-str", "epsilon", lambda led: tfdpmech.heads.laplace_scale(1.0, "1"), "heads")
+case("heads.gaussian_sigma-delta-one", "delta", lambda led: tfdpmech.heads.gaussian_sigma(1.0, 1.0, 1.0), "heads")
+
 # layers
 for k, v in {"str": "a", "nan": NAN, "bool": True, "out": 2.0}.items():
     case(f"UnitClip-low-{k}", "low", lambda led, v=v: UnitClip(low=v), "UnitClip")
@@ -603,7 +668,7 @@ case("NoisyOutputNeuron-delta_p-above", "delta_p", lambda led: _neuron(delta_p=2
 for k in ("str", "zero", "float"):
     case(f"NoisyOutputNeuron-num_classes-{k}", "num_classes", lambda led, k=k: _neuron(num_classes=BAD_INT[k]),
          "NoisyOutputNeuron")
-for name in ("noise", "gaussian_split", "mechanism", "compute_dtype"):
+for name in ("noise", "gaussian_split", "mode", "compute_dtype"):
     case(f"NoisyOutputNeuron-{name}-unknown", name, lambda led, name=name: _neuron(**{name: "x"}), "NoisyOutputNeuron")
 case("NoisyOutputNeuron-seed-str", "seed", lambda led: _neuron(seed="1"), "NoisyOutputNeuron")
 

@@ -126,6 +126,12 @@ class FeatureExtractor:
         """
         self.check_unchanged()
         x = check_array(x, name, ndim_min=2)
+        expected = tuple(self.model.inputs[0].shape[1:])
+        if len(expected) != x.ndim - 1 or any(e is not None and e != s for e, s in zip(expected, x.shape[1:])):
+            raise ValueError(
+                f"{name} has records of shape {x.shape[1:]}, but feature extractor {self.name!r} takes records of "
+                f"shape {expected}; pass the raw records the extractor was built for"
+            )
         batch_size = check_positive_int(batch_size, "batch_size")
         parts = [np.asarray(self.model(x[i:i + batch_size].astype(np.float32), training=False))
                  for i in range(0, len(x), batch_size)]

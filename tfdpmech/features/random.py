@@ -77,7 +77,9 @@ def random_features(input_shape, units: int = 1024, *, gamma: float = 0.02, seed
         gamma: kernel width.
         seed: integer seed (recorded in the ledger).
     """
-    inp = keras.Input(tuple(int(s) for s in input_shape))
+    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
+        raise TypeError(f"input_shape must be the shape of one record, e.g. (28, 28, 1), got {input_shape!r}")
+    inp = keras.Input(tuple(check_positive_int(s, f"input_shape[{i}]") for i, s in enumerate(input_shape)))
     layer = RandomFourierFeatures(units, gamma, seed, name="random_fourier")
     model = keras.Model(inp, layer(inp), name=f"random_fourier_{units}")
     provenance = (f"random Fourier features (Rahimi & Recht 2007), {units} units, γ={gamma:g}, drawn from "
