@@ -826,6 +826,75 @@ dp_case("DPSGD.dataset-n-mismatch", "n", lambda led: _dp_dataset(led, _ok_x()[:2
 dp_case("DPSGD.callback-verbose-str", "verbose", lambda led: _dpsgd(led).callback(verbose="1"))
 
 
+# Poisson-sampled DP-SGD (the default DP-SGD of the comparison) and the stated recipe
+def _poisson(led, **kw):
+    from tfdpmech.dpsgd import PoissonDPSGD
+    args = dict(epsilon=2.0, delta=1e-3, expected_batch_size=10, epochs=1, n=N, ledger=led)
+    args.update(kw)
+    return PoissonDPSGD(**args)
+
+
+for k, v in BAD_EPSILON.items():
+    dp_case(f"PoissonDPSGD-epsilon-{k}", "epsilon", lambda led, v=v: _poisson(led, epsilon=v))
+for k, v in BAD_DELTA.items():
+    dp_case(f"PoissonDPSGD-delta-{k}", "delta", lambda led, v=v: _poisson(led, delta=v))
+for name in ("expected_batch_size", "epochs", "n"):
+    for k, v in BAD_INT.items():
+        dp_case(f"PoissonDPSGD-{name}-{k}", name, lambda led, name=name, v=v: _poisson(led, **{name: v}))
+dp_case("PoissonDPSGD-expected_batch_size-above_n", "expected_batch_size",
+        lambda led: _poisson(led, expected_batch_size=N + 1))
+for k, v in {"zero": 0.0, "above": 1.5, "nan": NAN, "str": "0.1", "bool": True}.items():
+    dp_case(f"PoissonDPSGD-sampling_probability-{k}", "sampling_probability",
+            lambda led, v=v: _poisson(led, expected_batch_size=None, sampling_probability=v))
+dp_case("PoissonDPSGD-noise_multiplier-both", "noise_multiplier", lambda led: _poisson(led, noise_multiplier=1.0))
+for k in ("nan", "neg", "str", "bool"):
+    dp_case(f"PoissonDPSGD-noise_multiplier-{k}", "noise_multiplier",
+            lambda led, k=k: _poisson(led, epsilon=None, noise_multiplier=BAD_POSITIVE[k]))
+    dp_case(f"PoissonDPSGD-l2_norm_clip-{k}", "l2_norm_clip", lambda led, k=k: _poisson(led, l2_norm_clip=BAD_POSITIVE[k]))
+for k, v in {"one": 1.0, "neg": -0.5, "str": "0.9", "adam": 0.5}.items():
+    dp_case(f"PoissonDPSGD-momentum-{k}", "momentum", lambda led, v=v: _poisson(led, momentum=v))
+for k, v in {"one": 1.0, "zero": 0.0, "str": "0.99"}.items():
+    dp_case(f"PoissonDPSGD-ema_momentum-{k}", "ema_momentum", lambda led, v=v: _poisson(led, ema_momentum=v))
+for name in ("lr_schedule", "accountant", "optimizer", "path"):
+    dp_case(f"PoissonDPSGD-{name}-unknown", name, lambda led, name=name: _poisson(led, **{name: "x"}))
+dp_case("PoissonDPSGD-path-microbatch", "path", lambda led: _poisson(led, path="microbatch"))
+for k, v in {"str": "ledger", "duck": NotALedger()}.items():
+    dp_case(f"PoissonDPSGD-ledger-{k}", "ledger", lambda led, v=v: _poisson(None, ledger=v))
+for k, make in BAD_MODELS.items():
+    dp_case(f"PoissonDPSGD.compile-model-{k}", "model", lambda led, make=make: _poisson(led).compile(make()))
+
+
+def _poisson_dataset(led, x, y):
+    dp = _poisson(None)
+    dp.compile(models.standard_mlp(CLASSES, input_shape=SHAPE, first_units=4))
+    dp.dataset(x, y)
+
+
+for kind in ("nan", "inf", "complex", "object", "str", "empty", "none"):
+    dp_case(f"PoissonDPSGD.dataset-x-{kind}", "x", lambda led, kind=kind: _poisson_dataset(led, _features(kind),
+                                                                                          _labels()))
+for kind in ("nan", "soft", "short", "classes", "str", "complex"):
+    dp_case(f"PoissonDPSGD.dataset-y-{kind}", "y", lambda led, kind=kind: _poisson_dataset(led, _ok_x(),
+                                                                                          _labels(kind)))
+dp_case("PoissonDPSGD.dataset-n-mismatch", "n", lambda led: _poisson_dataset(led, _ok_x()[:20], _labels()[:20]))
+for k, v in {"zero": 0.0, "above": 2.0, "str": "0.5", "nan": NAN}.items():
+    case(f"dpsgd.PoissonSampler-q-{k}", "q", lambda led, v=v: tfdpmech.dpsgd.PoissonSampler(10, v), "dpsgd")
+    case(f"dpsgd.padded_batch_size-q-{k}", "q", lambda led, v=v: tfdpmech.dpsgd.padded_batch_size(10, v), "dpsgd")
+case("dpsgd.PoissonSampler-n-str", "n", lambda led: tfdpmech.dpsgd.PoissonSampler("10", 0.5), "dpsgd")
+case("dpsgd.poisson_dataset-steps_per_epoch-zero", "steps_per_epoch",
+     lambda led: tfdpmech.dpsgd.poisson_dataset(np.zeros((4, 2)), np.zeros(4), 0.5, 0), "dpsgd")
+case("dpsgd.poisson_dataset-y-short", "y",
+     lambda led: tfdpmech.dpsgd.poisson_dataset(np.zeros((4, 2)), np.zeros(3), 0.5, 2), "dpsgd")
+dp_case("dpsgd.make_dpsgd-sampling-unknown", "sampling",
+        lambda led: tfdpmech.dpsgd.make_dpsgd(1.0, 1e-5, 1000, sampling="uniform", ledger=led))
+for k, v in BAD_EPSILON.items():
+    dp_case(f"dpsgd.make_dpsgd-epsilon-{k}", "epsilon", lambda led, v=v: tfdpmech.dpsgd.make_dpsgd(v, 1e-5, 2000,
+                                                                                                  ledger=led))
+case("dpsgd.tanh_mlp-num_classes-str", "num_classes", lambda led: tfdpmech.dpsgd.tanh_mlp("10"), "dpsgd")
+case("dpsgd.tanh_mlp-input_scaling-unknown", "input_scaling", lambda led: tfdpmech.dpsgd.tanh_mlp(input_scaling="x"),
+     "dpsgd")
+
+
 # --- the test ----------------------------------------------------------------------------------------------------
 def _names_argument(message: str, arg: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(arg)}(?![A-Za-z0-9_])", message) is not None

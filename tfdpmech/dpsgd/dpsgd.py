@@ -94,11 +94,12 @@ class DPSGDBudget(PrivacyBudget):
         super().on_train_begin(logs)
         dp = self._dpsgd
         steps = (self.params or {}).get("steps")
-        allowed = {dp.n // dp.batch_size, -(-dp.n // dp.batch_size)}
+        allowed = ({dp.steps_per_epoch} if hasattr(dp, "steps_per_epoch")  # Poisson: ceil(1/q) draws per epoch
+                   else {dp.n // dp.batch_size, -(-dp.n // dp.batch_size)})
         if steps is not None and int(steps) not in allowed:
             raise ValueError(
                 f"this fit runs {steps} steps per epoch, but the DPSGD noise was calibrated for n={dp.n} examples in "
-                f"batches of {dp.batch_size} ({dp.n // dp.batch_size} steps per epoch): the data passed to fit is not "
+                f"batches of {dp.batch_size} ({min(allowed)} steps per epoch): the data passed to fit is not "
                 f"the n={dp.n} training examples, and the logged ε would not hold. Fit on DPSGD.dataset(x, y) with all "
                 f"n examples, or create the DPSGD with the n you train on"
             )
@@ -463,30 +464,36 @@ class DPSGD:
             ValueError: NaN/inf, ``len(x)`` differs from the ``n`` the noise was calibrated for, x
                 and y differ in length, integer labels out of range or before :meth:`compile`.
         """
+        x, y = self._checked_data(x, y)
+        ds = tf.data.Dataset.from_tensor_slices((x.astype(np.float32), y))
+        ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
+        return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    def _checked_data(self, x, y):
+        """``(x, y)`` checked: numeric, real and finite, n records; integer labels one-hot for the default loss."""
         x = check_array(x, "x")
         y = check_array(y, "y")
-        if (self._one_hot_labels or self.model is None) and (y.ndim == 1 or self.num_classes is not None):
-            if self.num_classes is None:
+        classes = getattr(self, "num_classes", None)
+        if (getattr(self, "_one_hot_labels", False) or self.model is None) and (y.ndim == 1 or classes is not None):
+            if classes is None:
                 raise ValueError(
                     "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "
-                    "known only after DPSGD.compile(model) of a Sequential or functional model; call compile first, "
-                    "or pass one-hot labels (keras.utils.to_categorical(y))"
+                    f"known only after {type(self).__name__}.compile(model) of a Sequential or functional model; call "
+                    "compile first, or pass one-hot labels (keras.utils.to_categorical(y))"
                 )
-            y = check_labels(y, "y", num_classes=self.num_classes)
+            y = check_labels(y, "y", num_classes=classes)
         if len(x) != len(y):
             raise ValueError(f"x and y must have the same number of examples, got {len(x)} and {len(y)}")
         if len(x) != self.n:
             raise ValueError(
                 f"the noise was calibrated for n={self.n} training examples, got {len(x)}; pass all n examples or "
-                f"create the DPSGD with n={len(x)}"
+                f"create the {type(self).__name__} with n={len(x)}"
             )
-        ds = tf.data.Dataset.from_tensor_slices((x.astype(np.float32), y))
-        ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
-        return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        return x, y
 
     def callback(self, verbose: int = 1) -> DPSGDBudget:
-        check_instance(verbose, "verbose", int)
         """A :class:`~tfdpmech.accounting.callbacks.PrivacyBudget` over this run's ledger (plus ε spent so far)."""
+        check_instance(verbose, "verbose", int)
         return DPSGDBudget(self, verbose=verbose)
 
     def __repr__(self) -> str:

@@ -525,14 +525,7 @@ class PoissonDPSGD(DPSGD):
         Raises:
             ValueError: ``len(x)`` differs from n, or x and y differ in length.
         """
-        x, y = np.asarray(x), np.asarray(y)
-        if len(x) != len(y):
-            raise ValueError(f"x and y must have the same number of examples, got {len(x)} and {len(y)}")
-        if len(x) != self.n:
-            raise ValueError(
-                f"the noise was calibrated for n={self.n} training records, got {len(x)}; pass all n records or "
-                f"create the PoissonDPSGD with n={len(x)}"
-            )
+        x, y = self._checked_data(x, y)  # numeric, finite, n records; integer labels one-hot for the default loss
         sampler_seed = seed if seed is not None else self._sampler_seed
         return poisson_dataset(x, y, self.sampling_probability, self.steps_per_epoch, seed=sampler_seed,
                                padded_size=self.padded_batch_size)
