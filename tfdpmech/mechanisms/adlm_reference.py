@@ -1,0 +1,581 @@
+"""AdLM and ILM as the authors' public code runs them: the ``"reference"`` mode.
+
+Phan, Wu, Hu, Dou, "Adaptive Laplace Mechanism: Differential Privacy Preservation in Deep
+Learning", ICDM'17 (correction version, arXiv:1709.05750). The paper states Algorithm 1 with
+noise injected once, per record, before training, and claims ``ε1 + ε2 + ε3`` (Theorem 1). The
+authors' public MNIST code (``haiphanNJIT/PrivateDeepLearning`` at ``77fb357``,
+``AdLM/MNIST/AdLM.py`` and ``dpLRP_MNIST.py``) trains differently, and that code produced the
+paper's curves. This module re-implements that code path, one small function per step, each
+naming the source line it mirrors:
+
+1. inputs scaled to [−1, 1] (``input_data.py:96``);
+2. relevance: LRP on a LeNet-5 over 32×32 inputs padded with −1, averaged over 2,000 training
+   images, sharpened ``((R − min)/(max − min))**4`` plus ``Lap(2·784/(ε1·|D|))``
+   (``dpLRP_MNIST.py:22-26, 35-55, 87``); here the LeNet-5 is trained on public data and the
+   relevance is computed with :func:`tfdpmech.relevance.lrp_relevance`;
+3. budget ratios on the 32×32 grid ``β = 1024·R/ΣR`` with R and β floored at 1e-5, the inner
+   28×28 read as ``β[i+2][j+2]`` (``AdLM.py:129-141, 80``);
+4. every step one Laplace map of shape [1, 28, 28, 1], per pixel ``Lap(Δ2/(β·ε2))/L`` with
+   ``Δ2 = 2·14·14·25 = 9,800``, broadcast to the whole batch, added, clipped to [−10, 10]
+   (``AdLM.py:76-80, 91, 161-163, 290``);
+5. the network conv 5×5×32 → max-pool → conv 5×5×64 → max-pool → FC-25 → batch norm with batch
+   statistics (also at test) → ReLU → clip → FC-10 with bias (``AdLM.py:155-199``);
+6. the loss: the Taylor polynomial ``log 2 + (½ − y)z + z²/8`` summed over batch and classes with
+   clean labels, minus ``B·M·Σ(N/L ⊙ W_out)``, ``N ~ Lap(Δ3/ε3)`` drawn once,
+   ``Δ3 = M(|h| + |h|²/4) = 1,812.5`` (``AdLM.py:92, 186-187, 263-268``);
+7. Adam with learning rate 3e-4 (``AdLM.py:108, 272``), batches drawn as ``next_batch`` does
+   (``input_data.py:113-135``); evaluation on clean test images in one batch (``AdLM.py:285-294``).
+
+Privacy: the ledger records the paper's ε as *claimed* and **none proven**: the labels reach the
+trained network without noise at every step, and the input noise is one draw shared by the whole
+batch (and redrawn each step), so no per-record guarantee follows. Use
+:class:`tfdpmech.mechanisms.AdLM` (the ``"private"`` mode) for a proven per-record bound.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..allocation import BudgetAllocation
+from ..layers.batch_statistics import BatchStatisticsNormalization
+from ..ledger import PrivacyLedger, Release
+from ..noise import laplace, make_rng, noise_fingerprint, tf_laplace
+from ..relevance import lrp_relevance
+from ..validation import check_batch_size, check_budget_split, check_epsilon, check_one_hot, check_positive_int, \
+    check_unit_interval
+
+__all__ = [
+    "AdLMReference",
+    "ILMReference",
+    "CODE_PATH",
+    "REFERENCE_REASON",
+    "DELTA2_MNIST",
+    "R_LOWERBOUND",
+    "NOISY_INPUT_CLIP",
+    "to_code_range",
+    "pad_to_grid",
+    "lenet5_relevance_model",
+    "train_relevance_model",
+    "averaged_relevance",
+    "sharpen",
+    "relevance_noise_scale",
+    "private_sharpened_relevance",
+    "budget_ratios_on_grid",
+    "inner_crop",
+    "input_noise_scales",
+    "draw_noise_map",
+    "perturb_inputs",
+    "authors_mnist_network",
+    "loss_sensitivity_code",
+    "draw_weight_noise",
+    "taylor_terms",
+    "reference_loss",
+    "reference_optimizer",
+    "next_batch_indices",
+]
+
+CODE_PATH = "authors' code path (haiphanNJIT/PrivateDeepLearning@77fb357, AdLM/MNIST/AdLM.py)"
+REFERENCE_REASON = "labels used without noise at every step; noise shared by the batch"
+DELTA2_MNIST = 2 * 14 * 14 * 25  # AdLM.py:91  "2*|feature_map|*|unit_patch| = 2*14*14*5*5" = 9,800
+R_LOWERBOUND = 1e-5  # AdLM.py:103
+NOISY_INPUT_CLIP = 10.0  # AdLM.py:163  tf.clip_by_value(z, -10, 10)
+GRID = 32  # AdLM.py:95-96  image_size + padding = 28 + 4
+PAD = 2  # AdLM.py:80  _beta[i+2][j+2]
+RELEVANCE_SAMPLES = 2000  # dpLRP_MNIST.py:43  I[:2000]
+RELEVANCE_D = 28 * 28  # dpLRP_MNIST.py:61  d = image_size**2
+LEARNING_RATE = 3e-4  # AdLM.py:108
+BN_EPSILON = 1e-3  # AdLM.py:181
+
+
+# ------------------------------------------------------------------------------------------------
+# Step 1 -- data range
+# ------------------------------------------------------------------------------------------------
+def to_code_range(x01) -> np.ndarray:
+    """Pixels in [0, 1] → [−1, 1], as ``images/127.5 − 1`` on raw bytes (``input_data.py:96``)."""
+    return (np.asarray(x01, np.float32) * 2.0 - 1.0).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------------
+# Step 2 -- relevance (dpLRP_MNIST.py)
+# ------------------------------------------------------------------------------------------------
+def pad_to_grid(x_code) -> np.ndarray:
+    """28×28 images in [−1, 1] → 32×32, padded with −1 (``dpLRP_MNIST.py:26``)."""
+    x = np.asarray(x_code, np.float32)
+    return np.pad(x, ((0, 0), (PAD, PAD), (PAD, PAD), (0, 0)), constant_values=-1.0)
+
+
+def lenet5_relevance_model(num_classes: int = 10, seed: int | None = None) -> keras.Sequential:
+    """The LRP toolbox's LeNet-5 that ``dpLRP_MNIST.py:16`` loads (``models/MNIST/LeNet-5.txt``).
+
+    conv 5×5×10 → ReLU → 2×2 pool → conv 5×5×25 → ReLU → pool → conv 4×4×100 → ReLU → pool →
+    10 logits, on 32×32 inputs. The toolbox's sum-pools are average pools here (a constant factor
+    the next layer absorbs), and its final 1×1 convolution on a 1×1 map is the equivalent Dense
+    layer, so :func:`tfdpmech.relevance.lrp_relevance` accepts the model.
+    """
+    init = keras.initializers.GlorotUniform(seed=seed)
+    return keras.Sequential([
+        keras.Input((GRID, GRID, 1)),
+        keras.layers.Conv2D(10, 5, activation="relu", kernel_initializer=init),
+        keras.layers.AveragePooling2D(2),
+        keras.layers.Conv2D(25, 5, activation="relu", kernel_initializer=init),
+        keras.layers.AveragePooling2D(2),
+        keras.layers.Conv2D(100, 4, activation="relu", kernel_initializer=init),
+        keras.layers.AveragePooling2D(2),
+        keras.layers.Flatten(),
+        keras.layers.Dense(num_classes, kernel_initializer=init),
+    ], name="lenet5_relevance")
+
+
+def train_relevance_model(x_public01, y_public, *, epochs: int = 15, seed: int | None = 0,
+                          verbose: int = 0) -> keras.Sequential:
+    """Train :func:`lenet5_relevance_model` on **public** images in [0, 1] (mapped to the code's range).
+
+    The authors used a LeNet-5 pre-trained on the MNIST training set (99.23 %); training it on
+    public data keeps its weights independent of the private records.
+    """
+    x = pad_to_grid(to_code_range(check_unit_interval(x_public01, "x_public")))
+    y = check_one_hot(y_public, "y_public")
+    if seed is not None:
+        keras.utils.set_random_seed(int(seed))
+    model = lenet5_relevance_model(y.shape[1], seed=seed)
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.CategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, epochs=epochs, batch_size=64, verbose=verbose, shuffle=True)
+    return model
+
+
+def averaged_relevance(relevance_model, x_grid, *, samples: int = RELEVANCE_SAMPLES, rng=None) -> np.ndarray:
+    """Mean LRP-ε (stabiliser 1, seeded with all outputs) over a random sample of images.
+
+    Mirrors ``dpLRP_MNIST.py:35-55, 70``: ``nn.lrp(ypred, 'epsilon', 1.)`` summed over the first
+    ``samples`` images of a random permutation, then averaged. Returns a (32, 32) map.
+    """
+    rng = make_rng(rng)
+    x = np.asarray(x_grid, np.float32)
+    idx = rng.permutation(len(x))[:samples]  # dpLRP_MNIST.py:35-36, 43
+    r = lrp_relevance(relevance_model, x[idx], start="all_logits", mu=1.0, batch_size=250)
+    return r.mean(axis=0)[..., 0].astype(np.float64)  # dpLRP_MNIST.py:70
+
+
+def sharpen(r) -> np.ndarray:
+    """``((R − min)/(max − min))**4`` over the whole map (``dpLRP_MNIST.py:73-87``).
+
+    Data-dependent (min and max come from the data) and applied before the noise.
+    """
+    r = np.asarray(r, np.float64)
+    lo, hi = float(r.min()), float(r.max())
+    if not hi > lo:
+        raise ValueError("the averaged relevance map is constant; the code's sharpening divides by max - min = 0")
+    return (r - lo) ** 4 / (hi - lo) ** 4
+
+
+def relevance_noise_scale(eps1: float, n: int, d: int = RELEVANCE_D) -> float:
+    """``2·d/(ε1·|D|)`` with d = 784 and |D| the training-set size (``dpLRP_MNIST.py:61-63, 87``)."""
+    return 2.0 * d / (check_epsilon(eps1, "eps1") * check_positive_int(n, "n"))
+
+
+def private_sharpened_relevance(avg, eps1: float, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Sharpened map plus one Laplace draw per grid cell (``dpLRP_MNIST.py:87``). Returns (map, noise)."""
+    s = sharpen(avg)
+    noise = laplace(relevance_noise_scale(eps1, n), s.shape, make_rng(rng))
+    return s + noise, noise
+
+
+# ------------------------------------------------------------------------------------------------
+# Step 3 -- budget ratios (AdLM.py:129-141, 80)
+# ------------------------------------------------------------------------------------------------
+def budget_ratios_on_grid(r, floor: float = R_LOWERBOUND) -> np.ndarray:
+    """``β = G²·R/ΣR`` on the G×G grid with R and β floored (``AdLM.py:129-141``, infl = 1)."""
+    r = np.maximum(np.asarray(r, np.float64), floor)  # AdLM.py:132-133
+    beta = r.size * r / r.sum()  # AdLM.py:134, 139
+    return np.maximum(beta, floor)  # AdLM.py:140-141
+
+
+def inner_crop(beta_grid) -> np.ndarray:
+    """The 28×28 ratios the input noise uses: ``_beta[i+2][j+2]`` (``AdLM.py:80``)."""
+    b = np.asarray(beta_grid)
+    return b[PAD:b.shape[0] - PAD, PAD:b.shape[1] - PAD]
+
+
+# ------------------------------------------------------------------------------------------------
+# Step 4 -- one shared noise map per step (AdLM.py:73-82, 161-163, 290)
+# ------------------------------------------------------------------------------------------------
+def input_noise_scales(beta, delta2: float, eps2: float, batch_size: int) -> np.ndarray:
+    """Per-pixel Laplace scale ``Δ2/(β·ε2)/L`` (``AdLM.py:80``).
+
+    With Δ2 = 9,800, ε2 = 0.075 and L = 1,800 this is 72.59/β.
+    """
+    beta = np.asarray(beta, np.float64)
+    if np.any(~(beta > 0)):
+        raise ValueError("budget ratios beta must all be > 0")
+    return float(delta2) / (beta * check_epsilon(eps2, "eps2")) / check_batch_size(batch_size)
+
+
+def draw_noise_map(scales: tf.Tensor, generator: tf.random.Generator) -> tf.Tensor:
+    """One Laplace map of shape [1, H, W, 1], shared by the batch (``AdLM.py:76-80``, ``290``).
+
+    ``generator`` is a :class:`tf.random.Generator`: its state advances on every call, so each
+    training step gets a fresh map, also inside a ``tf.function``.
+    """
+    scales = tf.convert_to_tensor(scales, tf.float32)
+    shape = tf.concat([[1], tf.shape(scales), [1]], axis=0)
+    return tf_laplace(shape, 1.0, generator) * scales[None, ..., None]
+
+
+def perturb_inputs(x, noise_map, clip: float = NOISY_INPUT_CLIP) -> tf.Tensor:
+    """``clip(x + noise, −10, 10)``: the map broadcast over the batch (``AdLM.py:161-163``)."""
+    return tf.clip_by_value(tf.cast(x, tf.float32) + noise_map, -clip, clip)
+
+
+# ------------------------------------------------------------------------------------------------
+# Step 5 -- network (AdLM.py:32-60, 155-199)
+# ------------------------------------------------------------------------------------------------
+def authors_mnist_network(num_classes: int = 10, hidden_units: int = 25, *, seed: int | None = None,
+                          input_shape=(28, 28, 1)) -> keras.Sequential:
+    """conv 5×5×32 → max-pool → conv 5×5×64 → max-pool → FC-25 → BN (batch statistics) → ReLU → clip → FC-M.
+
+    ``AdLM.py:155-199``: SAME convolutions with stride 1 and ReLU, 2×2 max-pools, weights
+    ``truncated_normal(stddev=0.1)`` and biases 0.1 (``AdLM.py:32-34, 51-53``), batch norm with
+    the batch's own statistics and ε = 1e-3, ``relu`` then ``clip_by_value(·, −1, 1)`` (which is a
+    ReLU capped at 1), and an output layer with bias. No LRN, no dropout.
+    """
+    def w(i):
+        return keras.initializers.TruncatedNormal(stddev=0.1, seed=None if seed is None else seed + i)
+
+    b = keras.initializers.Constant(0.1)
+    return keras.Sequential([
+        keras.Input(tuple(input_shape)),
+        keras.layers.Conv2D(32, 5, padding="same", activation="relu", kernel_initializer=w(0), bias_initializer=b,
+                            name="conv1"),  # AdLM.py:158-165
+        keras.layers.MaxPooling2D(2, padding="same"),  # AdLM.py:166
+        keras.layers.Conv2D(64, 5, padding="same", activation="relu", kernel_initializer=w(1), bias_initializer=b,
+                            name="conv2"),  # AdLM.py:168-170
+        keras.layers.MaxPooling2D(2, padding="same"),  # AdLM.py:171
+        keras.layers.Flatten(),  # AdLM.py:175
+        keras.layers.Dense(hidden_units, kernel_initializer=w(2), bias_initializer=b, name="fc"),  # AdLM.py:173-176
+        BatchStatisticsNormalization(BN_EPSILON, name="batch_stat_norm"),  # AdLM.py:178-181
+        keras.layers.ReLU(max_value=1.0, name="relu_clip"),  # AdLM.py:183-185: relu, then clip to [-1, 1]
+        keras.layers.Dense(num_classes, kernel_initializer=w(3), bias_initializer=b, name="w_out"),  # AdLM.py:197-199
+    ], name="adlm_authors_mnist")
+
+
+# ------------------------------------------------------------------------------------------------
+# Step 6 -- loss (AdLM.py:92, 150, 186-187, 263-268)
+# ------------------------------------------------------------------------------------------------
+def loss_sensitivity_code(num_classes: int = 10, hidden_units: int = 25) -> float:
+    """``Δ3 = M·(|h| + |h|²/4)`` (``AdLM.py:92``); 1,812.5 for M = 10, |h| = 25."""
+    return float(num_classes * (hidden_units + hidden_units ** 2 / 4.0))
+
+
+def draw_weight_noise(delta3: float, eps3: float, hidden_units: int, num_classes: int, rng) -> np.ndarray:
+    """``N ~ Lap(Δ3/ε3)`` of shape [|h|, M], drawn **once** at graph build (``AdLM.py:150, 186``)."""
+    return laplace(delta3 / check_epsilon(eps3, "eps3"), (hidden_units, num_classes), make_rng(rng))
+
+
+def taylor_terms(z, y) -> tf.Tensor:
+    """``log 2 + (½ − y)·z + z²/8`` per example and class.
+
+    The code writes ``relu(z) − z·y + log 2 − ½|z| + z²/8`` (``AdLM.py:263-268``); the two are
+    equal for every z.
+    """
+    z = tf.cast(z, tf.float32)
+    return math.log(2.0) + (0.5 - tf.cast(y, tf.float32)) * z + 0.125 * tf.square(z)
+
+
+def reference_loss(z, y, w_out, weight_noise, batch_size_l: int) -> tf.Tensor:
+    """``Σ_{batch, classes} taylor − B·M·Σ(N/L ⊙ W_out)`` with clean labels (``AdLM.py:187, 268``).
+
+    The code minimises the un-reduced [B, M] tensor ``taylor − Σ(N/L ⊙ W_out)``; TensorFlow
+    differentiates its sum, so the scalar noise term counts B·M times.
+    """
+    terms = taylor_terms(z, y)
+    count = tf.cast(tf.size(terms), tf.float32)
+    noise_term = tf.reduce_sum(tf.cast(weight_noise, tf.float32) / float(batch_size_l) * w_out)
+    return tf.reduce_sum(terms) - count * noise_term
+
+
+def reference_optimizer(learning_rate: float = LEARNING_RATE) -> keras.optimizers.Optimizer:
+    """Adam with learning rate 3e-4 and TF1's ε = 1e-8 (``AdLM.py:108, 272``); the decay is unused."""
+    return keras.optimizers.Adam(learning_rate, epsilon=1e-8)
+
+
+# ------------------------------------------------------------------------------------------------
+# Step 7 -- batches (input_data.py:113-135)
+# ------------------------------------------------------------------------------------------------
+def next_batch_indices(n: int, batch_size: int, steps: int, rng):
+    """Yield ``steps`` index arrays of exactly ``batch_size``: consecutive slices of a permutation,
+    reshuffled when the next slice would run past the end (the rest of that pass is skipped),
+    as ``DataSet.next_batch`` does (``input_data.py:120-135``)."""
+    rng = make_rng(rng)
+    perm, pos = rng.permutation(n), 0
+    for _ in range(steps):
+        if pos + batch_size > n:
+            perm, pos = rng.permutation(n), 0
+        yield perm[pos:pos + batch_size]
+        pos += batch_size
+
+
+# ------------------------------------------------------------------------------------------------
+# The mode
+# ------------------------------------------------------------------------------------------------
+class AdLMReference:
+    """AdLM as the authors' MNIST code trains it (``mode="reference"``); ledger: claimed, none proven.
+
+    Args:
+        eps1, eps2, eps3: the budgets the code assigns (its MNIST run: 0.075, 0.075, 0.15).
+        batch_size: L, the batch size and the divisor of the noise scales (the code: 1,800).
+        epsilon: optional total; must equal ``eps1 + eps2 + eps3``.
+        allocation: ``"relevance"`` (AdLM: sharpened relevance on the 32×32 grid),
+            ``"uniform"`` (ILM, ``generateIdLMNoise``) or a
+            :class:`~tfdpmech.allocation.BudgetAllocation` giving β on the 28×28 inputs.
+        delta2: Δ2 of the first layer (the code's 9,800 for the MNIST network).
+        hidden_units: |h| of FC-25; Δ3 follows from it.
+        learning_rate: Adam's step (the code: 3e-4).
+        seed: seeds the weights, the relevance sample, the once-drawn noise, the batch order
+            and the per-step noise generator; None uses OS entropy.
+        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into.
+
+    Example:
+        >>> ref = AdLMReference.from_total(0.3, batch_size=1000, seed=0)           # doctest: +SKIP
+        >>> ref.fit_relevance(train_relevance_model(x_pub, y_pub), x_priv)        # doctest: +SKIP
+        >>> hist = ref.fit(x_priv, y_priv, steps=3000, x_test=x_te, y_test=y_te)  # doctest: +SKIP
+    """
+
+    name = "adlm"
+    mode = "reference"
+
+    def __init__(self, eps1, eps2, eps3, batch_size, *, epsilon=None, allocation="relevance",
+                 delta2: float = DELTA2_MNIST, hidden_units: int = 25, learning_rate: float = LEARNING_RATE,
+                 seed: int | None = None, ledger: PrivacyLedger | None = None):
+        parts = {"eps2": eps2, "eps3": eps3}
+        if allocation == "relevance" or eps1 is not None:
+            parts = {"eps1": eps1, **parts}
+        split = check_budget_split(epsilon, parts)
+        self.eps1 = split.get("eps1")
+        self.eps2, self.eps3 = split["eps2"], split["eps3"]
+        self.batch_size = check_batch_size(batch_size)
+        if not (isinstance(allocation, BudgetAllocation) or allocation in ("relevance", "uniform")):
+            raise ValueError(f"allocation must be 'relevance', 'uniform' or a BudgetAllocation, got {allocation!r}")
+        self.allocation = allocation
+        if not (isinstance(delta2, (int, float)) and delta2 > 0):
+            raise ValueError(f"delta2 must be a positive number, got {delta2!r}")
+        self.delta2 = float(delta2)
+        self.hidden_units = check_positive_int(hidden_units, "hidden_units")
+        self.learning_rate = float(learning_rate)
+        self.seed = seed
+        self._rng = make_rng(seed)
+        if ledger is not None and not isinstance(ledger, PrivacyLedger):
+            raise TypeError(f"ledger must be a tfdpmech PrivacyLedger or None, got {type(ledger).__name__}")
+        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.beta: np.ndarray | None = None
+        self.relevance: np.ndarray | None = None
+        self.relevance_details: dict = {}
+        self.model: keras.Model | None = None
+        self.history: dict = {"step": [], "accuracy": [], "loss": []}
+        self._fitted = False
+
+    @classmethod
+    def from_total(cls, epsilon, batch_size, *, split=(0.25, 0.25, 0.5), **kwargs):
+        """Split a total ε as the code does: ε1 : ε2 : ε3 = 1 : 1 : 2 (``AdLM.py:98-100``)."""
+        epsilon = check_epsilon(epsilon)
+        if len(split) != 3 or not math.isclose(sum(split), 1.0) or min(split) <= 0:
+            raise ValueError(f"split must be three positive fractions summing to 1, got {split!r}")
+        return cls(*(epsilon * s for s in split), batch_size, epsilon=epsilon, **kwargs)
+
+    # -- step 2/3 ---------------------------------------------------------------------------
+    def fit_relevance(self, relevance_model, x_private01, *, samples: int = RELEVANCE_SAMPLES) -> np.ndarray:
+        """Relevance on the 32×32 grid, sharpened and noised as ``dpLRP_MNIST.py`` does; returns the 28×28 β.
+
+        Args:
+            relevance_model: a model on 32×32 inputs in [−1, 1] (see :func:`train_relevance_model`),
+                trained on public data.
+            x_private01: the private training images in [0, 1], shape (n, 28, 28, 1).
+            samples: how many of them LRP averages over (the code: 2,000).
+        """
+        if self.allocation != "relevance":
+            raise ValueError("fit_relevance applies to allocation='relevance' only (ILM and a given "
+                             "BudgetAllocation need no relevance step)")
+        x = check_unit_interval(x_private01, "x_private")
+        n = len(x)
+        avg = averaged_relevance(relevance_model, pad_to_grid(to_code_range(x)), samples=samples, rng=self._rng)
+        r_noisy, noise = private_sharpened_relevance(avg, self.eps1, n, self._rng)
+        self.relevance = r_noisy
+        self.beta = inner_crop(budget_ratios_on_grid(r_noisy))
+        floor = int(np.sum(self.beta <= R_LOWERBOUND))
+        self.relevance_details = {"n": n, "samples": min(samples, n), "noise_scale": relevance_noise_scale(self.eps1, n),
+                                  "pixels_at_floor": floor, "beta_sum_inner": float(self.beta.sum()),
+                                  "noise_fingerprint": noise_fingerprint(noise)}
+        self.ledger.record(Release(
+            component="relevance", mechanism="laplace", epsilon_claimed=self.eps1, epsilon_provable=None,
+            basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; in this step the sharpening "
+                   "((R-min)/(max-min))^4 uses the data's min and max before the noise, and the scale 2d/(eps1*|D|) "
+                   f"divides by the training-set size while the mean is over {min(samples, n)} records"),
+            sensitivity=2.0 * RELEVANCE_D / n, noise_scale=relevance_noise_scale(self.eps1, n), reproduction=True,
+            details=dict(self.relevance_details),
+        ))
+        return self.beta
+
+    def ratios(self, feature_hw=(28, 28)) -> np.ndarray:
+        """The β map the input noise uses (H, W)."""
+        if isinstance(self.allocation, BudgetAllocation):
+            return np.asarray(self.allocation.ratios(tuple(feature_hw) + (1,)))[..., 0]
+        if self.allocation == "uniform":
+            return np.ones(tuple(feature_hw))  # AdLM.py:62-66 generateIdLMNoise: the same scale everywhere
+        if self.beta is None:
+            raise ValueError("call fit_relevance(relevance_model, x_private) before fit(); AdLM's noise needs β")
+        return self.beta
+
+    # -- steps 4-7 --------------------------------------------------------------------------
+    def build(self, num_classes: int = 10, input_shape=(28, 28, 1)) -> keras.Model:
+        """Build the network, the optimiser, the once-drawn weight noise and the per-step generator."""
+        seed = None if self.seed is None else int(self._rng.integers(2**31 - 8))
+        self.model = authors_mnist_network(num_classes, self.hidden_units, seed=seed, input_shape=input_shape)
+        self.num_classes = num_classes
+        self.optimizer = reference_optimizer(self.learning_rate)
+        self.delta3 = loss_sensitivity_code(num_classes, self.hidden_units)
+        self.weight_noise = draw_weight_noise(self.delta3, self.eps3, self.hidden_units, num_classes, self._rng)
+        self.generator = (tf.random.Generator.from_seed(int(self._rng.integers(2**31)))
+                          if self.seed is not None else tf.random.Generator.from_non_deterministic_state())
+        self.scales = input_noise_scales(self.ratios(input_shape[:2]), self.delta2, self.eps2, self.batch_size)
+        self._scales_tf = tf.constant(self.scales, tf.float32)
+        self._noise_tf = tf.constant(self.weight_noise, tf.float32)
+        self._draw = tf.function(lambda: draw_noise_map(self._scales_tf, self.generator))
+        self._step = tf.function(self._train_step)
+        return self.model
+
+    def _train_step(self, x, y):
+        noise = draw_noise_map(self._scales_tf, self.generator)  # one map per step, shared by the batch
+        x_bar = perturb_inputs(x, noise)
+        w_out = self.model.get_layer("w_out").kernel
+        with tf.GradientTape() as tape:
+            z = self.model(x_bar, training=True)
+            loss = reference_loss(z, y, w_out, self._noise_tf, self.batch_size)
+        variables = self.model.trainable_variables
+        grads = tape.gradient(loss, variables)
+        self.optimizer.apply_gradients(zip(grads, variables))
+        return loss
+
+    def predict_logits(self, x01) -> np.ndarray:
+        """Logits on clean inputs, all records in **one** batch (batch norm uses their statistics)."""
+        if self.model is None:
+            raise ValueError("the model is not built; call fit() first")
+        x = perturb_inputs(to_code_range(check_unit_interval(x01, "x")), 0.0)  # AdLM.py:288-289: zero noise map
+        return np.asarray(self.model(x, training=False))
+
+    def predict_proba(self, x01) -> np.ndarray:
+        """Softmax of :meth:`predict_logits` (for the reports; prediction is the argmax)."""
+        return tf.nn.softmax(self.predict_logits(x01)).numpy()
+
+    def evaluate(self, x01, y) -> float:
+        """Accuracy on clean inputs in one batch (``AdLM.py:276-277, 289``)."""
+        y = check_one_hot(y, "y")
+        return float(np.mean(np.argmax(self.predict_logits(x01), 1) == np.argmax(y, 1)))
+
+    def _record_training(self, n: int) -> None:
+        common = {"code_path": CODE_PATH, "batch_size": self.batch_size, "n": n, "noise": "one map per step, "
+                  "shared by the batch, redrawn every step", "allocation": self._allocation_name()}
+        self.ledger.record(Release(
+            component="first_layer_inputs", mechanism="laplace", epsilon_claimed=self.eps2, epsilon_provable=None,
+            basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; a fresh map each step (the draws compose over "
+                   "steps), then clipped to [-10, 10]; the map only bounds the batch sum"),
+            sensitivity=self.delta2, noise_scale=float(np.min(self.scales)), reproduction=True,
+            details={**common, "scale_min": float(np.min(self.scales)), "scale_median": float(np.median(self.scales)),
+                     "scale_max": float(np.max(self.scales)), "clip": NOISY_INPUT_CLIP},
+        ))
+        self.ledger.record(Release(
+            component="loss_coefficients", mechanism="laplace", epsilon_claimed=self.eps3, epsilon_provable=None,
+            basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; the once-drawn noise N/L only enters through "
+                   "-B*M*sum(N/L*W_out), the Taylor loss itself uses the clean labels"),
+            sensitivity=self.delta3, noise_scale=self.delta3 / self.eps3, reproduction=True,
+            details={**common, "noise_fingerprint": noise_fingerprint(self.weight_noise)},
+        ))
+
+    def _allocation_name(self) -> str:
+        if isinstance(self.allocation, BudgetAllocation):
+            return self.allocation.name
+        return self.allocation
+
+    def fit(self, x01, y, *, steps: int, x_test=None, y_test=None, eval_every: int = 250,
+            callback=None, verbose: int = 0) -> dict:
+        """Train for ``steps`` steps on the private data; optionally evaluate every ``eval_every`` steps.
+
+        Args:
+            x01: private training images in [0, 1], shape (n, 28, 28, 1), n >= batch_size.
+            y: their one-hot labels.
+            steps: optimiser steps (the code: 80,001).
+            x_test, y_test: if given, test accuracy is logged at step 0, every ``eval_every`` steps
+                and at the end (``AdLM.py:285-294``).
+            callback: optional ``callback(step, accuracy, loss)`` after each evaluation.
+
+        Returns:
+            ``{"step": [...], "accuracy": [...], "loss": [...], "seconds": float}``.
+
+        Raises:
+            ValueError: bad data, steps < 1, fewer records than one batch, missing relevance, or a
+                second call (the budget is spent).
+        """
+        if self._fitted:
+            raise ValueError("this reference run already spent its budget; create a new one to train again")
+        x = check_unit_interval(x01, "x")
+        y = check_one_hot(y, "y")
+        if len(x) != len(y):
+            raise ValueError(f"x has {len(x)} records but y has {len(y)}")
+        steps = check_positive_int(steps, "steps")
+        check_batch_size(self.batch_size, "batch_size", n=len(x))
+        eval_every = check_positive_int(eval_every, "eval_every")
+        self.ratios(x.shape[1:3])  # raises before anything is spent if β is missing
+        self.build(y.shape[1], x.shape[1:])
+        self._record_training(len(x))
+        self._fitted = True
+        xc = to_code_range(x)
+        evaluate = x_test is not None and y_test is not None
+        start, last = time.perf_counter(), float("nan")
+
+        def log(step):
+            acc = self.evaluate(x_test, y_test)
+            self.history["step"].append(step)
+            self.history["accuracy"].append(acc)
+            self.history["loss"].append(last)
+            if verbose:
+                print(f"step {step:6d}  test accuracy {acc:.4f}  loss {last:.5g}  ({time.perf_counter() - start:.0f}s)")
+            if callback is not None:
+                callback(step, acc, last)
+
+        if evaluate:
+            log(0)
+        for i, idx in enumerate(next_batch_indices(len(xc), self.batch_size, steps, self._rng), start=1):
+            last = float(self._step(tf.constant(xc[idx]), tf.constant(y[idx])))
+            if evaluate and (i % eval_every == 0 or i == steps):
+                log(i)
+        self.history["seconds"] = time.perf_counter() - start
+        self.history["diverged"] = not all(np.isfinite(v) for v in self.history["loss"][1:] + [last])
+        return self.history
+
+    def report(self) -> dict:
+        """Mode, claimed and provable ε, the relevance facts and the ledger."""
+        return {"mechanism": self.name, "mode": self.mode, "code_path": CODE_PATH,
+                "epsilon_claimed": self.ledger.epsilon_claimed(), "epsilon_provable": self.ledger.epsilon_provable(),
+                "relevance": self.relevance_details, "ledger": self.ledger.to_dict()}
+
+
+class ILMReference(AdLMReference):
+    """ILM (AdLM App. C) on the authors' code path: the same scale ``Δ2/(ε2·L)`` on every pixel.
+
+    No relevance step, so ε1 is not spent and the claimed total is ``ε2 + ε3``.
+    """
+
+    name = "ilm"
+
+    def __init__(self, eps2, eps3, batch_size, **kwargs):
+        kwargs.setdefault("allocation", "uniform")
+        super().__init__(None, eps2, eps3, batch_size, **kwargs)
+
+    @classmethod
+    def from_total(cls, epsilon, batch_size, *, split=(0.25, 0.25, 0.5), **kwargs):
+        """ILM with the ε2, ε3 that :meth:`AdLMReference.from_total` would use (ε1 unspent)."""
+        epsilon = check_epsilon(epsilon)
+        return cls(epsilon * split[1], epsilon * split[2], batch_size, **kwargs)
