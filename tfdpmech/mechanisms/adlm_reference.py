@@ -533,7 +533,7 @@ class AdLMReference:
         self._fitted = True
         xc = to_code_range(x)
         evaluate = x_test is not None and y_test is not None
-        start, last = time.perf_counter(), float("nan")
+        start, last = time.perf_counter(), None
 
         def log(step):
             acc = self.evaluate(x_test, y_test)
@@ -541,7 +541,7 @@ class AdLMReference:
             self.history["accuracy"].append(acc)
             self.history["loss"].append(last)
             if verbose:
-                print(f"step {step:6d}  test accuracy {acc:.4f}  loss {last:.5g}  ({time.perf_counter() - start:.0f}s)")
+                print(f"step {step:6d}  test accuracy {acc:.4f}  loss {last}  ({time.perf_counter() - start:.0f}s)")
             if callback is not None:
                 callback(step, acc, last)
 
@@ -552,7 +552,7 @@ class AdLMReference:
             if evaluate and (i % eval_every == 0 or i == steps):
                 log(i)
         self.history["seconds"] = time.perf_counter() - start
-        self.history["diverged"] = not all(np.isfinite(v) for v in self.history["loss"][1:] + [last])
+        self.history["diverged"] = not all(np.isfinite(v) for v in self.history["loss"] + [last] if v is not None)
         return self.history
 
     def report(self) -> dict:
