@@ -74,13 +74,16 @@ def main(argv=None) -> None:
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--gamma", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=600, help="pcdbn: fine-tuning epochs (the code: 2,400)")
+    p.add_argument("--pretrain-epochs", type=int, default=10, help="pcdbn: per encoder layer (the code: 10)")
     p.add_argument("--out", default=".")
     a = p.parse_args(argv)
     eps = a.epsilon if a.epsilon is not None else {"adlm": 0.3, "ilm": 0.3, "afrrs": 0.6, "pcdbn": 0.5}[a.method]
     if a.method == "pcdbn":
         from ..mechanisms.pcdbn_reference import run_on_sample
 
-        result = run_on_sample(epsilon=eps, seed=a.seed, verbose=1)
+        result = run_on_sample(epsilon=eps, seed=a.seed, epochs=a.epochs, pretrain_epochs=a.pretrain_epochs,
+                               eval_every=a.eval_every, verbose=1)
     else:
         result = run(a.method, epsilon=eps, steps=a.steps, batch_size=a.batch_size, eval_every=a.eval_every,
                      seed=a.seed, gamma=a.gamma)
