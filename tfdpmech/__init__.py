@@ -12,12 +12,13 @@ from .accounting import (
     BudgetExhaustedError, BudgetStateError, PrivacyBudget, PrivacyLedger, QueryBudgetAccountant, Release,
     format_epsilon,
 )
-from .layers import BatchMinMax, BoundedLRN, ConvRBM, InputNoise, NoisyOutputNeuron, PerturbedBias, UnitClip
+from .layers import BatchMinMax, BatchStatisticsNormalization, BoundedLRN, ConvRBM, InputNoise, NoisyOutputNeuron, PerturbedBias, UnitClip
 from .features import public_features, random_features
 from .heads import FunctionalHead, FunctionalSoftmaxHead
 from .losses import ConvexifiedCrossEntropy, TaylorCrossEntropy
 from .mechanisms import (
-    AdLM, ILM, ChebyshevEnergy, DPPredictor, InputPerturbation, PrivateCDBN, PrivateData, compute_bounds,
+    AFRRS, ILM, AdLM, ChebyshevEnergy, DPPredictor, InputPerturbation, PCDBNReference, PrivateCDBN, PrivateData,
+    compute_bounds,
 )
 from .metrics import taylor_accuracy
 from .validation import PrivacyLeakWarning
@@ -26,11 +27,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     # mechanisms (one per paper)
-    "AdLM", "ILM", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation", "PrivateCDBN",
+    "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation", "PrivateCDBN",
+    "PCDBNReference",
     # the functional-mechanism head and its feature extractors
     "FunctionalHead", "public_features", "random_features",
     # layers, losses, metrics
-    "BatchMinMax", "BoundedLRN", "ConvRBM", "InputNoise", "NoisyOutputNeuron", "PerturbedBias", "UnitClip",
+    "BatchMinMax", "BatchStatisticsNormalization", "BoundedLRN", "ConvRBM", "InputNoise", "NoisyOutputNeuron", "PerturbedBias", "UnitClip",
     "ChebyshevEnergy", "ConvexifiedCrossEntropy", "FunctionalSoftmaxHead", "TaylorCrossEntropy", "taylor_accuracy",
     # accounting
     "PrivacyBudget", "PrivacyLedger", "Release", "format_epsilon", "QueryBudgetAccountant", "BudgetExhaustedError",

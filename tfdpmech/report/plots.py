@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_accuracy_vs_epsilon", "plot_accuracy_vs_epoch"]
+__all__ = ["plot_accuracy_vs_epsilon", "plot_accuracy_vs_epoch", "plot_accuracy_vs_step", "has_step_curves"]
 
 
 def _pyplot():
@@ -122,6 +122,35 @@ def plot_accuracy_vs_epoch(rows: list[dict], path: str) -> None:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test accuracy (%)")
     axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def has_step_curves(runs: list[dict]) -> bool:
+    """True if some run states its optimiser steps per epoch (the reference modes do)."""
+    return any((r.get("notes") or {}).get("steps_per_epoch") for r in runs)
+
+
+def plot_accuracy_vs_step(runs: list[dict], path: str) -> None:
+    """Test accuracy against optimiser step for every run that states ``notes["steps_per_epoch"]``.
+
+    The step is ``curve_epochs × steps_per_epoch``; one line per (method, target ε, seed).
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, r in enumerate(r for r in runs if (r.get("notes") or {}).get("steps_per_epoch")):
+        spe = r["notes"]["steps_per_epoch"]
+        steps = [e * spe for e in r["curve_epochs"]]
+        eps = "" if r["epsilon_target"] is None else f", claimed ε = {r['epsilon_claimed']:g}"
+        ax.plot(steps, 100 * np.array(r["accuracy_curve"]), marker=".", color=f"C{i % 10}",
+                label=f"{r['method']}{eps} (seed {r['seed']}, batch {r['notes'].get('batch_size', '?')})")
+    ax.set_xlabel("optimiser step")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("Learning curves (accuracy vs step)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -7,14 +7,15 @@ import os
 import shutil
 import tempfile
 
-from .plots import plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon
 from ..audit.canary import VERDICT_BUG
+from .plots import has_step_curves, plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon, plot_accuracy_vs_step
 from .schema import check_results_schema
 from .tables import audit_findings, markdown_table, summarize
 
 __all__ = ["FILES", "check_writable", "write_report", "report_markdown"]
 
 FILES = ("results.json", "results.md", "accuracy_vs_epsilon.png", "accuracy_vs_epoch.png")
+STEP_PLOT = "accuracy_vs_step.png"  # written when a run states its steps per epoch (the reference modes)
 
 EXPLANATION = (
     "Claimed ε is what the paper (or method) states; provable ε is what a correct argument gives for one "
@@ -105,7 +106,10 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
 
 
 def write_report(results: dict, out: str) -> dict[str, str]:
-    """Write results.json, results.md and the two plots into ``out``; all or nothing.
+    """Write results.json, results.md and the plots into ``out``; all or nothing.
+
+    The plots are accuracy vs ε and vs epoch, and accuracy vs optimiser step when a run states its
+    steps per epoch.
 
     Files are written into a temporary directory next to ``out`` and moved in at the end, so an
     error never leaves a half-written report.
@@ -122,9 +126,13 @@ def write_report(results: dict, out: str) -> dict[str, str]:
             fh.write(report_markdown(results, rows))
         plot_accuracy_vs_epsilon(rows, os.path.join(tmp, "accuracy_vs_epsilon.png"))
         plot_accuracy_vs_epoch(rows, os.path.join(tmp, "accuracy_vs_epoch.png"))
+        names = FILES
+        if has_step_curves(results["runs"]):
+            plot_accuracy_vs_step(results["runs"], os.path.join(tmp, STEP_PLOT))
+            names = FILES + (STEP_PLOT,)
         os.makedirs(out, exist_ok=True)
-        for name in FILES:
+        for name in names:
             os.replace(os.path.join(tmp, name), os.path.join(out, name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {name: os.path.join(out, name) for name in FILES}
+    return {name: os.path.join(out, name) for name in names}

@@ -102,11 +102,9 @@ def test_private_release_and_data_free_objective():
         obj.prepare(data())
 
 
-def test_reference_mode_is_claimed_only():
-    obj = ChebyshevEnergy(small_layer(degree=7, normalizer="batch_max"), "reference", epsilon=0.5, seed=0)
-    obj.fit(data(8), epochs=1, batch_size=4)
-    assert obj.release.epsilon_provable is None and obj.release.reproduction
-    assert obj.release.guarantee == "claimed"
+def test_reference_mode_moved_to_pcdbn_reference():
+    with pytest.raises(ValueError, match="PCDBNReference"):
+        ChebyshevEnergy(small_layer(), "reference", epsilon=0.5)
 
 
 @pytest.mark.parametrize("mode", ["exact", "noiseless"])
@@ -150,7 +148,7 @@ def test_private_needs_constant_normalizer_and_mode_epsilon_pairing():
     with pytest.raises(ValueError, match="non-private"):
         ChebyshevEnergy(small_layer(), "noiseless", epsilon=1.0)
     with pytest.raises(ValueError, match="needs epsilon"):
-        ChebyshevEnergy(small_layer(), "reference")
+        ChebyshevEnergy(small_layer(), "private")
 
 
 def test_split_must_add_up():

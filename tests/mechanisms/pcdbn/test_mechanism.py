@@ -34,13 +34,10 @@ def test_builder_private_ledger_composes_and_model_saves(mnist, tmp_path):
         cdbn.fit(x, y)
 
 
-def test_builder_reference_and_baselines(mnist):
+def test_builder_baselines_and_reference_moved(mnist):
     x, y = mnist
-    ref = PrivateCDBN([ConvRBM(4, 5, degree=7, normalizer="batch_max")], mode="reference", epsilon=0.5, split="same",
-                      pretrain_epochs=1, head_epochs=1, batch_size=100, seed=0)
-    ref.fit(x, y)
-    assert ref.epsilon_claimed() == pytest.approx(1.0)  # same ε for both components (code behaviour)
-    assert ref.epsilon_provable() is None and ref.ledger.is_reproduction
+    with pytest.raises(ValueError, match="PCDBNReference"):
+        PrivateCDBN([ConvRBM(4, 5, degree=7, normalizer="batch_max")], mode="reference", epsilon=0.5)
     base = PrivateCDBN([ConvRBM(4, 5, degree=3)], mode="noiseless", pretrain_epochs=1, batch_size=100, seed=0)
     base.fit(x, y)
     assert base.epsilon_provable() is None and len(base.ledger) == 0

@@ -1,22 +1,24 @@
 """pCDBN (Phan et al., convolutional deep belief networks) in the runner.
 
-A small CDBN (ConvRBM 8×5×5 + pool 2, ConvRBM 8×3×3 + pool 2, FC-25, Taylor head) pre-trained
-``pretrain_epochs`` per layer: small enough for a 2-core CPU; the paper's network (32/64 maps,
-2,400 epochs) is far larger (docs/mechanisms/pcdbn.md lists the differences).
+``cdbn`` and ``pcdbn_private``: a small CDBN (ConvRBM 8×5×5 + pool 2, ConvRBM 8×3×3 + pool 2, FC-25,
+Taylor head) pre-trained ``pretrain_epochs`` per layer: small enough for a 2-core CPU; the paper's
+network (32/64 maps, 2,400 epochs) is far larger (docs/mechanisms/pcdbn.md lists the differences).
+``pcdbn_reference``: the authors' public code path (:class:`PCDBNReference`) with its own network.
 """
 
 from __future__ import annotations
 
+import math
+
 from ...layers.conv_rbm import ConvRBM
-from ...mechanisms.pcdbn import PrivateCDBN
+from ...mechanisms.pcdbn import PCDBNReference, PrivateCDBN
+from ...mechanisms.pcdbn.reference import PCDBN_CODE_PATH
 from ..registry import Prepared, register_method
 
 
 def _layers(mode: str):
     if mode == "private":  # constant Z; Chebyshev sigmoid with small Σ|α| (smaller Δ)
         return [ConvRBM(8, 5, approx="chebyshev_sigmoid", degree=3), ConvRBM(8, 3, approx="chebyshev_sigmoid", degree=1)]
-    if mode == "reference":  # the paper's polynomial, L = 7, Z = the batch maximum
-        return [ConvRBM(8, 5, degree=7, normalizer="batch_max"), ConvRBM(8, 3, degree=7, normalizer="batch_max")]
     return [ConvRBM(8, 5, degree=3, normalizer="lrn"), ConvRBM(8, 3, degree=3, normalizer="lrn")]
 
 
@@ -28,9 +30,6 @@ def _pcdbn(mode: str):
                       head_learning_rate=0.05, head_ridge=1e-2, seed=seed)
         if mode == "private":
             kwargs.update(epsilon=epsilon, split=(0.125, 0.125, 0.75))  # most of the budget to the head (our choice)
-        elif mode == "reference":  # the authors' code: the same ε for every component, batch 3,600
-            kwargs.update(epsilon=epsilon, split="same", batch_size=min(3600, ctx.n_private // 2),
-                          head_epochs=20 * int(ctx.config.options.get("head_epochs", ctx.config.epochs)))
         cdbn = PrivateCDBN(_layers(mode), **kwargs)
         def fit(epochs, callbacks):
             return cdbn.fit(ctx.x_private, ctx.y_private)
@@ -45,6 +44,27 @@ register_method("cdbn", _pcdbn("exact"), "CDBN without privacy (exact ConvRBM en
 register_method("pcdbn_private", _pcdbn("private"),
                 "pCDBN with the functional mechanism on the aggregated Chebyshev coefficients (Phan et al. §4, "
                 "Algorithm 1) and a private head: proven", mode="private", paper="pcdbn")
-register_method("pcdbn_reference", _pcdbn("reference"),
-                "pCDBN as in the authors' code (same ε for every component): claimed, none proven", mode="reference",
-                paper="pcdbn")
+
+
+def _reference(ctx, epsilon, seed) -> Prepared:
+    """The authors' code path: batch min(3,600, n/2), ``pretrain_epochs`` per encoder (code: 10) and
+    ``reference_epochs`` fine-tuning epochs (code: 2,400; default 20 × head_epochs)."""
+    options = ctx.config.options
+    batch = min(3600, max(ctx.n_private // 2, 1))
+    pretrain = int(options.get("pretrain_epochs", 10))
+    epochs = int(options.get("reference_epochs", 20 * int(options.get("head_epochs", ctx.config.epochs))))
+    ref = PCDBNReference(epsilon, batch_size=batch, pretrain_epochs=pretrain, seed=seed)
+
+    def fit(epochs, callbacks):
+        ref.fit(ctx.x_private, ctx.y_private, epochs=epochs, callbacks=callbacks)
+        return ref.model
+
+    return Prepared(None, ledger=ref.ledger, fit=fit, epochs=epochs, predict_proba=ref.predict_proba,
+                    notes={"code_path": PCDBN_CODE_PATH, "batch_size": batch, "pretrain_epochs": pretrain,
+                           "steps_per_epoch": math.ceil(ctx.n_private / batch)})
+
+
+register_method("pcdbn_reference", _reference,
+                "pCDBN as the authors' public code trains it (noisy Chebyshev coefficients in pre-training only, "
+                "per-batch shared output noise, clean labels; Phan et al. Fig. 5b): claimed, none proven",
+                mode="reference", paper="pcdbn")

@@ -2,9 +2,12 @@
 
 * :mod:`.mechanism`: :class:`AdLM`, :class:`ILM`, :class:`PrivateData`.
 * :mod:`.sensitivity`: Δ_h0 policies, the per-record ε, and the model checks they rest on.
+* :mod:`.reference`: :class:`AdLMReference`, :class:`ILMReference`, the authors' public code path
+  (``mode="reference"``; claimed, none proven).
 """
 
-from .mechanism import ILM, NOISE_MODES, AdLM, PrivateData
+from .mechanism import ILM, MODES, NOISE_MODES, AdLM, PrivateData
+from .reference import AdLMReference, ILMReference
 from .sensitivity import (
     DELTA_H0_POLICIES,
     check_bounded_last_hidden,
@@ -15,6 +18,6 @@ from .sensitivity import (
 )
 
 __all__ = [
-    "AdLM", "ILM", "PrivateData", "NOISE_MODES", "DELTA_H0_POLICIES", "first_affine_layer",
+    "AdLM", "ILM", "PrivateData", "MODES", "NOISE_MODES", "AdLMReference", "ILMReference", "DELTA_H0_POLICIES", "first_affine_layer",
     "check_bounded_last_hidden", "first_layer_geometry", "first_layer_sensitivity", "provable_epsilon_per_record",
 ]

@@ -16,14 +16,21 @@ Algorithm 1, as steps of :class:`AdLM`:
 Privacy: the paper claims ``ε1 + ε2 + ε3`` (Theorem 1, §III-D). In the default
 ``per_example_frozen`` mode the trained model is post-processing of per-record Laplace releases,
 which proves ``ε1 + |L|·d·ε2/Δ_h0 + 2|L|·ε3/Δ_F`` per record (the relevance term only if the
-relevance model is independent of the private data). The shared modes reproduce the authors'
-code; no per-record guarantee follows for them (Lemma 4, Eqs. 19–21, bounds a batch sum whose
+relevance model is independent of the private data). The shared modes apply the authors' shared
+noise draw on this package's network (ablations); no per-record guarantee follows for them (Lemma 4, Eqs. 19–21, bounds a batch sum whose
 noise is one draw shared by the batch) and the ledger says so.
+
+Modes (the ``mode=`` argument of :class:`AdLM`, :class:`ILM` and AFRRS):
+
+* ``"private"`` (default): this class, Algorithm 1 with the noise drawn once per record.
+* ``"reference"``: the authors' public code path, :class:`~tfdpmech.mechanisms.adlm.reference.AdLMReference`
+  (resp. ``ILMReference``); ``AdLM(..., mode="reference")`` returns one. Claimed, none proven.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 
 import keras
@@ -52,6 +59,7 @@ from ...validation import (
     check_positive_real,
     check_unit_interval,
 )
+from .reference import AdLMReference, ILMReference
 from .sensitivity import (
     DELTA_H0_POLICIES,
     check_bounded_last_hidden,
@@ -60,9 +68,10 @@ from .sensitivity import (
     first_layer_sensitivity,
 )
 
-__all__ = ["AdLM", "ILM", "PrivateData", "AdLMBudget", "NOISE_MODES"]
+__all__ = ["AdLM", "ILM", "PrivateData", "AdLMBudget", "NOISE_MODES", "MODES"]
 
 NOISE_MODES = ("per_example_frozen", "shared_frozen", "shared_per_step")
+MODES = ("private", "reference")
 PHI2_FLOOR = 1e-3  # a negative ϕ̄^(2) makes Eq. 25's quadratic unbounded below; the clamp is post-processing
 
 
@@ -150,6 +159,19 @@ class AdLMBudget(ReleasedDataGuard, PrivacyBudget):
         return self.mechanism.released
 
 
+def _keyword_arguments(cls) -> set:
+    """Keyword arguments a reference class accepts, following ``**kwargs`` up its base classes."""
+    out = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        out |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return out
+
+
 class AdLM:
     """The Adaptive Laplace Mechanism as a once-only preprocessing step for a Keras model.
 
@@ -157,9 +179,13 @@ class AdLM:
         eps1, eps2, eps3: budgets of the relevance, first-layer and loss steps.
         batch_size: |L|; training must use exactly this batch size.
         epsilon: optional total; if given, ``eps1 + eps2 + eps3`` must equal it.
+        mode: ``"private"`` (default: this class) or ``"reference"`` (returns the authors'-code
+            reference mode, :class:`~tfdpmech.mechanisms.adlm.reference.AdLMReference`, built from
+            ``eps1, eps2, eps3, batch_size`` and its own keyword arguments).
         noise_mode: ``per_example_frozen`` (default, Algorithm 1 literally, provable per-record
-            bound), ``shared_frozen`` or ``shared_per_step`` (the authors' code; reproduction,
-            claimed only).
+            bound), ``shared_frozen`` or ``shared_per_step`` (ablations: one draw shared by the
+            records on this package's network; claimed only. The authors' code path is
+            ``mode="reference"``).
         delta_h0_policy: how Δ_h0 counts neurons and inputs, see :func:`first_layer_sensitivity`.
         perturb_orders: Taylor orders that get noise; ``(1,)`` by default (the only
             label-dependent order of Eq. 25), ``(0, 1, 2)`` for the literal paper (lines 18–19).
@@ -187,8 +213,21 @@ class AdLM:
 
     name = "adlm"
     allocation_name = "relevance"
+    mode = "private"
+    reference_class = AdLMReference
 
-    def __init__(self, eps1, eps2, eps3, batch_size, *, epsilon=None, noise_mode="per_example_frozen",
+    def __new__(cls, *args, mode: str = "private", **kwargs):
+        check_choice(mode, "mode", MODES)
+        if mode == "reference":
+            accepted = _keyword_arguments(cls.reference_class)
+            unknown = sorted(set(kwargs) - accepted)
+            if unknown:
+                raise TypeError(f"{cls.__name__}(mode='reference') runs the authors' code path, where {unknown} do not "
+                                f"apply; it takes {sorted(accepted)} (see {cls.reference_class.__name__})")
+            return cls.reference_class(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, eps1, eps2, eps3, batch_size, *, mode="private", epsilon=None, noise_mode="per_example_frozen",
                  delta_h0_policy="reference_code", perturb_orders=(1,), relevance_floor=1e-5,
                  bias_noise=True, clip_noisy_inputs=None, seed=None, ledger: PrivacyLedger | None = None):
         parts = {"eps2": eps2, "eps3": eps3}
@@ -452,6 +491,7 @@ class ILM(AdLM):
 
     name = "ilm"
     allocation_name = "uniform"
+    reference_class = ILMReference
 
     def __init__(self, eps2, eps3, batch_size, **kwargs):
         super().__init__(None, eps2, eps3, batch_size, **kwargs)

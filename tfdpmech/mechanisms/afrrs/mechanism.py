@@ -25,13 +25,13 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from ...layers import BatchMinMax, PerturbedBias, UnitClip
 from ...losses.taylor_cross_entropy import loss_sensitivity
-from ...relevance import relevance_sensitivity
+from ...relevance.private_relevance import relevance_sensitivity
 from ..adlm import AdLM, first_layer_geometry, first_layer_sensitivity
 from .allocation import DEFAULT_GAMMA, RegionAllocation, _check_gamma, global_minmax
+from .reference import AFRRSReference
 
-__all__ = ["AFRRS", "afrrs_mnist_model", "afrrs_cifar_model", "afrrs_sensitivities"]
+__all__ = ["AFRRS", "afrrs_sensitivities"]
 
 
 class AFRRS(AdLM):
@@ -42,7 +42,8 @@ class AFRRS(AdLM):
         gamma: the merge threshold γ of Algorithm 1 (the paper does not report it).
         n_regions: optional alternative stopping rule (not in the paper).
         **kwargs: passed to :class:`~tfdpmech.mechanisms.AdLM` (``noise_mode``,
-            ``delta_h0_policy``, ``seed``, ``ledger``, ...).
+            ``delta_h0_policy``, ``seed``, ``ledger``, ...). ``mode="reference"`` returns an
+            :class:`~tfdpmech.mechanisms.afrrs.reference.AFRRSReference` instead.
 
     Example:
         >>> afrrs = AFRRS.from_total(0.6, batch_size=500, gamma=0.1, seed=0)       # doctest: +SKIP
@@ -52,6 +53,7 @@ class AFRRS(AdLM):
 
     name = "afrrs"
     allocation_name = "regions"
+    reference_class = AFRRSReference
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, gamma: float = DEFAULT_GAMMA, n_regions: int | None = None,
                  **kwargs):
@@ -86,59 +88,8 @@ class AFRRS(AdLM):
 
 
 # ------------------------------------------------------------------------------------------------
-# The paper's models (Tables 1 and 2) and sensitivities (Lemmas 1–3)
+# Sensitivities (Lemmas 1–3) of the paper's models (tfdpmech.models.afrrs: Tables 1 and 2)
 # ------------------------------------------------------------------------------------------------
-def afrrs_mnist_model(num_classes: int = 10, *, private: bool = False, input_shape=(28, 28, 1)) -> keras.Sequential:
-    """Table 1: conv 16 8×8 stride 2 → max-pool 2×2 → conv 32 4×4 stride 2 → max-pool → FC-32 → 10.
-
-    The paper gives neither padding, pool strides nor activations; this is the TF-Privacy MNIST
-    tutorial model it matches ('same' then 'valid', pools with stride 1, ReLU). ``private=True``
-    makes the first convolution bias-free followed by :class:`~tfdpmech.layers.PerturbedBias` and
-    bounds FC-32 into [0, 1] (§4.4 needs ``h_l`` in [0, 1]), with an output layer without bias,
-    so :meth:`AFRRS.perturb` accepts it.
-    """
-    layers = [keras.Input(tuple(input_shape))]
-    if private:
-        layers += [keras.layers.Conv2D(16, 8, strides=2, padding="same", use_bias=False, name="private_affine"),
-                   PerturbedBias(name="private_bias"), keras.layers.ReLU()]
-    else:
-        layers += [keras.layers.Conv2D(16, 8, strides=2, padding="same", activation="relu", name="conv1")]
-    layers += [keras.layers.MaxPooling2D(2, 1),
-               keras.layers.Conv2D(32, 4, strides=2, padding="valid", activation="relu"),
-               keras.layers.MaxPooling2D(2, 1),
-               keras.layers.Flatten(),
-               keras.layers.Dense(32, activation="relu", name="hidden")]
-    if private:
-        layers += [BatchMinMax(name="hidden_minmax"), UnitClip(name="hidden_clip"),
-                   keras.layers.Dense(num_classes, use_bias=False, name="logits")]
-    else:
-        layers += [keras.layers.Dense(num_classes, name="logits")]
-    return keras.Sequential(layers, name="afrrs_table1_mnist")
-
-
-def afrrs_cifar_model(num_classes: int = 10, *, padding: str = "valid", input_shape=(32, 32, 3)) -> keras.Sequential:
-    """Table 2 (its caption says MNIST; it is the CIFAR-10 model): conv 32 3×3 → avg-pool 2×2/1 →
-    conv 64 3×3 → avg-pool → conv 128 4×4 → avg-pool → conv 256 4×4 → FC-32 → 10, stride 1.
-
-    Padding is not given; 'valid' gives a 19×19×256 map before FC-32.
-    """
-    if padding not in ("valid", "same"):
-        raise ValueError(f"padding must be 'valid' or 'same', got {padding!r}")
-    return keras.Sequential([
-        keras.Input(tuple(input_shape)),
-        keras.layers.Conv2D(32, 3, padding=padding, activation="relu", name="conv1"),
-        keras.layers.AveragePooling2D(2, 1, padding=padding),
-        keras.layers.Conv2D(64, 3, padding=padding, activation="relu"),
-        keras.layers.AveragePooling2D(2, 1, padding=padding),
-        keras.layers.Conv2D(128, 4, padding=padding, activation="relu"),
-        keras.layers.AveragePooling2D(2, 1, padding=padding),
-        keras.layers.Conv2D(256, 4, padding=padding, activation="relu"),
-        keras.layers.Flatten(),
-        keras.layers.Dense(32, activation="relu", name="hidden"),
-        keras.layers.Dense(num_classes, name="logits"),
-    ], name=f"afrrs_table2_cifar_{padding}")
-
-
 def afrrs_sensitivities(model: keras.Model, n: int, *, policy: str = "paper_literal", d_relevance=None) -> dict:
     """Δ_R (Lemma 1), Δ_f (Lemma 2) and Δ_F (Lemma 3) for a model of Table 1 or 2.
 

@@ -3,7 +3,7 @@
 AFRRS (Wang et al.) has no public code. Its paper reuses AdLM's pipeline, proofs and MNIST setup
 (§5.1–5.2: a LeNet-5 relevance model on 32×32 inputs of which the central 28×28 are perturbed),
 so the reference mode runs the AdLM authors' public MNIST code path
-(:class:`~tfdpmech.mechanisms.adlm_reference.AdLMReference`: one Laplace map per step shared by
+(:class:`~tfdpmech.mechanisms.adlm.reference.AdLMReference`: one Laplace map per step shared by
 the batch, clipped to ±10, batch norm with batch statistics, summed Taylor loss with clean labels
 and a once-drawn weight-space noise term) and replaces only the budget ratios:
 
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ledger import Release
+from ...accounting.ledger import Release
 from ...noise import laplace, noise_fingerprint
 from ...validation import check_unit_interval
-from ..adlm_reference import (
+from ..adlm.reference import (
     CODE_PATH,
     REFERENCE_REASON,
     AdLMReference,
@@ -46,7 +46,7 @@ class AFRRSReference(AdLMReference):
             code uses 1 : 1 : 2, e.g. 0.15, 0.15, 0.30 for the paper's ε = 0.6).
         gamma: the merge threshold γ (not reported in the paper).
         n_regions: optional alternative stopping rule (not in the paper).
-        **kwargs: as for :class:`~tfdpmech.mechanisms.adlm_reference.AdLMReference`.
+        **kwargs: as for :class:`~tfdpmech.mechanisms.adlm.reference.AdLMReference`.
     """
 
     name = "afrrs"

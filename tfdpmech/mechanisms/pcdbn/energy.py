@@ -14,9 +14,9 @@ Modes (the baselines CDBN and TCDBN are those of §4):
   ``Lap(Δ/ε)`` noise once (Algorithm 1 step 2, Lemma 1); training then
   minimises ``Ē(W)/n − Ê_neg(W)`` with negative chains started from noise and never reads private
   data again (post-processing). Provable ε-DP.
-* ``"reference"`` — the authors' TF1 code: noise on the five shared polynomial coefficients scaled
-  by a per-batch Δ from the batch itself, X = a/max(a), L1 CD surrogate. Recorded as *claimed* only:
-  a Δ computed from the data and noise reused across batches are not covered by Lemma 1.
+
+The authors' code path (noise on five shared polynomial coefficients scaled by a per-batch Δ) is
+the reference mode :class:`~tfdpmech.mechanisms.pcdbn.reference.PCDBNReference`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import Release
-from ...chebyshev import PAPER_SMOOTHSTEP, PAPER_SMOOTHSTEP_DENOMINATORS, poly_eval
 from ...layers.conv_rbm import ConvRBM
 from ...noise import laplace, make_rng, noise_fingerprint
 from ...validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int, check_real
@@ -42,7 +41,7 @@ from .monomials import (
 
 __all__ = ["ChebyshevEnergy", "ENERGY_MODES", "energy_sensitivity", "check_domain"]
 
-ENERGY_MODES = ("exact", "noiseless", "private", "reference")
+ENERGY_MODES = ("exact", "noiseless", "private")
 
 
 def check_domain(x, visible_max: float, name: str = "x") -> np.ndarray:
@@ -94,7 +93,7 @@ class ChebyshevEnergy:
     Args:
         layer: a :class:`~tfdpmech.layers.ConvRBM` (built on first use).
         mode: one of :data:`ENERGY_MODES`.
-        epsilon: ε of this layer (private and reference modes); must be None otherwise.
+        epsilon: ε of this layer (private mode); must be None otherwise.
         seed: seed of the once-only noise and of the negative chains (None: OS entropy).
         neg_chains: number of persistent negative chains.
         gibbs_steps: Gibbs steps per update of the chains.
@@ -115,8 +114,11 @@ class ChebyshevEnergy:
         if not isinstance(layer, ConvRBM):
             raise TypeError(f"layer must be a tfdpmech ConvRBM, got {type(layer).__name__}")
         self.layer = layer
+        if mode == "reference":
+            raise ValueError("ChebyshevEnergy has no 'reference' mode: the authors' code path is "
+                             "tfdpmech.mechanisms.pcdbn.PCDBNReference(epsilon, ...)")
         self.mode = check_choice(mode, "mode", ENERGY_MODES)
-        self.private = self.mode in ("private", "reference")
+        self.private = self.mode == "private"
         if self.private:
             if epsilon is None:
                 raise ValueError(f"mode={mode!r} needs epsilon > 0 for this layer")
@@ -168,8 +170,6 @@ class ChebyshevEnergy:
         self.v_neg = tf.Variable(tf.cast(chains, tf.float32) * self.layer.visible_max, trainable=False)
         if self.mode == "private":
             self._prepare_functional(x)
-        elif self.mode == "reference":
-            self._prepare_reference(x)
         self._prepared = True
         return self.release
 
@@ -204,28 +204,6 @@ class ChebyshevEnergy:
                      "z": layer.z, "approx": layer.approx, "degree": layer.degree, "fingerprint": fingerprint},
         )
 
-    def _prepare_reference(self, x) -> None:
-        layer = self.layer
-        if layer.approx == "paper_smoothstep":
-            self._ref_num = PAPER_SMOOTHSTEP[layer.degree] * PAPER_SMOOTHSTEP_DENOMINATORS[layer.degree]
-            self._ref_den = PAPER_SMOOTHSTEP_DENOMINATORS[layer.degree]
-        else:
-            self._ref_num, self._ref_den = layer.alpha.copy(), 1.0
-        mask = (self._ref_num != 0).astype(np.float64)
-        # code: np.random at graph construction, one draw for the positive and one for the reconstruction call
-        draws = np.stack([self._rng.laplace(0.0, 1.0, size=mask.shape) * mask for _ in range(2)])
-        self._ref_noise = tf.Variable(draws.astype(np.float32), trainable=False, name="reference_unit_noise")
-        self.release = Release(
-            component=self.component, mechanism="laplace", epsilon_claimed=self.epsilon, epsilon_provable=None,
-            basis=("reproduces the authors' code: noise on the shared polynomial coefficients scaled by "
-                   "Δ computed from each batch (getDelta) and divided by the batch size, X = a/max(a) over the batch, "
-                   "the same noise reused for every batch; none of these steps is covered by a DP proof "
-                   "(Lemma 1 needs Δ from the data domain and coefficients over the whole dataset; "
-                   "docs/mechanisms/pcdbn.md)"),
-            noise_scale=None, reproduction=True,
-            details={"n": self.n, "noise_fingerprint": noise_fingerprint(draws)},
-        )
-
     # -- the objective ------------------------------------------------------------------------
     def polynomial_energy(self):
         """``Ē(W) = Σ_k Σ_m Σ_γ λ̄_γ w̃_k^γ + λ̄_c c`` from the frozen noisy coefficients."""
@@ -245,28 +223,6 @@ class ChebyshevEnergy:
         c = layer.visible_bias[0] if layer.visible_bias_enabled else 0.0
         return -tf.reduce_sum(a * h, axis=[1, 2, 3]) - c * tf.reduce_sum(v, axis=[1, 2, 3])
 
-    def _reference_loss(self, v):
-        layer = self.layer
-        b = tf.cast(tf.shape(v)[0], tf.float32)
-        ones = tf.ones((layer.kernel_size, layer.kernel_size, layer.in_channels, 1))
-        a_tilde = tf.nn.conv2d(v, ones, layer.strides, layer.padding.upper()) + 1.0
-        base = tf.constant(self._ref_num / self._ref_den, tf.float32)
-        h_t = poly_eval(a_tilde / tf.reduce_max(a_tilde), base, clip_output=True)
-        delta_b = 2.0 * tf.reduce_max(tf.reduce_sum(h_t, axis=[1, 2])) + 2.0 * tf.reduce_max(
-            tf.reduce_sum(v, axis=[1, 2]))  # code's getDelta, from the batch itself
-        delta_b = tf.stop_gradient(delta_b)
-
-        def h_bar(vv, which):
-            alpha = (tf.constant(self._ref_num, tf.float32) + self._ref_noise[which] * delta_b / (self.epsilon * b)
-                     ) / self._ref_den
-            a = layer.preactivation(vv)
-            return poly_eval(a / tf.reduce_max(a), alpha, clip_output=True)
-
-        h0 = h_bar(v, 0)
-        v1 = layer.visible_probs(h0)
-        h1 = h_bar(v1, 1)
-        return tf.reduce_mean(tf.abs(h1 - h0)) + tf.reduce_mean(tf.abs(v1 - v))
-
     def _advance_chains(self):
         v = self.v_neg
         for _ in range(self.gibbs_steps):
@@ -277,7 +233,7 @@ class ChebyshevEnergy:
         """The scalar objective of one step (gradients w.r.t. the layer's weights).
 
         Args:
-            v: a batch of training inputs (exact, noiseless, reference); must be None in
+            v: a batch of training inputs (exact, noiseless); must be None in
                 private mode, whose objective reads no data.
         """
         if not self._prepared:
@@ -288,16 +244,13 @@ class ChebyshevEnergy:
             data_term = self.polynomial_energy() / self.n
         elif v is None:
             raise ValueError(f"mode={self.mode!r} trains on batches: pass v")
-        if self.mode == "reference":
-            out = self._reference_loss(tf.cast(v, tf.float32))
+        neg = self.v_neg
+        if self.mode == "exact":
+            out = tf.reduce_mean(self._cd_energy(tf.cast(v, tf.float32))) - tf.reduce_mean(self._cd_energy(neg))
+        elif self.mode == "noiseless":
+            out = tf.reduce_mean(self.layer.energy(v)) - tf.reduce_mean(self.layer.energy(neg))
         else:
-            neg = self.v_neg
-            if self.mode == "exact":
-                out = tf.reduce_mean(self._cd_energy(tf.cast(v, tf.float32))) - tf.reduce_mean(self._cd_energy(neg))
-            elif self.mode == "noiseless":
-                out = tf.reduce_mean(self.layer.energy(v)) - tf.reduce_mean(self.layer.energy(neg))
-            else:
-                out = data_term - tf.reduce_mean(self.layer.energy(neg))
+            out = data_term - tf.reduce_mean(self.layer.energy(neg))
         if self.l1:
             out += self.l1 * tf.reduce_sum(tf.abs(self.layer.kernel))
         return out

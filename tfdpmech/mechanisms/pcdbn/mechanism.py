@@ -21,8 +21,8 @@ Algorithm 1, as steps of :meth:`PrivateCDBN.fit`:
 Privacy: every layer reads the private data, so the pipeline is ``(Σ_ℓ ε_ℓ + ε_out)``-DP by
 sequential composition (pure ε, δ = 0 with the Laplace head; (ε, δ) with the Gaussian head; the paper
 states no split). The ledger holds one release per component.
-``mode="reference"`` reproduces the authors' code (noise scaled by per-batch Δ, output noise
-redrawn per batch) and is recorded as claimed, with no provable ε.
+The authors'-code reference mode is :class:`~tfdpmech.mechanisms.pcdbn.reference.PCDBNReference`
+(claimed, none proven); ``PrivateCDBN`` trains the private mode and the non-private baselines.
 """
 
 from __future__ import annotations
@@ -36,9 +36,8 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release
 from ...layers.conv_rbm import ConvRBM
-from ...heads.softmax_head import FunctionalSoftmaxHead, head_sensitivity
-from ...losses.taylor_cross_entropy import TaylorCrossEntropy
-from ...noise import make_rng, tf_laplace
+from ...heads.softmax_head import FunctionalSoftmaxHead
+from ...noise import make_rng
 from ...validation import (
     check_budget_split, check_choice, check_epsilon, check_labels, check_positive_int, check_positive_real, check_real,
 )
@@ -47,7 +46,7 @@ from .monomials import MAX_MONOMIALS
 
 __all__ = ["PrivateCDBN", "PCDBN_MODES"]
 
-PCDBN_MODES = ENERGY_MODES  # exact (CDBN), noiseless (TCDBN), private (pCDBN), reference (authors' code)
+PCDBN_MODES = ENERGY_MODES  # exact (CDBN), noiseless (TCDBN), private (pCDBN)
 
 
 class PrivateCDBN:
@@ -57,7 +56,7 @@ class PrivateCDBN:
         layers: unbuilt :class:`~tfdpmech.layers.ConvRBM` layers, bottom first.
         num_classes: C.
         mode: one of :data:`PCDBN_MODES`.
-        epsilon: total ε (private, reference); None for the non-private baselines.
+        epsilon: total ε (private); None for the non-private baselines.
         split: how ε is divided over the components ``crbm_layer_1..`` and ``output_layer``:
             None (equal fractions), a sequence of fractions summing to 1, a dict ``{component: ε}``
             summing to ``epsilon``, or ``"same"`` (every component gets ``epsilon``, the authors'
@@ -68,7 +67,7 @@ class PrivateCDBN:
         pretrain_epochs: epochs per CRBM layer.
         batch_size: mini-batch size (private: steps per epoch = ceil(n / batch_size)).
         learning_rate: Adam step size of the CRBM layers.
-        head_epochs, head_learning_rate: for the heads trained by gradient (exact, reference).
+        head_epochs, head_learning_rate: for the head trained by gradient (exact).
         head_ridge: ρ of the closed-form Taylor head (relative to n).
         head_mechanism, head_delta: the calibration of the functional head's one release: ``"laplace"``
             (pure ε, the paper's) or ``"gaussian"`` with ``head_delta`` (then the pipeline is (ε, δ)-DP).
@@ -99,8 +98,11 @@ class PrivateCDBN:
             raise TypeError("layers must be a non-empty list of tfdpmech ConvRBM layers")
         self.layers = layers
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
+        if mode == "reference":
+            raise ValueError("PrivateCDBN(mode='reference') is replaced by the authors'-code reference mode "
+                             "tfdpmech.mechanisms.pcdbn.PCDBNReference(epsilon, batch_size=..., ...)")
         self.mode = check_choice(mode, "mode", PCDBN_MODES)
-        self.private = self.mode in ("private", "reference")
+        self.private = self.mode == "private"
         self.components = [f"crbm_layer_{i + 1}" for i in range(len(layers))] + ["output_layer"]
         if self.private:
             if epsilon is None:
@@ -232,18 +234,10 @@ class PrivateCDBN:
         dense = keras.layers.Dense(self.num_classes, name="head")
         dense.build((None, flat.shape[1]))
         opt = keras.optimizers.Adam(self.head_learning_rate)
-        gen = tf.random.Generator.from_seed(int(self._rng.integers(2**31)))
-        if self.mode == "exact":  # CDBN: ordinary softmax cross-entropy
-            loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)
-            scale = 0.0
-        else:  # reference: code's feature noise Lap(C(|p|+|p|²/4)/(ε·B)), redrawn every batch
-            loss_fn = TaylorCrossEntropy()
-            scale = head_sensitivity(flat.shape[1], self.num_classes, quadratic="per_class") / (eps * self.batch_size)
+        loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)  # CDBN (exact): softmax cross-entropy
 
         @tf.function
         def step(p, yy):
-            if scale:
-                p = tf.clip_by_value(p, 0.0, 1.0) + tf_laplace(tf.shape(p), scale, gen)
             with tf.GradientTape() as tape:
                 loss = loss_fn(yy, dense(p))
             grads = tape.gradient(loss, dense.trainable_variables)
@@ -258,14 +252,6 @@ class PrivateCDBN:
                       for i in range(0, len(flat) - bs + 1, bs)]
             if verbose:
                 print(f"[head] epoch {epoch + 1}/{self.head_epochs} loss {np.mean(losses):.5g}")
-        if self.mode == "reference":
-            self.ledger.record(Release(
-                name, "laplace", eps, None,
-                basis=("reproduces the authors' code: Laplace noise on the features with Δ = C(|p| + "
-                       "|p|²/4) divided by the batch size and redrawn every mini-batch; the per-epoch redraws "
-                       "compose and the batch scaling is unproven, so no DP guarantee follows"),
-                sensitivity=head_sensitivity(flat.shape[1], self.num_classes, quadratic="per_class"),
-                noise_scale=scale, reproduction=True, details={"epochs": self.head_epochs}))
         dense.trainable = False
         return dense
 
@@ -275,7 +261,7 @@ class PrivateCDBN:
         return self.ledger.epsilon_claimed() if self.private else None
 
     def epsilon_provable(self) -> float | None:
-        """Total provable ε, or None (non-private baseline or reference mode)."""
+        """Total provable ε, or None (non-private baseline)."""
         return self.ledger.epsilon_provable() if self.private else None
 
     def report(self) -> dict:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdpmech.mechanisms import pcdbn_reference as pr
+from tfdpmech.mechanisms.pcdbn import reference as pr
 
 
 def tiny(n=24, seed=0):

@@ -7,7 +7,9 @@ import pytest
 import tensorflow as tf
 
 from tfdpmech.allocation import UniformAllocation
-from tfdpmech.mechanisms import adlm_reference as ar
+from tfdpmech import AdLM, ILM
+from tfdpmech.mechanisms.adlm import reference as ar
+from tfdpmech.models.authors import authors_mnist_network, lenet5_relevance_model
 
 RNG = np.random.default_rng(0)
 
@@ -106,7 +108,7 @@ def test_code_range_and_padding():
 
 # --- step 5: the network --------------------------------------------------------------------------
 def test_network_matches_the_code():
-    m = ar.authors_mnist_network(seed=0)
+    m = authors_mnist_network(seed=0)
     names = [type(layer).__name__ for layer in m.layers]
     assert names == ["Conv2D", "MaxPooling2D", "Conv2D", "MaxPooling2D", "Flatten", "Dense",
                      "BatchStatisticsNormalization", "ReLU", "Dense"]
@@ -116,7 +118,7 @@ def test_network_matches_the_code():
 
 
 def test_batch_norm_uses_batch_statistics_at_test():
-    m = ar.authors_mnist_network(seed=0)
+    m = authors_mnist_network(seed=0)
     x = tf.constant(RNG.random((8, 28, 28, 1)), tf.float32)
     a = m(x, training=False).numpy()
     x2 = tf.concat([x[:4], x[4:] * 0.0 - 1.0], axis=0)
@@ -213,7 +215,7 @@ def test_bad_inputs_are_refused_before_spending():
 
 def test_relevance_step_on_a_tiny_public_model():
     x, y = tiny_data(40)
-    model = ar.lenet5_relevance_model(seed=0)
+    model = lenet5_relevance_model(seed=0)
     ref = ar.AdLMReference(0.075, 0.075, 0.15, 8, seed=0)
     beta = ref.fit_relevance(model, x, samples=10)
     assert beta.shape == (28, 28) and np.all(beta >= ar.R_LOWERBOUND)
@@ -225,3 +227,30 @@ def test_relevance_step_on_a_tiny_public_model():
 def test_a_given_allocation_sets_beta():
     ref = ar.AdLMReference(None, 0.1, 0.2, 8, allocation=UniformAllocation())
     np.testing.assert_array_equal(ref.ratios(), np.ones((28, 28)))
+
+
+def test_mode_word_on_the_public_entry_points():
+    assert isinstance(AdLM(0.075, 0.075, 0.15, 8, mode="reference"), ar.AdLMReference)
+    assert isinstance(ILM.from_total(0.3, 8, mode="reference"), ar.ILMReference)
+    assert isinstance(AdLM(0.075, 0.075, 0.15, 8), AdLM) and AdLM.mode == "private"
+    with pytest.raises(TypeError, match="noise_mode"):
+        AdLM(0.075, 0.075, 0.15, 8, mode="reference", noise_mode="shared_frozen")
+    with pytest.raises(ValueError, match="mode"):
+        AdLM(0.075, 0.075, 0.15, 8, mode="authors")
+
+
+def test_keras_epoch_hooks_every_pass():
+    class Hooks:
+        def __init__(self):
+            self.calls = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.calls.append(("begin", epoch))
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.calls.append(("end", epoch))
+
+    hooks = Hooks()
+    x, y = tiny_data(16)
+    ar.ILMReference(0.1, 0.2, 8, seed=0).fit(x, y, steps=4, callbacks=[hooks])  # 2 steps per pass
+    assert hooks.calls == [("begin", 0), ("end", 0), ("begin", 1), ("end", 1)]

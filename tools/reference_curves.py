@@ -1,6 +1,6 @@
 """Learning curves of the authors'-code reference modes on the embedded MNIST sample.
 
-Run ``python -m tfdpmech.experiments.reference_curves --method adlm --steps 3000 --out DIR``
+Run ``python tools/reference_curves.py --method adlm --steps 3000 --out DIR``
 (methods: ``adlm``, ``ilm``, ``afrrs``, ``pcdbn``). Writes ``<method>_reference.json`` (the
 curve, the ledger, the setting) to ``--out`` and prints one line per evaluation.
 
@@ -22,7 +22,7 @@ N_PUBLIC = 1000
 
 
 def _split(seed: int = 0):
-    from .. import data
+    from tfdpmech import data
 
     d = data.load("mnist_sample", seed=seed)
     return (d.x_train[:N_PUBLIC], d.y_train[:N_PUBLIC], d.x_train[N_PUBLIC:], d.y_train[N_PUBLIC:],
@@ -32,7 +32,7 @@ def _split(seed: int = 0):
 def run(method: str, *, epsilon: float, steps: int, batch_size: int, eval_every: int, seed: int = 0,
         gamma: float = 0.1, verbose: int = 1, figure_dir=None) -> dict:
     """One reference run; returns the curve, the ledger totals and the setting."""
-    from ..mechanisms import adlm_reference as ar
+    from tfdpmech.mechanisms.adlm import reference as ar
 
     x_pub, y_pub, x_pr, y_pr, x_te, y_te = _split(seed)
     start = time.perf_counter()
@@ -47,13 +47,13 @@ def run(method: str, *, epsilon: float, steps: int, batch_size: int, eval_every:
     elif method == "ilm":
         ref = ar.ILMReference.from_total(epsilon, batch_size, seed=seed)
     elif method == "afrrs":
-        from ..mechanisms.afrrs.reference import AFRRSReference
+        from tfdpmech.mechanisms.afrrs import AFRRSReference
 
         ref = AFRRSReference.from_total(epsilon, batch_size, gamma=gamma, seed=seed)
         ref.fit_relevance(rel_model, x_pr)
         extra["regions"] = int(ref.region_allocation.n_regions_)
         if figure_dir is not None:
-            from ..mechanisms.afrrs.plots import plot_segmentation
+            from tfdpmech.mechanisms.afrrs import plot_segmentation
 
             plot_segmentation(ref.region_allocation, (28, 28), path=os.path.join(figure_dir, "afrrs_segmentation.png"),
                               title=f"AFRRS segmentation of the private relevance (MNIST sample, γ = {gamma:g})")
@@ -75,7 +75,8 @@ def run_afrrs_private(*, epsilon: float = 0.6, epochs: int = 10, batch_size: int
     """AFRRS's per-record private mode on the paper's Table-1 model (noise drawn once per record)."""
     import keras
 
-    from ..mechanisms.afrrs import AFRRS, afrrs_mnist_model
+    from tfdpmech.mechanisms.afrrs import AFRRS
+    from tfdpmech.models.afrrs import afrrs_mnist_model
 
     x_pub, y_pub, x_pr, y_pr, x_te, y_te = _split(seed)
     keras.utils.set_random_seed(seed)
@@ -98,6 +99,26 @@ def run_afrrs_private(*, epsilon: float = 0.6, epochs: int = 10, batch_size: int
             "epsilon_provable": afrrs.ledger.epsilon_provable(), "batch_size": batch_size, "epochs": epochs,
             "curve": curve, "final_accuracy": curve["accuracy"][-1], "seconds": time.perf_counter() - start,
             "segmentation": afrrs.allocation().summary()["n_regions"], "ledger": afrrs.ledger.to_dict()}
+
+
+def run_on_sample(*, epsilon: float = 0.5, epochs: int = 600, batch_size: int | None = None, seed: int = 0,
+                  pretrain_epochs: int = 10, eval_every: int = 25, verbose: int = 0) -> dict:
+    """The reference run on the embedded MNIST sample's 7,000 private records (see reference_curves)."""
+    from tfdpmech import data
+    from tfdpmech.mechanisms.pcdbn import PCDBNReference
+
+    d = data.load("mnist_sample", seed=seed)
+    x, y = d.x_train[1000:], d.y_train[1000:]
+    bs = batch_size or min(3600, len(x) // 2)
+    ref = PCDBNReference(epsilon, batch_size=bs, pretrain_epochs=pretrain_epochs, seed=seed)
+    hist = ref.fit(x, y, epochs=epochs, x_test=d.x_test, y_test=d.y_test, eval_every=eval_every, verbose=verbose)
+    return {"method": "pcdbn_reference", "epsilon_claimed": ref.ledger.epsilon_claimed(),
+            "epsilon_provable": ref.ledger.epsilon_provable(), "batch_size": bs, "epochs": epochs,
+            "pretrain_epochs": pretrain_epochs, "n_private": len(x), "n_test": len(d.x_test), "seed": seed,
+            "curve": {k: hist[k] for k in ("epoch", "step", "accuracy", "loss")}, "diverged": hist["diverged"],
+            "train_seconds": hist["seconds"], "pretrain_seconds": hist["pretrain_seconds"],
+            "final_accuracy": hist["accuracy"][-1], "pretrain_cost": ref.pretrain_history,
+            "ledger": ref.ledger.to_dict()}
 
 
 def plot_curve(result: dict, path) -> None:
@@ -150,8 +171,6 @@ def main(argv=None) -> None:
               f"provable {result['epsilon_provable']}")
         return
     if a.method == "pcdbn":
-        from ..mechanisms.pcdbn_reference import run_on_sample
-
         result = run_on_sample(epsilon=eps, seed=a.seed, epochs=a.epochs, pretrain_epochs=a.pretrain_epochs,
                                eval_every=a.eval_every, verbose=1)
     else:

@@ -36,11 +36,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..layers.batch_statistics import BatchStatisticsNormalization
-from ..ledger import PrivacyLedger, Release
-from ..noise import laplace, make_rng, noise_fingerprint, tf_laplace
-from ..validation import check_epsilon, check_one_hot, check_positive_int, check_unit_interval
-from .adlm_reference import REFERENCE_REASON, next_batch_indices, taylor_terms
+from ...accounting.ledger import PrivacyLedger, Release
+from ...models.authors import pcdbn_authors_network
+from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
+from ...validation import check_epsilon, check_one_hot, check_positive_int, check_unit_interval
+from ..adlm.reference import REFERENCE_REASON, next_batch_indices, taylor_terms
 
 __all__ = [
     "PCDBNReference",
@@ -56,7 +56,6 @@ __all__ = [
     "pretrain_cost",
     "output_noise_scale",
     "draw_feature_noise",
-    "run_on_sample",
 ]
 
 PCDBN_CODE_PATH = "authors' code path (haiphanNJIT/PrivateDeepLearning@77fb357, pCDBN/pcdbn.py)"
@@ -173,22 +172,8 @@ class PCDBNReference:
     def build(self, input_shape=(28, 28, 1), num_classes: int = 10) -> keras.Model:
         """The network: encoder (sigmoid stride-2 convolutions) → FC → BN → ReLU → clip → output."""
         s = None if self.seed is None else int(self._rng.integers(2**31 - 8))
-
-        def w(i):  # truncated_normal(stddev=0.1) weights, zero biases (mlp.py:22-24, 149-151; logisticRegression.py:68-70)
-            return keras.initializers.TruncatedNormal(stddev=0.1, seed=None if s is None else s + i)
-
-        layers = [keras.Input(tuple(input_shape))]
-        for i, m in enumerate(self.maps):
-            layers.append(keras.layers.Conv2D(m, self.filter_size, strides=2, padding="same", activation="sigmoid",
-                                              kernel_initializer=w(i), bias_initializer="zeros", name=f"enc{i + 1}"))
-        layers += [
-            keras.layers.Flatten(),
-            keras.layers.Dense(self.hidden_units, kernel_initializer=w(10), bias_initializer="zeros", name="fc"),
-            BatchStatisticsNormalization(1e-3, trainable_affine=False, name="batch_stat_norm"),  # mlp.py:157-160
-            keras.layers.ReLU(max_value=1.0, name="relu_clip"),  # mlp.py:162, logisticRegression.py:72: relu, clip(0,1)
-            keras.layers.Dense(num_classes, kernel_initializer=w(11), bias_initializer="zeros", name="out"),
-        ]
-        self.model = keras.Sequential(layers, name="pcdbn_authors_mnist")
+        self.model = pcdbn_authors_network(num_classes, maps=self.maps, filter_size=self.filter_size,
+                                           hidden_units=self.hidden_units, seed=s, input_shape=input_shape)
         self.num_classes = num_classes
         return self.model
 
@@ -242,7 +227,7 @@ class PCDBNReference:
         return costs
 
     # -- step 3: fine-tuning --------------------------------------------------------------------
-    def _finetune(self, feats, y, epochs, feats_test, y_test, eval_every, callback, verbose):
+    def _finetune(self, feats, y, epochs, feats_test, y_test, eval_every, callback, verbose, callbacks=()):
         fc, bn, clip, out = (self.model.get_layer(n) for n in ("fc", "batch_stat_norm", "relu_clip", "out"))
         variables = [fc.kernel, fc.bias, out.kernel, out.bias]  # pcdbn.py:105: var_list=[flat1.params, output.params]
         opt = keras.optimizers.Adam(self.finetune_lr, epsilon=1e-8)
@@ -281,16 +266,21 @@ class PCDBNReference:
         if ft is not None:
             log(0)
         for epoch in range(1, epochs + 1):
+            for cb in callbacks:
+                cb.on_epoch_begin(epoch - 1)
             for _ in range(per_epoch):
                 idx = next(idx_iter)
                 last = float(step(tf.constant(feats[idx]), tf.constant(y[idx])))
                 steps += 1
+            self._finetuned = True  # the head has been trained: predictions are meaningful from here on
+            for cb in callbacks:
+                cb.on_epoch_end(epoch - 1)
             if ft is not None and (epoch % eval_every == 0 or epoch == epochs):
                 log(epoch)
         return scale
 
     def fit(self, x01, y, *, epochs: int, x_test=None, y_test=None, eval_every: int = 5, callback=None,
-            verbose: int = 0) -> dict:
+            callbacks=(), verbose: int = 0) -> dict:
         """Pre-train both encoder layers, then fine-tune FC and output for ``epochs`` epochs.
 
         Args:
@@ -298,6 +288,7 @@ class PCDBNReference:
             y: one-hot labels.
             epochs: fine-tuning epochs (the code: 2,400).
             x_test, y_test: if given, accuracy every ``eval_every`` epochs, all in one batch.
+            callbacks: Keras callbacks whose epoch hooks run around every fine-tuning epoch.
 
         Returns:
             the learning curve ``{"epoch", "step", "accuracy", "loss", "seconds", "diverged"}``.
@@ -326,7 +317,7 @@ class PCDBNReference:
         feats = self.features(x).reshape(len(x), -1)
         feats_test = None if x_test is None else self.features(x_test).reshape(len(x_test), -1)
         del x
-        scale = self._finetune(feats, y, epochs, feats_test, y_test, eval_every, callback, verbose)
+        scale = self._finetune(feats, y, epochs, feats_test, y_test, eval_every, callback, verbose, callbacks)
         self._finetuned = True
         self._record(len(y), scale)
         self.history["seconds"] = time.perf_counter() - start
@@ -367,21 +358,3 @@ class PCDBNReference:
                 "epsilon_claimed": self.ledger.epsilon_claimed(), "epsilon_provable": self.ledger.epsilon_provable(),
                 "ledger": self.ledger.to_dict()}
 
-
-def run_on_sample(*, epsilon: float = 0.5, epochs: int = 600, batch_size: int | None = None, seed: int = 0,
-                  pretrain_epochs: int = 10, eval_every: int = 25, verbose: int = 0) -> dict:
-    """The reference run on the embedded MNIST sample's 7,000 private records (see reference_curves)."""
-    from .. import data
-
-    d = data.load("mnist_sample", seed=seed)
-    x, y = d.x_train[1000:], d.y_train[1000:]
-    bs = batch_size or min(3600, len(x) // 2)
-    ref = PCDBNReference(epsilon, batch_size=bs, pretrain_epochs=pretrain_epochs, seed=seed)
-    hist = ref.fit(x, y, epochs=epochs, x_test=d.x_test, y_test=d.y_test, eval_every=eval_every, verbose=verbose)
-    return {"method": "pcdbn_reference", "epsilon_claimed": ref.ledger.epsilon_claimed(),
-            "epsilon_provable": ref.ledger.epsilon_provable(), "batch_size": bs, "epochs": epochs,
-            "pretrain_epochs": pretrain_epochs, "n_private": len(x), "n_test": len(d.x_test), "seed": seed,
-            "curve": {k: hist[k] for k in ("epoch", "step", "accuracy", "loss")}, "diverged": hist["diverged"],
-            "train_seconds": hist["seconds"], "pretrain_seconds": hist["pretrain_seconds"],
-            "final_accuracy": hist["accuracy"][-1], "pretrain_cost": ref.pretrain_history,
-            "ledger": ref.ledger.to_dict()}

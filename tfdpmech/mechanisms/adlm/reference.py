@@ -41,12 +41,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..allocation import BudgetAllocation
-from ..layers.batch_statistics import BatchStatisticsNormalization
-from ..ledger import PrivacyLedger, Release
-from ..noise import laplace, make_rng, noise_fingerprint, tf_laplace
-from ..relevance import lrp_relevance
-from ..validation import check_batch_size, check_budget_split, check_epsilon, check_one_hot, check_positive_int, \
+from ...accounting.ledger import PrivacyLedger, Release
+from ...allocation import BudgetAllocation
+from ...models.authors import authors_mnist_network, lenet5_relevance_model
+from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
+from ...relevance.lrp import lrp_relevance
+from ...validation import check_batch_size, check_budget_split, check_epsilon, check_one_hot, check_positive_int, \
     check_unit_interval
 
 __all__ = [
@@ -59,7 +59,6 @@ __all__ = [
     "NOISY_INPUT_CLIP",
     "to_code_range",
     "pad_to_grid",
-    "lenet5_relevance_model",
     "train_relevance_model",
     "averaged_relevance",
     "sharpen",
@@ -70,7 +69,6 @@ __all__ = [
     "input_noise_scales",
     "draw_noise_map",
     "perturb_inputs",
-    "authors_mnist_network",
     "loss_sensitivity_code",
     "draw_weight_noise",
     "taylor_terms",
@@ -89,7 +87,6 @@ PAD = 2  # AdLM.py:80  _beta[i+2][j+2]
 RELEVANCE_SAMPLES = 2000  # dpLRP_MNIST.py:43  I[:2000]
 RELEVANCE_D = 28 * 28  # dpLRP_MNIST.py:61  d = image_size**2
 LEARNING_RATE = 3e-4  # AdLM.py:108
-BN_EPSILON = 1e-3  # AdLM.py:181
 
 
 # ------------------------------------------------------------------------------------------------
@@ -107,28 +104,6 @@ def pad_to_grid(x_code) -> np.ndarray:
     """28×28 images in [−1, 1] → 32×32, padded with −1 (``dpLRP_MNIST.py:26``)."""
     x = np.asarray(x_code, np.float32)
     return np.pad(x, ((0, 0), (PAD, PAD), (PAD, PAD), (0, 0)), constant_values=-1.0)
-
-
-def lenet5_relevance_model(num_classes: int = 10, seed: int | None = None) -> keras.Sequential:
-    """The LRP toolbox's LeNet-5 that ``dpLRP_MNIST.py:16`` loads (``models/MNIST/LeNet-5.txt``).
-
-    conv 5×5×10 → ReLU → 2×2 pool → conv 5×5×25 → ReLU → pool → conv 4×4×100 → ReLU → pool →
-    10 logits, on 32×32 inputs. The toolbox's sum-pools are average pools here (a constant factor
-    the next layer absorbs), and its final 1×1 convolution on a 1×1 map is the equivalent Dense
-    layer, so :func:`tfdpmech.relevance.lrp_relevance` accepts the model.
-    """
-    init = keras.initializers.GlorotUniform(seed=seed)
-    return keras.Sequential([
-        keras.Input((GRID, GRID, 1)),
-        keras.layers.Conv2D(10, 5, activation="relu", kernel_initializer=init),
-        keras.layers.AveragePooling2D(2),
-        keras.layers.Conv2D(25, 5, activation="relu", kernel_initializer=init),
-        keras.layers.AveragePooling2D(2),
-        keras.layers.Conv2D(100, 4, activation="relu", kernel_initializer=init),
-        keras.layers.AveragePooling2D(2),
-        keras.layers.Flatten(),
-        keras.layers.Dense(num_classes, kernel_initializer=init),
-    ], name="lenet5_relevance")
 
 
 def train_relevance_model(x_public01, y_public, *, epochs: int = 15, seed: int | None = 0,
@@ -231,36 +206,7 @@ def perturb_inputs(x, noise_map, clip: float = NOISY_INPUT_CLIP) -> tf.Tensor:
     return tf.clip_by_value(tf.cast(x, tf.float32) + noise_map, -clip, clip)
 
 
-# ------------------------------------------------------------------------------------------------
-# Step 5 -- network (AdLM.py:32-60, 155-199)
-# ------------------------------------------------------------------------------------------------
-def authors_mnist_network(num_classes: int = 10, hidden_units: int = 25, *, seed: int | None = None,
-                          input_shape=(28, 28, 1)) -> keras.Sequential:
-    """conv 5×5×32 → max-pool → conv 5×5×64 → max-pool → FC-25 → BN (batch statistics) → ReLU → clip → FC-M.
-
-    ``AdLM.py:155-199``: SAME convolutions with stride 1 and ReLU, 2×2 max-pools, weights
-    ``truncated_normal(stddev=0.1)`` and biases 0.1 (``AdLM.py:32-34, 51-53``), batch norm with
-    the batch's own statistics and ε = 1e-3, ``relu`` then ``clip_by_value(·, −1, 1)`` (which is a
-    ReLU capped at 1), and an output layer with bias. No LRN, no dropout.
-    """
-    def w(i):
-        return keras.initializers.TruncatedNormal(stddev=0.1, seed=None if seed is None else seed + i)
-
-    b = keras.initializers.Constant(0.1)
-    return keras.Sequential([
-        keras.Input(tuple(input_shape)),
-        keras.layers.Conv2D(32, 5, padding="same", activation="relu", kernel_initializer=w(0), bias_initializer=b,
-                            name="conv1"),  # AdLM.py:158-165
-        keras.layers.MaxPooling2D(2, padding="same"),  # AdLM.py:166
-        keras.layers.Conv2D(64, 5, padding="same", activation="relu", kernel_initializer=w(1), bias_initializer=b,
-                            name="conv2"),  # AdLM.py:168-170
-        keras.layers.MaxPooling2D(2, padding="same"),  # AdLM.py:171
-        keras.layers.Flatten(),  # AdLM.py:175
-        keras.layers.Dense(hidden_units, kernel_initializer=w(2), bias_initializer=b, name="fc"),  # AdLM.py:173-176
-        BatchStatisticsNormalization(BN_EPSILON, name="batch_stat_norm"),  # AdLM.py:178-181
-        keras.layers.ReLU(max_value=1.0, name="relu_clip"),  # AdLM.py:183-185: relu, then clip to [-1, 1]
-        keras.layers.Dense(num_classes, kernel_initializer=w(3), bias_initializer=b, name="w_out"),  # AdLM.py:197-199
-    ], name="adlm_authors_mnist")
+# Step 5 -- the network (AdLM.py:32-60, 155-199) is tfdpmech.models.authors.authors_mnist_network.
 
 
 # ------------------------------------------------------------------------------------------------
@@ -500,7 +446,7 @@ class AdLMReference:
         return self.allocation
 
     def fit(self, x01, y, *, steps: int, x_test=None, y_test=None, eval_every: int = 250,
-            callback=None, verbose: int = 0) -> dict:
+            callback=None, callbacks=(), steps_per_epoch: int | None = None, verbose: int = 0) -> dict:
         """Train for ``steps`` steps on the private data; optionally evaluate every ``eval_every`` steps.
 
         Args:
@@ -510,6 +456,8 @@ class AdLMReference:
             x_test, y_test: if given, test accuracy is logged at step 0, every ``eval_every`` steps
                 and at the end (``AdLM.py:285-294``).
             callback: optional ``callback(step, accuracy, loss)`` after each evaluation.
+            callbacks: Keras callbacks whose ``on_epoch_begin``/``on_epoch_end`` are called every
+                ``steps_per_epoch`` steps (default: ``n // batch_size``, one pass).
 
         Returns:
             ``{"step": [...], "accuracy": [...], "loss": [...], "seconds": float}``.
@@ -545,12 +493,19 @@ class AdLMReference:
             if callback is not None:
                 callback(step, acc, last)
 
+        per_epoch = check_positive_int(steps_per_epoch or max(len(xc) // self.batch_size, 1), "steps_per_epoch")
         if evaluate:
             log(0)
         for i, idx in enumerate(next_batch_indices(len(xc), self.batch_size, steps, self._rng), start=1):
+            if (i - 1) % per_epoch == 0:
+                for cb in callbacks:
+                    cb.on_epoch_begin((i - 1) // per_epoch)
             last = float(self._step(tf.constant(xc[idx]), tf.constant(y[idx])))
             if evaluate and (i % eval_every == 0 or i == steps):
                 log(i)
+            if i % per_epoch == 0 or i == steps:
+                for cb in callbacks:
+                    cb.on_epoch_end((i - 1) // per_epoch)
         self.history["seconds"] = time.perf_counter() - start
         self.history["diverged"] = not all(np.isfinite(v) for v in self.history["loss"] + [last] if v is not None)
         return self.history
