@@ -49,8 +49,9 @@ def plot_segmentation(allocation: RegionAllocation, shape=(28, 28), *, title: st
     axes[0].set_title("private relevance R*")
     fig.colorbar(im0, ax=axes[0], fraction=0.046)
     im1 = axes[1].imshow(regions, cmap="Greys")
-    axes[1].contour(allocation.labels_.reshape(shape), levels=np.arange(allocation.n_regions_) + 0.5,
-                    colors="tab:red", linewidths=0.4)
+    if allocation.n_regions_ <= 20:  # region borders; with many regions they would cover the picture
+        axes[1].contour(allocation.labels_.reshape(shape), levels=np.arange(allocation.n_regions_) + 0.5,
+                        colors="tab:red", linewidths=0.4)
     axes[1].set_title(f"{allocation.n_regions_} regions (colour = region mean)")
     fig.colorbar(im1, ax=axes[1], fraction=0.046)
     for ax in axes:

@@ -61,19 +61,21 @@ class AFRRSReference(AdLMReference):
     def _allocation_name(self) -> str:
         return "regions"
 
-    def fit_relevance(self, relevance_model, x_private01, *, samples: int | None = None) -> np.ndarray:
+    def fit_relevance(self, relevance_model, x_private01, *, samples: int | None = None,
+                      start: str = "all_logits") -> np.ndarray:
         """Private relevance, segmentation and region ratios; returns the 28×28 β (spends ε1).
 
         Args:
             relevance_model: a model on 32×32 inputs in [−1, 1], trained on public data.
             x_private01: the private training images in [0, 1], shape (n, 28, 28, 1).
             samples: records LRP averages over (default: all, as Eq. 9 states).
+            start: LRP seed (as the AdLM code: all outputs).
         """
         x = check_unit_interval(x_private01, "x_private")
         n = len(x)
         samples = n if samples is None else int(samples)
         avg = inner_crop(averaged_relevance(relevance_model, pad_to_grid(to_code_range(x)), samples=samples,
-                                            rng=self._rng))  # Eq. 9; §5.2: the central 28×28 of the 32×32 map
+                                            rng=self._rng, start=start))  # Eq. 9; §5.2: the central 28×28 of the 32×32 map
         d = avg.size
         scale = 2.0 * d / (n * self.eps1)  # Eq. 11: Δ_R = 2d/|D|
         noise = laplace(scale, avg.shape, self._rng)
