@@ -24,7 +24,7 @@ import pytest
 
 import tfdpmech
 from tfdpmech import (
-    AdLM, BatchMinMax, BoundedLRN, ChebyshevEnergy, ConvexifiedCrossEntropy, ConvRBM, DPPredictor,
+    AFRRS, AdLM, BatchMinMax, BatchStatisticsNormalization, PCDBNReference, BoundedLRN, ChebyshevEnergy, ConvexifiedCrossEntropy, ConvRBM, DPPredictor,
     FunctionalSoftmaxHead, ILM, InputNoise, InputPerturbation, NoisyOutputNeuron, PerturbedBias, PrivacyBudget,
     PrivacyLedger, PrivateCDBN, PrivateData, QueryBudgetAccountant, Release, TaylorCrossEntropy, UnitClip,
     compute_bounds, format_epsilon, taylor_accuracy,
@@ -458,6 +458,78 @@ for k, v in {"str": "1", "nan": NAN, "neg": -1.0}.items():
          marks=FORMAT_EPSILON)
 case("format_epsilon-delta-str", "delta", lambda led: format_epsilon(1.0, 1.0, "0"), "format_epsilon",
      marks=FORMAT_EPSILON)
+
+# AFRRS (region budgets), the reference modes (mode="reference"), BatchStatisticsNormalization
+def _afrrs(led, **kw):
+    args = dict(eps1=0.2, eps2=0.2, eps3=0.2, batch_size=20, seed=0, ledger=led)
+    args.update(kw)
+    return AFRRS(**args)
+
+
+for k, v in BAD_EPSILON.items():
+    case(f"AFRRS-eps2-{k}", "eps2", lambda led, v=v: _afrrs(led, eps2=v), "AFRRS")
+for k, v in {"nan": NAN, "str": "0.1", "bool": True, "complex": 1j, "list": [0.1]}.items():
+    case(f"AFRRS-gamma-{k}", "gamma", lambda led, v=v: _afrrs(led, gamma=v), "AFRRS")
+    case(f"AFRRS-reference-gamma-{k}", "gamma", lambda led, v=v: _afrrs(led, gamma=v, mode="reference"), "AFRRS")
+for k in ("zero", "float", "str", "bool"):
+    case(f"AFRRS-n_regions-{k}", "n_regions", lambda led, k=k: _afrrs(led, n_regions=BAD_INT[k]), "AFRRS")
+case("AFRRS-mode", "mode", lambda led: _afrrs(led, mode="authors"), "AFRRS")
+case("AdLM-mode", "mode", lambda led: _adlm(led, mode="authors"), "AdLM")
+case("AdLM-reference-noise_mode", "noise_mode", lambda led: _adlm(led, mode="reference", noise_mode="shared_frozen"),
+     "AdLM")
+for name in ("delta2", "learning_rate"):
+    for k in ("nan", "inf", "neg", "str", "bool"):
+        case(f"AdLM-reference-{name}-{k}", name, lambda led, name=name, k=k: _adlm(led, mode="reference",
+                                                                                   **{name: BAD_POSITIVE[k]}), "AdLM")
+for k in ("zero", "float", "str", "bool"):
+    case(f"AdLM-reference-batch_size-{k}", "batch_size", lambda led, k=k: _adlm(led, mode="reference",
+                                                                                batch_size=BAD_INT[k]), "AdLM")
+case("AdLM-reference-ledger-duck", "ledger", lambda led: _adlm(None, mode="reference", ledger=NotALedger()), "AdLM")
+for kind in ("nan", "inf", "complex", "object", "str", "empty", "out_of_range", "none"):
+    case(f"AFRRS.fit_relevance-x-{kind}", "x",
+         lambda led, kind=kind: _afrrs(led).fit_relevance(relevance_model(), _features(kind), _labels()), "AFRRS")
+    case(f"ILM-reference.fit-x-{kind}", "x",
+         lambda led, kind=kind: ILM(0.2, 0.2, 20, seed=0, ledger=led, mode="reference").fit(_features(kind), _labels(),
+                                                                                             steps=1), "ILM")
+for k in ("zero", "float", "str", "bool"):
+    case(f"ILM-reference.fit-steps-{k}", "steps",
+         lambda led, k=k: ILM(0.2, 0.2, 20, seed=0, ledger=led, mode="reference").fit(
+             np.zeros((N, 28, 28, 1), np.float32), _labels(), steps=BAD_INT[k]), "ILM")
+
+
+def _pcdbn_reference(led, **kw):
+    args = dict(epsilon=0.5, batch_size=10, maps=(2, 2), pretrain_epochs=1, seed=0, ledger=led)
+    args.update(kw)
+    return PCDBNReference(**args)
+
+
+for k, v in BAD_EPSILON.items():
+    case(f"PCDBNReference-epsilon-{k}", "epsilon", lambda led, v=v: _pcdbn_reference(led, epsilon=v), "PCDBNReference")
+for name in ("batch_size", "hidden_units", "filter_size"):
+    for k in ("zero", "float", "str", "bool"):
+        case(f"PCDBNReference-{name}-{k}", name, lambda led, name=name, k=k: _pcdbn_reference(led, **{name: BAD_INT[k]}),
+             "PCDBNReference")
+for k in ("neg", "float", "str", "bool"):
+    case(f"PCDBNReference-pretrain_epochs-{k}", "pretrain_epochs",
+         lambda led, k=k: _pcdbn_reference(led, pretrain_epochs=BAD_INT[k]), "PCDBNReference")
+for k, v in {"str": "ab", "zero": (0, 2), "empty": (), "float": (2.5,), "int": 3}.items():
+    case(f"PCDBNReference-maps-{k}", "maps", lambda led, v=v: _pcdbn_reference(led, maps=v), "PCDBNReference")
+for name in ("pretrain_lr", "finetune_lr"):
+    for k in ("nan", "neg", "str", "bool"):
+        case(f"PCDBNReference-{name}-{k}", name, lambda led, name=name, k=k: _pcdbn_reference(led, **{name: BAD_POSITIVE[k]}),
+             "PCDBNReference")
+case("PCDBNReference-ledger-duck", "ledger", lambda led: _pcdbn_reference(None, ledger=NotALedger()), "PCDBNReference")
+for kind in ("nan", "inf", "complex", "object", "str", "empty", "out_of_range", "none", "flat"):
+    case(f"PCDBNReference.fit-x-{kind}", "x",
+         lambda led, kind=kind: _pcdbn_reference(led).fit(_features(kind), _labels(), epochs=1), "PCDBNReference")
+for k in ("zero", "float", "str", "bool"):
+    case(f"PCDBNReference.fit-epochs-{k}", "epochs",
+         lambda led, k=k: _pcdbn_reference(led).fit(_features("ok"), _labels(), epochs=BAD_INT[k]), "PCDBNReference")
+for k in ("nan", "neg", "zero", "str", "bool"):
+    case(f"BatchStatisticsNormalization-epsilon-{k}", "epsilon",
+         lambda led, k=k: BatchStatisticsNormalization(BAD_POSITIVE[k]), "BatchStatisticsNormalization")
+case("BatchStatisticsNormalization-trainable_affine-str", "trainable_affine",
+     lambda led: BatchStatisticsNormalization(trainable_affine="yes"), "BatchStatisticsNormalization")
 
 # pCDBN
 def _cdbn(led, **kw):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ..validation import check_positive_real
+
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
 class BatchStatisticsNormalization(keras.layers.Layer):
@@ -27,10 +29,10 @@ class BatchStatisticsNormalization(keras.layers.Layer):
 
     def __init__(self, epsilon: float = 1e-3, trainable_affine: bool = True, **kwargs):
         super().__init__(**kwargs)
-        if not float(epsilon) > 0:
-            raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
-        self.epsilon = float(epsilon)
-        self.trainable_affine = bool(trainable_affine)
+        self.epsilon = check_positive_real(epsilon, "epsilon")
+        if not isinstance(trainable_affine, bool):
+            raise TypeError(f"trainable_affine must be True or False, got {trainable_affine!r}")
+        self.trainable_affine = trainable_affine
 
     def build(self, input_shape):
         units = int(input_shape[-1])

@@ -86,8 +86,11 @@ def test_gamma_zero_is_adlm_and_gamma_inf_is_ilm():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="gamma"):
+    with pytest.raises(TypeError, match="gamma"):
         RegionAllocation(np.ones(4), gamma="big")
+    with pytest.raises(ValueError, match="gamma"):
+        RegionAllocation(np.ones(4), gamma=float("nan"))
+    assert RegionAllocation(np.arange(4.0), gamma=10**400).n_regions_ == 1  # huge: everything merges
     with pytest.raises(ValueError, match="relevance has shape"):
         RegionAllocation(np.random.default_rng(0).random(6).reshape(3, 2), 0.1).ratios((2, 3))
     with pytest.raises(ValueError, match="constant"):

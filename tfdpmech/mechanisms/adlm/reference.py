@@ -46,8 +46,15 @@ from ...allocation import BudgetAllocation
 from ...models.authors import authors_mnist_network, lenet5_relevance_model
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
 from ...relevance.lrp import lrp_relevance
-from ...validation import check_batch_size, check_budget_split, check_epsilon, check_one_hot, check_positive_int, \
-    check_unit_interval
+from ...validation import (
+    check_batch_size,
+    check_budget_split,
+    check_epsilon,
+    check_one_hot,
+    check_positive_int,
+    check_positive_real,
+    check_unit_interval,
+)
 
 __all__ = [
     "AdLMReference",
@@ -311,15 +318,13 @@ class AdLMReference:
         if not (isinstance(allocation, BudgetAllocation) or allocation in ("relevance", "uniform")):
             raise ValueError(f"allocation must be 'relevance', 'uniform' or a BudgetAllocation, got {allocation!r}")
         self.allocation = allocation
-        if not (isinstance(delta2, (int, float)) and delta2 > 0):
-            raise ValueError(f"delta2 must be a positive number, got {delta2!r}")
-        self.delta2 = float(delta2)
+        self.delta2 = check_positive_real(delta2, "delta2")
         self.hidden_units = check_positive_int(hidden_units, "hidden_units")
-        self.learning_rate = float(learning_rate)
-        self.seed = seed
-        self._rng = make_rng(seed)
+        self.learning_rate = check_positive_real(learning_rate, "learning_rate")
         if ledger is not None and not isinstance(ledger, PrivacyLedger):
             raise TypeError(f"ledger must be a tfdpmech PrivacyLedger or None, got {type(ledger).__name__}")
+        self.seed = seed
+        self._rng = make_rng(seed)
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         self.beta: np.ndarray | None = None
         self.relevance: np.ndarray | None = None
@@ -476,6 +481,9 @@ class AdLMReference:
         if self._fitted:
             raise ValueError("this reference run already spent its budget; create a new one to train again")
         x = check_unit_interval(x01, "x")
+        if x.ndim != 4 or x.shape[-1] != 1:
+            raise ValueError(f"x must be grey images of shape (n, 28, 28, 1) (the authors' MNIST code path), got "
+                             f"shape {x.shape}")
         y = check_one_hot(y, "y")
         if len(x) != len(y):
             raise ValueError(f"x has {len(x)} records but y has {len(y)}")

@@ -13,6 +13,7 @@ Regions and α are computed from ``R*`` only, so they are post-processing of the
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -40,10 +41,16 @@ def global_minmax(r) -> np.ndarray:
 
 
 def _check_gamma(gamma) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or np.isnan(gamma):
-        raise ValueError(f"gamma (the merge threshold) must be a real number, got {gamma!r}; "
-                         "gamma <= 0 keeps every feature apart (AdLM), gamma = inf merges all (ILM)")
-    return float(gamma)
+    hint = "gamma <= 0 keeps every feature apart (AdLM), gamma = inf merges all (ILM)"
+    if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, numbers.Real):
+        raise TypeError(f"gamma (the merge threshold) must be a real number, got {gamma!r}; {hint}")
+    try:
+        value = float(gamma)
+    except OverflowError:  # a huge integer: larger than any distance, so everything merges
+        value = math.inf if gamma > 0 else -math.inf
+    if math.isnan(value):
+        raise ValueError(f"gamma (the merge threshold) must not be NaN; {hint}")
+    return value
 
 
 def segment_regions(relevance, gamma: float = DEFAULT_GAMMA, *, n_regions: int | None = None) -> np.ndarray:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ...losses.taylor_cross_entropy import loss_sensitivity
 from ...relevance.private_relevance import relevance_sensitivity
+from ...validation import check_positive_int
 from ..adlm import AdLM, first_layer_geometry, first_layer_sensitivity
 from .allocation import DEFAULT_GAMMA, RegionAllocation, _check_gamma, global_minmax
 from .reference import AFRRSReference
@@ -57,8 +58,11 @@ class AFRRS(AdLM):
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, gamma: float = DEFAULT_GAMMA, n_regions: int | None = None,
                  **kwargs):
+        gamma = _check_gamma(gamma)  # checked before anything else is set up
+        if n_regions is not None:
+            n_regions = check_positive_int(n_regions, "n_regions")
         super().__init__(eps1, eps2, eps3, batch_size, **kwargs)
-        self.gamma = _check_gamma(gamma)
+        self.gamma = gamma
         self.n_regions = n_regions
         self.relevance_unnormalised = None
         self._allocation: RegionAllocation | None = None

@@ -23,7 +23,7 @@ import numpy as np
 
 from ...accounting.ledger import Release
 from ...noise import laplace, noise_fingerprint
-from ...validation import check_unit_interval
+from ...validation import check_positive_int, check_unit_interval
 from ..adlm.reference import (
     CODE_PATH,
     REFERENCE_REASON,
@@ -52,9 +52,13 @@ class AFRRSReference(AdLMReference):
     name = "afrrs"
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, gamma: float = DEFAULT_GAMMA, n_regions=None, **kwargs):
-        kwargs.pop("allocation", None)
+        if "allocation" in kwargs:
+            raise TypeError("AFRRSReference sets its own allocation (region budgets); do not pass allocation")
+        gamma = _check_gamma(gamma)
+        if n_regions is not None:
+            n_regions = check_positive_int(n_regions, "n_regions")
         super().__init__(eps1, eps2, eps3, batch_size, allocation="relevance", **kwargs)
-        self.gamma = _check_gamma(gamma)
+        self.gamma = gamma
         self.n_regions = n_regions
         self.region_allocation: RegionAllocation | None = None
 

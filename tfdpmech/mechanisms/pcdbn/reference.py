@@ -39,7 +39,7 @@ import tensorflow as tf
 from ...accounting.ledger import PrivacyLedger, Release
 from ...models.authors import pcdbn_authors_network
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
-from ...validation import check_epsilon, check_one_hot, check_positive_int, check_unit_interval
+from ...validation import check_epsilon, check_one_hot, check_positive_int, check_positive_real, check_unit_interval
 from ..adlm.reference import REFERENCE_REASON, next_batch_indices, taylor_terms
 
 __all__ = [
@@ -153,15 +153,20 @@ class PCDBNReference:
                  finetune_lr: float = 2e-4, seed: int | None = None, ledger: PrivacyLedger | None = None):
         self.epsilon = check_epsilon(epsilon)
         self.batch_size = check_positive_int(batch_size, "batch_size")
+        if isinstance(maps, (str, bytes)) or not hasattr(maps, "__iter__"):
+            raise TypeError(f"maps must be a sequence of feature-map counts, e.g. (32, 64), got {maps!r}")
         self.maps = tuple(check_positive_int(m, "maps") for m in maps)
+        if not self.maps:
+            raise ValueError("maps must name at least one encoder layer, e.g. (32, 64)")
         self.filter_size = check_positive_int(filter_size, "filter_size")
         self.hidden_units = check_positive_int(hidden_units, "hidden_units")
         self.pretrain_epochs = check_positive_int(pretrain_epochs, "pretrain_epochs", minimum=0)
-        self.pretrain_lr, self.finetune_lr = float(pretrain_lr), float(finetune_lr)
-        self.seed = seed
-        self._rng = make_rng(seed)
+        self.pretrain_lr = check_positive_real(pretrain_lr, "pretrain_lr")
+        self.finetune_lr = check_positive_real(finetune_lr, "finetune_lr")
         if ledger is not None and not isinstance(ledger, PrivacyLedger):
             raise TypeError(f"ledger must be a tfdpmech PrivacyLedger or None, got {type(ledger).__name__}")
+        self.seed = seed
+        self._rng = make_rng(seed)
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         self.model: keras.Model | None = None
         self.history: dict = {"epoch": [], "step": [], "accuracy": [], "loss": []}
@@ -299,6 +304,8 @@ class PCDBNReference:
         if self._pretrained:
             raise ValueError("this reference run already spent its budget; create a new one to train again")
         x = check_unit_interval(x01, "x")
+        if x.ndim != 4:
+            raise ValueError(f"x must be images of shape (n, H, W, C), got shape {x.shape}")
         y = check_one_hot(y, "y")
         if len(x) != len(y):
             raise ValueError(f"x has {len(x)} records but y has {len(y)}")
