@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
+
+import numpy as np
 
 from ..audit.canary import VERDICT_BUG
 from .plots import has_step_curves, plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon, plot_accuracy_vs_step
@@ -105,6 +108,24 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def json_safe(value):
+    """``value`` with every non-finite float spelt as the string JSON would otherwise refuse.
+
+    A reference run may diverge as the authors' code does (a NaN loss or a NaN per-batch Δ); strict
+    JSON has no NaN, and writing ``null`` would hide what happened, so the value is kept as text.
+    """
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if math.isfinite(value):
+            return value
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def write_report(results: dict, out: str) -> dict[str, str]:
     """Write results.json, results.md and the plots into ``out``; all or nothing.
 
@@ -121,7 +142,7 @@ def write_report(results: dict, out: str) -> dict[str, str]:
     tmp = tempfile.mkdtemp(prefix=".tfdpmech-report-", dir=parent)
     try:
         with open(os.path.join(tmp, "results.json"), "w") as fh:
-            json.dump({**results, "summary": rows}, fh, indent=2, allow_nan=False, default=float)
+            json.dump(json_safe({**results, "summary": rows}), fh, indent=2, allow_nan=False, default=float)
         with open(os.path.join(tmp, "results.md"), "w") as fh:
             fh.write(report_markdown(results, rows))
         plot_accuracy_vs_epsilon(rows, os.path.join(tmp, "accuracy_vs_epsilon.png"))

@@ -21,6 +21,18 @@ def test_chebyshev7_is_the_codes_polynomial():
     np.testing.assert_allclose(pr.dp_chebyshev(x, np.zeros(5), 800.0).numpy(), expect, rtol=1e-5, atol=1e-6)
 
 
+def test_chebyshev7_gradient_is_finite_at_zero():
+    # Blank MNIST borders under a zero bias give pre-activations of exactly 0; pow(x, 0)'s gradient
+    # there is NaN on TF >= 2.16, which made every pre-training cost NaN under Keras 3.
+    x = tf.constant([0.0, 0.5, -0.5])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(pr.dp_chebyshev(x, np.full(5, 1e-3), 800.0))
+    grad = tape.gradient(y, x).numpy()
+    assert np.all(np.isfinite(grad))
+    np.testing.assert_allclose(grad[0], (35 + 800.0 * 1e-3) / 32, rtol=1e-5)
+
+
 def test_coefficient_noise_scaled_by_batch_delta():
     x = np.array([0.3])
     noise = np.array([1.0, 0, 0, 0, 0])

@@ -66,8 +66,10 @@ POWERS = (7, 5, 3, 1, 0)
 def chebyshev7(x, coefficients=CHEBYSHEV7) -> tf.Tensor:
     """``(c0·x⁷ + c1·x⁵ + c2·x³ + c3·x + c4)/32`` (``mlp.py:37-38, 52``); CHEBYSHEV7 gives the smooth step."""
     x = tf.cast(x, tf.float32)
-    return sum(tf.cast(c, tf.float32) * x ** p for c, p in zip(tf.unstack(tf.cast(coefficients, tf.float32)),
-                                                                 POWERS)) / 32.0
+    # x ** 0 is spelt out as ones: TF's gradient of pow(x, 0) at x = 0 is 0·x⁻¹ = NaN (TF >= 2.16), and
+    # zero pre-activations are common (blank MNIST borders under a zero bias).
+    terms = [x ** p if p else tf.ones_like(x) for p in POWERS]
+    return sum(tf.cast(c, tf.float32) * t for c, t in zip(tf.unstack(tf.cast(coefficients, tf.float32)), terms)) / 32.0
 
 
 def draw_coefficient_noise(epsilon: float, batch_size: int, rng) -> np.ndarray:
