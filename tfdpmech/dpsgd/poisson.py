@@ -71,6 +71,7 @@ from ..accounting.dpsgd import (
     poisson_epsilon,
     poisson_noise_multiplier,
 )
+from ..accounting.gaussian import require_dp_accounting
 from ..accounting.ledger import PrivacyLedger, Release
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
 from .dpsgd import DPSGD
@@ -482,11 +483,19 @@ class PoissonDPSGD(DPSGD):
             f"{ACCOUNTANT_NAMES[self.accountant]} over {self.steps} Poisson-subsampled Gaussian steps (amplification "
             "by sampling; Mironov, Talwar & Zhang 2019), assuming the sampling randomness stays secret."
         )
+        dp_accounting = require_dp_accounting("DP-SGD accounting")
+        # the whole run as one dp_accounting event: a ledger holding several releases composes it
+        # with the others (PLD / RDP) instead of adding ε's
+        event = dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(self.sampling_probability,
+                                                dp_accounting.GaussianDpEvent(self.noise_multiplier)),
+            self.steps)
         return Release(
             component="dpsgd_training",
             mechanism="dpsgd",
             epsilon_claimed=self.epsilon_achieved,
             epsilon_provable=self.epsilon_achieved,
+            event=event,
             basis=basis,
             delta=self.delta,
             sensitivity=self.l2_norm_clip,
