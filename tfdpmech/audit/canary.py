@@ -393,6 +393,14 @@ def default_k(m: int) -> tuple[int, int]:
     return k, k
 
 
+def _k_or_default(k_plus, k_minus, m: int):
+    """The given k₊ / k₋, each one left as None replaced by :func:`default_k`'s."""
+    if k_plus is not None and k_minus is not None:
+        return k_plus, k_minus
+    dk_plus, dk_minus = default_k(m)
+    return (dk_plus if k_plus is None else k_plus), (dk_minus if k_minus is None else k_minus)
+
+
 def audit_scores(scores, membership, *, k_plus: int | None = None, k_minus: int | None = None,
                  delta: float = 0.0, confidence: float = DEFAULT_CONFIDENCE) -> CanaryAudit:
     """Guess, count the correct guesses and bound ε (Algorithm 1 steps 3–4 and Theorem 3).
@@ -413,10 +421,7 @@ def audit_scores(scores, membership, *, k_plus: int | None = None, k_minus: int 
     membership = _check_membership(membership, m)
     delta = _check_audit_delta(delta)
     confidence = _check_confidence(confidence)
-    if k_plus is None or k_minus is None:
-        dk_plus, dk_minus = default_k(m)
-        k_plus = dk_plus if k_plus is None else k_plus
-        k_minus = dk_minus if k_minus is None else k_minus
+    k_plus, k_minus = _k_or_default(k_plus, k_minus, m)
     guesses = guess_membership(scores, k_plus, k_minus)
     correct = int(np.sum(guesses[membership] == 1) + np.sum(guesses[~membership] == -1))
     bound = epsilon_lower_bound(correct, int(k_plus) + int(k_minus), m, delta=delta, confidence=confidence)
@@ -474,10 +479,7 @@ def canary_audit(train_fn: Callable[[np.ndarray, np.ndarray], Any],
                          f"{len(canaries_x)} and {len(canaries_y)}")
     delta = _check_audit_delta(delta)
     confidence = _check_confidence(confidence)
-    if k_plus is None or k_minus is None:
-        dk_plus, dk_minus = default_k(m)
-        k_plus = dk_plus if k_plus is None else k_plus
-        k_minus = dk_minus if k_minus is None else k_minus
+    k_plus, k_minus = _k_or_default(k_plus, k_minus, m)
     k_plus, k_minus = _check_int(k_plus, "k_plus"), _check_int(k_minus, "k_minus")
     if k_plus + k_minus > m or k_plus + k_minus == 0:
         raise ValueError(f"k_plus + k_minus = {k_plus + k_minus} must lie in [1, m={m}]; "

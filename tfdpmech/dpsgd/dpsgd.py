@@ -416,34 +416,28 @@ class DPSGD:
             "amplification by sampling is not proven; each example is used once per epoch whatever the order, "
             f"so {self.epochs} Gaussian mechanisms compose by RDP to ε={self._epsilon_any_order():.4g}.{doubling}"
         )
+        return self._release(basis, self._epsilon_any_order(), {
+            "epsilon_any_order": self._epsilon_any_order(),
+            "accountant": ACCOUNTANT,
+            "sampling": SAMPLING,
+            "sampling_probability": self.sampling_probability,
+            "steps": self.steps,
+            "n": self.n,
+            "batch_size": self.batch_size,
+            "epochs": self.epochs,
+            "num_microbatches": self.num_microbatches,
+            "records_dropped_per_epoch": self.records_dropped_per_epoch,
+        })
+
+    def _release(self, basis: str, epsilon_provable: float, details: dict, event=None) -> Release:
+        """The training run as one ledger entry: claimed = the calibrated ε, the optimiser in ``details``."""
         return Release(
-            component="dpsgd_training",
-            mechanism="dpsgd",
-            epsilon_claimed=self.epsilon_achieved,
-            epsilon_provable=self._epsilon_any_order(),
-            basis=basis,
-            delta=self.delta,
-            sensitivity=self.l2_norm_clip,
-            noise_scale=self.noise_multiplier,
-            per_epoch=False,
-            details={
-                "epsilon_target": self.epsilon,
-                "epsilon_achieved": self.epsilon_achieved,
-                "epsilon_any_order": self._epsilon_any_order(),
-                "accountant": ACCOUNTANT,
-                "sampling": SAMPLING,
-                "sampling_probability": self.sampling_probability,
-                "steps": self.steps,
-                "n": self.n,
-                "batch_size": self.batch_size,
-                "epochs": self.epochs,
-                "num_microbatches": self.num_microbatches,
-                "records_dropped_per_epoch": self.records_dropped_per_epoch,
-                "l2_norm_clip": self.l2_norm_clip,
-                "path": self.path,
-                "optimizer": self.optimizer_name,
-                "learning_rate": self.learning_rate,
-            },
+            component="dpsgd_training", mechanism="dpsgd", epsilon_claimed=self.epsilon_achieved,
+            epsilon_provable=epsilon_provable, event=event, basis=basis, delta=self.delta,
+            sensitivity=self.l2_norm_clip, noise_scale=self.noise_multiplier, per_epoch=False,
+            details={"epsilon_target": self.epsilon, "epsilon_achieved": self.epsilon_achieved, **details,
+                     "l2_norm_clip": self.l2_norm_clip, "path": self.path, "optimizer": self.optimizer_name,
+                     "learning_rate": self.learning_rate},
         )
 
     # -- training helpers --------------------------------------------------------------------

@@ -490,38 +490,20 @@ class PoissonDPSGD(DPSGD):
             dp_accounting.PoissonSampledDpEvent(self.sampling_probability,
                                                 dp_accounting.GaussianDpEvent(self.noise_multiplier)),
             self.steps)
-        return Release(
-            component="dpsgd_training",
-            mechanism="dpsgd",
-            epsilon_claimed=self.epsilon_achieved,
-            epsilon_provable=self.epsilon_achieved,
-            event=event,
-            basis=basis,
-            delta=self.delta,
-            sensitivity=self.l2_norm_clip,
-            noise_scale=self.noise_multiplier,
-            per_epoch=False,
-            details={
-                "epsilon_target": self.epsilon,
-                "epsilon_achieved": self.epsilon_achieved,
-                "accountant": ACCOUNTANT_NAMES[self.accountant],
-                "sampling": "poisson",
-                "sampling_probability": self.sampling_probability,
-                "expected_batch_size": self.expected_batch_size,
-                "padded_batch_size": self.padded_batch_size,
-                "steps": self.steps,
-                "steps_per_epoch": self.steps_per_epoch,
-                "n": self.n,
-                "epochs": self.epochs,
-                "l2_norm_clip": self.l2_norm_clip,
-                "path": self.path,
-                "optimizer": self.optimizer_name,
-                "learning_rate": self.learning_rate,
-                "momentum": self.momentum,
-                "lr_schedule": self.lr_schedule,
-                "ema_momentum": self.ema_momentum,
-            },
-        )
+        return self._release(basis, self.epsilon_achieved, {
+            "accountant": ACCOUNTANT_NAMES[self.accountant],
+            "sampling": "poisson",
+            "sampling_probability": self.sampling_probability,
+            "expected_batch_size": self.expected_batch_size,
+            "padded_batch_size": self.padded_batch_size,
+            "steps": self.steps,
+            "steps_per_epoch": self.steps_per_epoch,
+            "n": self.n,
+            "epochs": self.epochs,
+            "momentum": self.momentum,
+            "lr_schedule": self.lr_schedule,
+            "ema_momentum": self.ema_momentum,
+        }, event=event)
 
     # -- data ----------------------------------------------------------------------------------
     def dataset(self, x, y, *, seed=None) -> tf.data.Dataset:
