@@ -573,3 +573,14 @@ def test_open_refuses_a_replaced_file_and_other_settings(tmp_path):
     os.unlink(path)
     with pytest.raises(ValueError, match="has disappeared"):
         a.record(_rel("a3"))
+
+
+def test_ledger_or_new_shares_a_ledger_creates_one_or_names_the_fix():
+    from tfdpmech.accounting.ledger import ledger_or_new
+
+    shared = PrivacyLedger()
+    assert ledger_or_new(shared) is shared
+    fresh = ledger_or_new(None)
+    assert isinstance(fresh, PrivacyLedger) and fresh is not shared and not fresh.releases
+    with pytest.raises(TypeError, match=r"ledger must be a tfdpmech.PrivacyLedger or None, got dict; pass"):
+        ledger_or_new({"releases": []})

@@ -45,7 +45,8 @@ from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, state_l
 from .events import COMPOSITION_ACCOUNTANTS, compose_events, event_epsilon_floor, event_from_json, event_to_json
 from .events import is_dp_event, self_composed
 
-__all__ = ["Release", "PrivacyLedger", "Guarantee", "NoneProven", "NONE_PROVEN", "format_epsilon", "check_epochs"]
+__all__ = ["Release", "PrivacyLedger", "Guarantee", "NoneProven", "NONE_PROVEN", "format_epsilon", "check_epochs",
+           "ledger_or_new"]
 
 NONE_PROVEN = "none proven"
 _FORMAT = 1
@@ -628,6 +629,16 @@ class PrivacyLedger:
         if any(r.per_epoch for r in self._releases):
             return f"PrivacyLedger({len(self)} releases, some per epoch; see summary(epochs=...))"
         return f"PrivacyLedger({len(self)} releases; {format_epsilon(self.epsilon_claimed(), self.epsilon_provable())})"
+
+
+def ledger_or_new(ledger) -> PrivacyLedger:
+    """``ledger`` if it is a :class:`PrivacyLedger`, a new empty one if it is None; TypeError otherwise."""
+    if ledger is None:
+        return PrivacyLedger()
+    if not isinstance(ledger, PrivacyLedger):
+        raise TypeError(f"ledger must be a tfdpmech.PrivacyLedger or None, got {type(ledger).__name__}; pass "
+                        "the .ledger of another tfdpmech object to share one budget, or None for a new ledger")
+    return ledger
 
 
 def _canonical(release: Release) -> str:

@@ -43,7 +43,7 @@ from ..accounting.dpsgd import (
     epsilon_for_noise_multiplier,
     noise_multiplier_for_epsilon,
 )
-from ..accounting.ledger import PrivacyLedger, Release, format_epsilon
+from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new, format_epsilon
 from ..validation import (
     check_array,
     check_choice,
@@ -201,9 +201,7 @@ class DPSGD:
             )
         self.num_microbatches = num_microbatches
         self.used_microbatching = num_microbatches < self.batch_size
-        if ledger is not None and not isinstance(ledger, PrivacyLedger):
-            raise TypeError(f"ledger must be a tfdpmech.PrivacyLedger or None, got {type(ledger).__name__}")
-        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.ledger = ledger_or_new(ledger)
         self.layer_registry = layer_registry
         self.use_xla = bool(use_xla)
         require_tf_privacy()  # fail here, not half-way through compile

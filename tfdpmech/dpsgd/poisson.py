@@ -72,7 +72,7 @@ from ..accounting.dpsgd import (
     poisson_noise_multiplier,
 )
 from ..accounting.gaussian import require_dp_accounting
-from ..accounting.ledger import PrivacyLedger, Release
+from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
 from .dpsgd import DPSGD
 from .paths import rebuildable, require_tf_privacy
@@ -383,9 +383,7 @@ class PoissonDPSGD(DPSGD):
             )
         self.requested_path = self.path = path
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
-        if ledger is not None and not isinstance(ledger, PrivacyLedger):
-            raise TypeError(f"ledger must be a tfdpmech.PrivacyLedger or None, got {type(ledger).__name__}")
-        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.ledger = ledger_or_new(ledger)
         self.layer_registry = layer_registry
         self.use_xla = bool(use_xla)
         require_tf_privacy()

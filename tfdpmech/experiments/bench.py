@@ -18,7 +18,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 
 import numpy as np
 

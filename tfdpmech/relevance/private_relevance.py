@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..accounting.ledger import PrivacyLedger, Release
+from ..accounting.ledger import Release, ledger_or_new
 from ..noise import laplace, make_rng, noise_fingerprint
 from ..validation import check_array, check_epsilon, check_positive_int
 from .lrp import lrp_batches, prepare_lrp
@@ -115,8 +115,7 @@ def private_relevance(
     epsilon = check_epsilon(epsilon)
     if not isinstance(model_trained_on_private_data, bool):
         raise TypeError(f"model_trained_on_private_data must be True or False, got {model_trained_on_private_data!r}")
-    if ledger is not None and not isinstance(ledger, PrivacyLedger):
-        raise TypeError(f"ledger must be a tfdpmech.accounting.ledger.PrivacyLedger or None, got {type(ledger).__name__}")
+    ledger = None if ledger is None else ledger_or_new(ledger)  # type check before any budget is spent
     rng = make_rng(rng_or_seed)
     plan, x, y1h, mu, start, batch_size = prepare_lrp(model, x, y, mu, start, batch_size)
     n, d = len(x), int(np.prod(x.shape[1:]))

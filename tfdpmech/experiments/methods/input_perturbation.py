@@ -15,7 +15,6 @@ import numpy as np
 from ...accounting.ledger import PrivacyLedger, Release
 from ...mechanisms.input_perturbation import InputPerturbation
 from ..registry import Prepared, register_method
-from .baselines import tabular_labels
 
 TF_PRIVACY = (("tensorflow_privacy", "pip install 'tfdpmech[dpsgd]' (TensorFlow 2.15 stack)"),)
 

@@ -38,7 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.callbacks import PrivacyBudget
-from ...accounting.ledger import PrivacyLedger, Release
+from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...allocation import BudgetAllocation, get_allocation
 from ...layers import InputNoise, PerturbedBias
 from ...losses.taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
@@ -256,9 +256,7 @@ class AdLM:
         self.clip_noisy_inputs = clip_noisy_inputs
         self.seed = seed
         self._rng = make_rng(seed)
-        if ledger is not None:
-            check_instance(ledger, "ledger", PrivacyLedger, "pass a tfdpmech.PrivacyLedger or None (a new one)")
-        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.ledger = ledger_or_new(ledger)
         self.released: ReleasedData | None = None
         self.relevance = None
         self.relevance_proven = None

@@ -41,7 +41,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...accounting.ledger import PrivacyLedger, Release
+from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...allocation import BudgetAllocation
 from ...models.authors import authors_mnist_network, lenet5_relevance_model
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
@@ -321,11 +321,9 @@ class AdLMReference:
         self.delta2 = check_positive_real(delta2, "delta2")
         self.hidden_units = check_positive_int(hidden_units, "hidden_units")
         self.learning_rate = check_positive_real(learning_rate, "learning_rate")
-        if ledger is not None and not isinstance(ledger, PrivacyLedger):
-            raise TypeError(f"ledger must be a tfdpmech PrivacyLedger or None, got {type(ledger).__name__}")
         self.seed = seed
         self._rng = make_rng(seed)
-        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.ledger = ledger_or_new(ledger)
         self.beta: np.ndarray | None = None
         self.relevance: np.ndarray | None = None
         self.relevance_details: dict = {}

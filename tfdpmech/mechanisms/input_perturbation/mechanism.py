@@ -41,7 +41,7 @@ import warnings
 import numpy as np
 
 from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, sigma_local_gaussian
-from ...accounting.ledger import PrivacyLedger, Release
+from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...models.erm import linear_model, paper_mlp
 from ...noise import gaussian, make_rng, noise_fingerprint
 from ...validation import (
@@ -171,9 +171,7 @@ class InputPerturbation:
                 )
         self.label_epsilon = label_epsilon
         self.feature_epsilon = self.epsilon - (label_epsilon or 0.0)
-        if ledger is not None and not isinstance(ledger, PrivacyLedger):
-            raise TypeError(f"ledger must be a tfdpmech.PrivacyLedger or None, got {type(ledger).__name__}")
-        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.ledger = ledger_or_new(ledger)
         self.seed = seed
         self._rng = make_rng(seed)
         # state set by perturb()

@@ -37,11 +37,11 @@ import tensorflow as tf
 
 from ...accounting.events import self_composed
 from ...accounting.gaussian import gdp_epsilon, require_dp_accounting
-from ...accounting.ledger import PrivacyLedger, Release
+from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant
 from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
 from ...models.convexified import logits_model_from
-from ...validation import check_array, check_choice, check_instance, check_positive_int
+from ...validation import check_array, check_choice, check_positive_int
 from .sensitivity import OutputPerturbationBounds, describe_mlp
 
 __all__ = ["DPPredictor", "EXPORT_WARNING"]
@@ -88,8 +88,7 @@ class DPPredictor:
             raise TypeError(f"bounds must be OutputPerturbationBounds (from compute_bounds), got {type(bounds).__name__}")
         if not isinstance(accountant, (QueryBudgetAccountant, UnlimitedAccountant)):
             raise TypeError(f"accountant must be a QueryBudgetAccountant, got {type(accountant).__name__}")
-        if ledger is not None:
-            check_instance(ledger, "ledger", PrivacyLedger, "pass a tfdpmech.PrivacyLedger or None (a new one)")
+        ledger = ledger_or_new(ledger)  # type-checked before anything else
         self.noise = check_choice(noise, "noise", NOISE_TYPES)
         self.gaussian_split = check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
         self.mode = check_choice(mode, "mode", OUTPUT_MODES)
@@ -105,7 +104,7 @@ class DPPredictor:
         self.bounds = bounds
         self.num_classes = bounds.num_classes
         self.accountant = accountant
-        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.ledger = ledger
         self.cache_identical_queries = bool(cache_identical_queries)
         self._cache: dict[bytes, np.ndarray] = {}
         self._lock = threading.Lock()

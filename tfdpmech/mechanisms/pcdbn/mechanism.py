@@ -34,7 +34,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...accounting.ledger import PrivacyLedger, Release
+from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...layers.conv_rbm import ConvRBM
 from ...heads.softmax_head import FunctionalSoftmaxHead
 from ...noise import make_rng
@@ -131,9 +131,7 @@ class PrivateCDBN:
         self.l1 = check_real(l1, "l1", minimum=0.0)
         self.max_monomials = check_positive_int(max_monomials, "max_monomials")
         self._rng = make_rng(seed)
-        if ledger is not None and not isinstance(ledger, PrivacyLedger):
-            raise TypeError(f"ledger must be a tfdpmech.PrivacyLedger or None, got {type(ledger).__name__}")
-        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.ledger = ledger_or_new(ledger)
         self.objectives: list[ChebyshevEnergy] = []
         self.history: dict = {}
         self.model: keras.Model | None = None

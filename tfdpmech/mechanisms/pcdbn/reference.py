@@ -36,7 +36,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...accounting.ledger import PrivacyLedger, Release
+from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...models.authors import pcdbn_authors_network
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
 from ...validation import check_epsilon, check_one_hot, check_positive_int, check_positive_real, check_unit_interval
@@ -165,11 +165,9 @@ class PCDBNReference:
         self.pretrain_epochs = check_positive_int(pretrain_epochs, "pretrain_epochs", minimum=0)
         self.pretrain_lr = check_positive_real(pretrain_lr, "pretrain_lr")
         self.finetune_lr = check_positive_real(finetune_lr, "finetune_lr")
-        if ledger is not None and not isinstance(ledger, PrivacyLedger):
-            raise TypeError(f"ledger must be a tfdpmech PrivacyLedger or None, got {type(ledger).__name__}")
         self.seed = seed
         self._rng = make_rng(seed)
-        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.ledger = ledger_or_new(ledger)
         self.model: keras.Model | None = None
         self.history: dict = {"epoch": [], "step": [], "accuracy": [], "loss": []}
         self.pretrain_history: dict = {}
