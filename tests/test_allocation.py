@@ -1,4 +1,4 @@
-"""Tests for tfdpmech.allocation: per-feature budget ratios β (AdLM Eq. 16, spec §9 A7)."""
+"""Tests for tfdpmech.allocation: per-feature budget ratios β (AdLM Eq. 16, with max(R̄_j, floor) for |R̄_j|)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ def test_relevance_floor_default():
     np.testing.assert_allclose(beta, 4 * r / 4.00002, rtol=1e-12)
     np.testing.assert_allclose(beta, [9.99995e-6, 9.99995e-6, 0.99999500, 2.99998500], rtol=1e-6)
     _assert_valid(beta, (4,))
-    # negative relevance gets the smallest budget, never more than zero relevance (spec §9 A7)
+    # negative relevance gets the smallest budget, never more than zero relevance (Eq. 16's |R̄_j| would
+    # give a strongly negative noisy relevance a large budget)
     assert beta[0] == beta[1] < beta[2]
 
 

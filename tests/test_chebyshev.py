@@ -1,4 +1,5 @@
-"""Chebyshev utilities: spec seed_003_pcdbn.md §3.5, §5, §8.2 and §8.9 (first two items)."""
+"""Chebyshev utilities for pCDBN (Phan, Wu, Dou: §2.3 Eqs. 9–11, the L = 7 polynomial printed in §3.1 as an
+instance of Eq. 14, and the error bounds of §3.4, Lemma 3, Eqs. 19–21)."""
 
 
 import numpy as np
@@ -9,7 +10,7 @@ import tensorflow as tf
 from tfdpmech import chebyshev as cheb
 
 
-# --- §8.9: the printed polynomial --------------------------------------------------------
+# --- the polynomial printed in pCDBN §3.1 ---------------------------------------------------
 def test_paper_polynomial_values_and_derivative():
     alpha = cheb.PAPER_SMOOTHSTEP[7]
     np.testing.assert_allclose(alpha, np.array([16, 35, 0, -35, 0, 21, 0, -5]) / 32)
@@ -17,7 +18,7 @@ def test_paper_polynomial_values_and_derivative():
     x = np.linspace(-1, 1, 101)
     np.testing.assert_allclose(P.polyval(x, P.polyder(alpha)), 35 / 32 * (1 - x**2) ** 3, atol=1e-12)
     assert np.abs(alpha).sum() == pytest.approx(3.5)
-    assert cheb.sup_error(alpha) == pytest.approx(0.322, abs=1e-3)  # §3.5: not the Chebyshev truncation
+    assert cheb.sup_error(alpha) == pytest.approx(0.322, abs=1e-3)  # not Eq. 10 truncated: far from σ
 
 
 @pytest.mark.parametrize("degree", [2, 3, 5, 7])
@@ -33,7 +34,7 @@ def test_no_broken_degree5_preset():
     np.testing.assert_allclose(alpha * 16, [8, 15, 0, -10, 0, 3])
 
 
-# --- §8.9: Chebyshev coefficients of σ ---------------------------------------------------
+# --- Chebyshev coefficients of σ (pCDBN Eq. 10) ---------------------------------------------
 def test_sigmoid_chebyshev_coefficients_match_spec():
     A = cheb.chebyshev_coefficients(cheb.sigmoid, 11, n_nodes=20000)
     expected = {0: 1.0, 1: 0.2355714139, 3: -4.6200917e-3, 5: 1.0983984e-4, 7: -2.6457061e-6,
@@ -71,7 +72,7 @@ def test_taylor_and_piecewise():
     np.testing.assert_allclose(cheb.approximation_alpha("piecewise", 1), [0.5, 0.2356])
 
 
-# --- §5: error bounds ----------------------------------------------------------------------
+# --- error bounds (pCDBN §3.4, Lemma 3, Eqs. 19–21) -----------------------------------------
 def test_error_bounds_table():
     for L, factor, lower in [(2, 4.281, 3.629e-3), (4, 4.562, 8.627e-5), (6, 4.726, 2.078e-6), (8, 4.843, 5.012e-8)]:
         b = cheb.chebyshev_error_bounds(L)

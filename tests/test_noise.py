@@ -66,7 +66,7 @@ def test_laplace_matches_scipy_laplace_with_the_given_scale():
     # power: a 10 % error in the scale (either way) is rejected on the same sample
     assert st.kstest(x, st.laplace(scale=scale * 1.1).cdf).pvalue < P_BAD
     assert st.kstest(x, st.laplace(scale=scale / 1.1).cdf).pvalue < P_BAD
-    # b is the scale, not ε or the variance (spec §8.7 item 8): Var = 2 b²
+    # b is the scale, not ε or the variance: Lap(b) has density exp(−|x|/b)/(2b), Var = 2 b²
     assert st.kstest(x, st.laplace(scale=np.sqrt(scale)).cdf).pvalue < P_BAD
 
 

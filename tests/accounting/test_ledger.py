@@ -17,7 +17,8 @@ def _rel(component="relevance", claimed=0.1, provable=0.1, **kwargs):
 
 
 def _adlm_like_ledger():
-    """Three releases in the shape AdLM records them (values from the spec's MNIST config)."""
+    """Three releases in the shape AdLM records them, MNIST values: ε1/ε2/ε3 = 0.075/0.075/0.15 (the
+    authors' public MNIST script), |L| = 1,800 (AdLM §IV), Δ_R, Δ_h0, Δ_F from AdLM Lemmas 1, 3 and 5."""
     led = PrivacyLedger()
     led.record(_rel("relevance", 0.075, 0.075, sensitivity=0.02613, noise_scale=0.3484))
     led.record(_rel("first_layer_inputs", 0.075, 10.8, basis="per-record Laplace, post-processing",
@@ -100,7 +101,8 @@ def test_per_epoch_releases_scale_with_epochs():
     led.record(_rel("relevance", 0.1, 0.1))
     led.record(_rel("inputs_per_step", 0.2, 0.25, per_epoch=True, delta=1e-6))
     assert led.epsilon_claimed(epochs=1) == pytest.approx(0.3)
-    assert led.epsilon_claimed(epochs=3) == pytest.approx(0.1 + 3 * 0.2)  # ε1 + E·ε2 (spec §9 A13)
+    # ε1 + E·ε2: AdLM Lemmas 3–4 bound one batch, so noise redrawn every step composes over the E epochs
+    assert led.epsilon_claimed(epochs=3) == pytest.approx(0.1 + 3 * 0.2)
     assert led.epsilon_provable(epochs=3) == pytest.approx(0.1 + 3 * 0.25)
     assert led.delta(epochs=4) == pytest.approx(4e-6)
     assert led.epsilon_claimed(epochs=0) == pytest.approx(0.1)

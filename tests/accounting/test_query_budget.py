@@ -26,7 +26,8 @@ from tfdpmech.accounting.query_budget import (
 # ------------------------------------------------------------------------------------- arithmetic
 def test_basic_composition_arithmetic():
     acct = QueryBudgetAccountant(10.0, max_queries=1000)
-    assert acct.per_query == pytest.approx(0.01)  # ε_query = ε_total/Q (spec §3.12, A11)
+    # ε_query = ε_total/Q (Lu et al. §5.4.5: ε = 10 over 1,000 queries gives 10⁻²; its '100 queries' is a slip)
+    assert acct.per_query == pytest.approx(0.01)
     assert acct.charge(5) == pytest.approx(0.01)
     assert acct.spent == pytest.approx(0.05) and acct.remaining == pytest.approx(9.95)
     assert acct.remaining_queries == 995
@@ -51,7 +52,8 @@ def test_gdp_composition_arithmetic_and_report():
 
 
 def test_gdp_to_epsilon_delta_check_values():
-    assert gdp_epsilon(1.0, 1e-5) == pytest.approx(4.38, abs=0.01)  # spec §6.1(d)
+    # μ-GDP → (ε, δ) by Dong, Roth & Su (Lu et al. Theorem 2, whose printed δ(ε) is garbled)
+    assert gdp_epsilon(1.0, 1e-5) == pytest.approx(4.38, abs=0.01)
     assert gdp_epsilon(0.1, 1e-5) == pytest.approx(0.34, abs=0.01)
     assert gdp_epsilon(10.0, 1e-5) == pytest.approx(91.8, abs=0.1)
     for mu in (0.1, 1.0, 10.0):

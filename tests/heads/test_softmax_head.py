@@ -13,7 +13,7 @@ from tfdpmech.heads.softmax_head import (
 )
 
 
-# --- §8.5: the private head ------------------------------------------------------------------
+# --- the private head (pCDBN §3.3, Eqs. 17–18) -----------------------------------------------
 def test_taylor_ce_closed_form_and_accuracy_near_zero():
     z = np.array([[0.3, -0.2], [0.01, 0.05]])
     y = np.array([[1.0, 0.0], [0.0, 1.0]])

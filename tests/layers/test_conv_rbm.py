@@ -1,4 +1,4 @@
-"""ConvRBM: spec seed_003_pcdbn.md §2.2, §3.2, §8.3 and §8.9 (energy identity, Eq. 6 indices)."""
+"""ConvRBM: pCDBN (Phan, Wu, Dou) §2.2, Eqs. 4–7, and the normaliser Z of §3.1 (energy identity, Eq. 6 indices)."""
 
 import numpy as np
 import pytest
@@ -96,7 +96,7 @@ def test_normalizers_bound_x():
     assert rbm.z == pytest.approx(3 * 3 * 2 + 1)  # ‖ṽ‖₁,max · w_max
     lrn_rbm, _ = random_rbm("lrn")
     small = lrn_rbm.normalizer(tf.constant(np.full((1, 1, 1, 3), 0.1, np.float32))).numpy()
-    np.testing.assert_allclose(small, 2.0**0.75, rtol=1e-3)  # Z ≈ q^β when a is small (§3.2)
+    np.testing.assert_allclose(small, 2.0**0.75, rtol=1e-3)  # Z ≈ q^β when a is small (pCDBN §3.1, q = 2)
 
 
 def test_probabilistic_max_pooling():

@@ -1,4 +1,4 @@
-"""Tests for NoisyOutputNeuron (Lu et al. Algorithm 1, spec §3.8–3.14, §6.1(c), §8 item 3).
+"""Tests for NoisyOutputNeuron (Lu et al. Algorithm 1 lines 9–12, Theorem 6, §5.3 "Privacy budget").
 
 Statistical tests use fixed seeds (the draws are deterministic) and thresholds far from the
 observed values, so they cannot flake.
@@ -17,7 +17,7 @@ from scipy import stats
 import tfdpmech  # noqa: F401
 from tfdpmech.layers.noisy_output_neuron import NoisyOutputNeuron, noise_calibration
 
-MNIST_DZ = 0.3577  # spec §3.13
+MNIST_DZ = 0.3577  # Lu et al. Table 6, MNIST Δz_T
 
 
 def _recover(logits, probs):

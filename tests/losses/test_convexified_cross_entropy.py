@@ -1,4 +1,4 @@
-"""Tests for ConvexifiedCrossEntropy (Lu et al. Eq. 22; spec §3.2, §6.1(a), §8 item 2)."""
+"""Tests for ConvexifiedCrossEntropy (Lu et al. Theorem 5, Eq. 22–23; the authors' element-wise variant)."""
 
 from __future__ import annotations
 

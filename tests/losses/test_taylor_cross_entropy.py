@@ -1,7 +1,8 @@
 """Tests for tfdpmech.losses.taylor_cross_entropy.
 
 The Taylor polynomial of per-class sigmoid cross-entropy at z = 0 (AdLM Eq. 25) is
-``log 2 + (1/2 - y) z + z²/8 = (z - (4y - 2))²/8 + log 2 - 1/2`` per class (spec §3.4, §11.1).
+``log 2 + (1/2 - y) z + z²/8 = (z - (4y - 2))²/8 + log 2 - 1/2`` per class (coefficients ϕ^(0) = log 2,
+ϕ^(1) = 1/2 − y, ϕ^(2) = 1/8 from f_1l, f_2l of Eq. 24 at 0; AdLM §III-C and App. D).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _np(t):
 
 
 def _identity(z, y):
-    """Spec §11.1: Σ_l (z − (4y − 2))²/8 + M(log 2 − 1/2), per example, in float64."""
+    """AdLM Eq. 25 completed to a square: Σ_l (z − (4y − 2))²/8 + M(log 2 − 1/2), per example, in float64."""
     z, y = np.asarray(z, np.float64), np.asarray(y, np.float64)
     return np.sum((z - (4 * y - 2)) ** 2 / 8, axis=-1) + z.shape[-1] * (LN2 - 0.5)
 
@@ -78,7 +79,8 @@ def test_hand_computed_loss():
 def test_loss_sums_over_classes_not_mean():
     z = np.zeros((2, 10), np.float32)
     y = np.eye(10, dtype=np.float32)[[3, 7]]
-    # at z = 0 every class contributes log 2: M log 2 = 6.931472 per example (spec §8.7 item 6)
+    # at z = 0 every class contributes ϕ^(0) = log 2 and Eq. 24–25 sum over the M classes:
+    # M log 2 = 6.931472 per example
     np.testing.assert_allclose(_np(TaylorCrossEntropy().call(tf.constant(y), tf.constant(z))), 10 * LN2, rtol=1e-6)
 
 
@@ -151,10 +153,11 @@ def test_shape_errors():
 
 
 def test_loss_sensitivity_reference_values():
-    assert loss_sensitivity(10, 25) == 1812.5  # 10·(25 + 625/4), MNIST [code]
-    assert loss_sensitivity(10, 30) == 2550.0  # 10·(30 + 900/4), CIFAR-10 [code]
+    assert loss_sensitivity(10, 25) == 1812.5  # 10·(25 + 625/4), MNIST (25-unit last hidden layer, AdLM §IV)
+    assert loss_sensitivity(10, 30) == 2550.0  # 10·(30 + 900/4), CIFAR-10 (30 units, AdLM §IV)
     assert loss_sensitivity(2, 1) == 2.5  # 2·(1 + 1/4)
-    assert loss_sensitivity(10, 26) == 10 * (26 + 26 * 26 / 4)  # an output bias counts as one more unit (§9 A11)
+    # an output bias (the paper's output layer has none) counts as one more unit in Lemma 5
+    assert loss_sensitivity(10, 26) == 10 * (26 + 26 * 26 / 4)
     assert isinstance(loss_sensitivity(10, 25), float)
 
 

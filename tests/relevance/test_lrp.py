@@ -31,7 +31,7 @@ def _unit_data(shape, n, seed=0):
 
 
 # ------------------------------------------------------------------------------------------------
-# numpy reference implementation of the ε rule, loop by loop (spec Eqs. 4–7)
+# numpy reference implementation of the ε rule, loop by loop (AdLM §II-C, Eqs. 4–7)
 # ------------------------------------------------------------------------------------------------
 
 

@@ -15,9 +15,9 @@ def small_model(**kwargs):
     return models.mlp(first_units=16, hidden_units=8, **kwargs)
 
 
-# --- §11.4: sensitivities of the reference configurations -------------------------------
+# --- sensitivities of the reference configurations (AdLM Lemma 3) ------------------------
 def test_delta_h0_reference_configs():
-    # MNIST [code]: 2 · 14·14 positions · 5·5·1 fan-in; CIFAR: 2 · 10·10 · 3·3·3
+    # as the authors' public code computes them. MNIST: 2 · 14·14 positions · 5·5·1 fan-in; CIFAR: 2 · 10·10 · 3·3·3
     assert first_layer_sensitivity("reference_code", d=784, fan_in=25, neurons=0, positions=196) == 9800
     assert first_layer_sensitivity("reference_code", d=1200, fan_in=27, neurons=0, positions=100) == 5400
     assert first_layer_sensitivity("fan_in", d=784, fan_in=25, neurons=28 * 28 * 32, positions=0) == 1_254_400
@@ -36,7 +36,7 @@ def test_geometry_of_paper_cnn():
     assert geo == {"d": 784, "fan_in": 784, "neurons": 16, "positions": 16}
 
 
-# --- §11.8: the accountant against the hand calculation -----------------------------------
+# --- the per-record accountant against the hand calculation ------------------------------
 def test_per_record_bound_hand_calculation():
     eps = provable_epsilon_per_record(eps1=0.075, eps2=0.075, eps3=0.15, batch_size=1800, d=784,
                                       delta_h0=9800, delta_f=1812.5)

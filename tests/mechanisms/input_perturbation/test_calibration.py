@@ -19,7 +19,7 @@ def args(a):
     return (a["epsilon"], a["delta"], a["n"], a["T"], a["G"], a["curvature"])
 
 
-# --- §8.1 calibration vector ------------------------------------------------------------------------
+# --- calibration vector ------------------------------------------------------------------------------
 def test_calibration_vector():
     assert paper_constant(0.1, 1e-5) == pytest.approx(8.0347436, rel=1e-7)
     sigma = sigma_input_perturbation(*args(ANCHOR))
@@ -37,7 +37,8 @@ def test_calibration_vector():
     assert eps_back == pytest.approx(0.0999998, abs=1e-7) and eps_back <= 0.1
     literal = sigma_input_perturbation(*args(ANCHOR), condition="pl", paper_literal_pl=True)
     assert literal**2 == pytest.approx(0.46298000, rel=1e-7)
-    # strong convexity implies PL with μ = Δ: the consistent PL reading gives the same σ (spec §4)
+    # strong convexity implies PL with μ = Δ: keeping √μ in Kang et al. Eq. 12 (Eq. 51 before it is
+    # absorbed into the constant) gives the same σ as Theorem 1
     assert sigma_input_perturbation(*args(ANCHOR), condition="pl") == pytest.approx(sigma, rel=1e-12)
     assert epsilon_paper_accountant(sigma, 1e-5, 1000, 0, 1.0, 0.01) == 0.0
     with pytest.raises(ValueError, match="paper_literal_pl"):
@@ -67,7 +68,7 @@ def test_calibration_rejects_bad_parameters():
         InputPerturbation(0.1, 1.0, 10)
 
 
-# --- §8.3 monotonicity ---------------------------------------------------------------------------------
+# --- monotonicity ---------------------------------------------------------------------------------------
 def test_monotonicity():
     base = sigma_input_perturbation(*args(ANCHOR))
 

@@ -10,7 +10,7 @@ from tfdpmech.mechanisms.input_perturbation import erm_optimum, logistic_constan
 from .helpers import synthetic
 
 
-# --- §8.2 constants ------------------------------------------------------------------------------------
+# --- constants ------------------------------------------------------------------------------------------
 def test_logistic_constants():
     k = logistic_constants(0.01, 1.0)
     assert k.theta_bound == pytest.approx(11.774100, rel=1e-7)

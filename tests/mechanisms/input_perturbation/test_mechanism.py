@@ -24,7 +24,7 @@ from tfdpmech.models.erm import linear_model, paper_mlp
 from .helpers import synthetic
 
 
-# --- §8.4 validation / bad input ----------------------------------------------------------------------
+# --- validation / bad input ----------------------------------------------------------------------------
 def test_perturb_rejects_bad_data():
     x, y = synthetic(50, 3)
     with pytest.raises(ValueError, match="n >= 2"):
@@ -87,7 +87,7 @@ def test_minibatch_is_an_error_in_strict_mode():
             ip.fit(ip.make_linear_model(), xn, yn, **{bad: 0.1})
 
 
-# --- §8.5 freezing, once-only, no raw data ------------------------------------------------------------
+# --- freezing, once-only, no raw data ------------------------------------------------------------------
 def test_noise_is_frozen_across_epochs():
     x, y = synthetic(64, 4)
     ip = InputPerturbation(0.5, 1e-3, 3, seed=1)
@@ -133,7 +133,7 @@ def test_raw_data_not_kept():
     assert not any(isinstance(v, np.ndarray) and v.size > 3 for v in vars(ip).values())
 
 
-# --- §8.6 distribution --------------------------------------------------------------------------------
+# --- distribution --------------------------------------------------------------------------------------
 def test_noise_distribution_per_record_and_shared():
     n, d = 20_000, 5
     x = np.zeros((n, d))
@@ -153,7 +153,7 @@ def test_noise_distribution_per_record_and_shared():
     assert shared.release.reproduction and shared.release.epsilon_provable is None
 
 
-# --- §8.7 reproducibility -------------------------------------------------------------------------------
+# --- reproducibility -------------------------------------------------------------------------------------
 def test_reproducibility():
     x, y = synthetic(40, 3)
     a = InputPerturbation(0.2, 1e-3, 5, seed=7).perturb(x, y)[0]
@@ -165,7 +165,7 @@ def test_reproducibility():
     assert np.array_equal(perturb_record(x[0], 1.0, 3), perturb_record(x[0], 1.0, 3))
 
 
-# --- §8.10 shared noise + unregularised intercept: zero privacy -----------------------------------------
+# --- shared noise + unregularised intercept: zero privacy -----------------------------------------------
 def test_shared_noise_with_free_intercept_leaves_weights_noise_free():
     from scipy.optimize import minimize
 
@@ -265,7 +265,7 @@ def test_local_gaussian_is_proven():
     InputPerturbation(1.0, 1e-5, 5, mode="private", batch_size=10, seed=0).perturb(x, y)
 
 
-# --- §8.12 integration (synthetic) ---------------------------------------------------------------------
+# --- integration (synthetic) ---------------------------------------------------------------------------
 @pytest.mark.slow
 def test_integration_synthetic_logistic():
     n, d, T, lam = 20_000, 10, 100, 0.01

@@ -13,7 +13,7 @@ from tfdpmech.models.erm import L2BallConstraint, linear_model
 from .helpers import synthetic
 
 
-# --- §8.8 Keras equivalence ---------------------------------------------------------------------------
+# --- Keras equivalence ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("num_classes", [2, 3])
 def test_keras_objective_matches_numpy(num_classes):
     lam = 0.05
@@ -38,7 +38,7 @@ def test_keras_objective_matches_numpy(num_classes):
         np.testing.assert_allclose(grad, ref_grad, atol=1e-6)
 
 
-# --- §8.9 projection -------------------------------------------------------------------------------------
+# --- projection -------------------------------------------------------------------------------------------
 def test_projection_after_every_step():
     x, y = synthetic(80, 4, scale=30.0)
     constraint = L2BallConstraint(0.3)
@@ -63,7 +63,7 @@ def test_projection_after_every_step():
     assert len(norms) == 6 and max(norms) <= D * (1 + 1e-6) and max(norms) > 0.99 * D  # active
 
 
-# --- §8.11 callback --------------------------------------------------------------------------------------
+# --- callback --------------------------------------------------------------------------------------------
 def test_callback_stops_at_T_and_logs_epsilon():
     x, y = synthetic(100, 4)
     T = 4

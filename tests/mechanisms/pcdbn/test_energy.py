@@ -33,7 +33,7 @@ def coeff_diff_l1(a, b):
     return float(sum(np.abs(np.asarray(a[k]) - np.asarray(b[k])).sum() for k in a))
 
 
-# --- §4.7 / §8.9: sensitivity ----------------------------------------------------------------
+# --- sensitivity (pCDBN §3.2, Lemma 2, Eqs. 15–16, with a constant normaliser Z) -------------
 def test_sensitivity_matches_spec_worked_numbers():
     def mnist(approx, degree):
         layer = ConvRBM(32, 5, approx=approx, degree=degree)
@@ -59,7 +59,7 @@ def test_sensitivity_bounds_random_records_and_neighbours():
         assert coeff_diff_l1(_exact_coefficients(rbm, d1), _exact_coefficients(rbm, d2)) <= delta
 
 
-# --- §8.6 / §8.9: noise drawn once -----------------------------------------------------------
+# --- noise drawn once (functional mechanism, pCDBN §3.2) -------------------------------------
 def prepared(seed=3, eps=1.0):
     obj = ChebyshevEnergy(small_layer(), "private", epsilon=eps, seed=seed, neg_chains=4)
     obj.prepare(data())

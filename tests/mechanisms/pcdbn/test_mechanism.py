@@ -8,7 +8,7 @@ from tfdpmech.layers.conv_rbm import ConvRBM
 from tfdpmech.mechanisms.pcdbn import PrivateCDBN
 
 
-# --- §8.7: the builder ---------------------------------------------------------------------
+# --- the builder (pCDBN Algorithm 1) ----------------------------------------------------------
 @pytest.fixture(scope="module")
 def mnist(mnist_sample):
     ds = mnist_sample

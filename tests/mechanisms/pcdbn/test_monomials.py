@@ -26,13 +26,13 @@ def data(n=5, channels=2, seed=1):
     return np.random.default_rng(seed).uniform(0, 1, (n, 6, 6, channels)).astype(np.float32)
 
 
-# --- §3.4: monomial algebra and the expansion ----------------------------------------------
+# --- monomial algebra and the expansion of pCDBN Eq. 14 ------------------------------------
 def test_monomial_tables_and_counts():
     t = monomial_table(4, 3)
     assert len(t) == math.comb(6, 3) and np.all(np.diff(t, axis=1) >= 0)
     np.testing.assert_allclose(multinomial_factors(np.array([[0, 0, 1], [0, 1, 2], [2, 2, 2]])), [3, 6, 1])
     assert energy_orders(tfdpmech.chebyshev.PAPER_SMOOTHSTEP[7]) == [1, 2, 4, 6, 8]
-    assert monomial_count(26, tfdpmech.chebyshev.PAPER_SMOOTHSTEP[3]) == 26 + 351 + 23751  # §3.4 sizes
+    assert monomial_count(26, tfdpmech.chebyshev.PAPER_SMOOTHSTEP[3]) == 26 + 351 + 23751  # C(d+m−1, m), m ∈ {1, 2, 4}
 
 
 @pytest.mark.parametrize("approx,degree", [("paper_smoothstep", 3), ("chebyshev_sigmoid", 3), ("paper_smoothstep", 2)])

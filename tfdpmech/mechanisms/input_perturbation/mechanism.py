@@ -312,7 +312,7 @@ class InputPerturbation:
             (x_noisy, y_out), source="InputPerturbation.perturb",
             fix="train on the (x_noisy, y) arrays perturb returned, unmodified (InputPerturbation.fit does)",
         )
-        # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy (§6.3)
+        # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy
         top = float(np.linalg.eigvalsh(x_noisy.T.astype(np.float64) @ x_noisy / n)[-1])
         self.learning_rate_hint = 1.0 / (self.constants.phi2 * top + self.constants.l2)
         self.release = self.ledger.record(self._make_release(n, d, clipped, charge_new_budget))

@@ -202,7 +202,7 @@ def bounds_from_architecture(layer_widths: Sequence[int], n_train: int, l2: floa
     for width, x_t in zip(widths[:-1], maxima):
         prod *= math.sqrt(width) * x_t
     rho = (num_classes - 1) * prod / (num_classes * fan_in)
-    # 2. λ from the Keras coefficient (§3.2: 2λ‖W‖² read as Keras c‖W‖² by the paper)
+    # 2. λ from the Keras coefficient (Eq. 23's 2λ‖W‖² read as Keras c‖W‖² by the paper, so λ = c/2)
     lam = c / 2.0 if lambda_convention == "paper" else 2.0 * c
     # 3. Eq. 15
     delta2_w = 2.0 * rho / (lam * n)
