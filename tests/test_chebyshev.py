@@ -35,7 +35,7 @@ def test_no_broken_degree5_preset():
 
 
 # --- Chebyshev coefficients of σ (pCDBN Eq. 10) ---------------------------------------------
-def test_sigmoid_chebyshev_coefficients_match_spec():
+def test_sigmoid_chebyshev_coefficients_match_the_paper():
     A = cheb.chebyshev_coefficients(cheb.sigmoid, 11, n_nodes=20000)
     expected = {0: 1.0, 1: 0.2355714139, 3: -4.6200917e-3, 5: 1.0983984e-4, 7: -2.6457061e-6,
                 9: 6.3811598e-8, 11: -1.5392947e-9}

@@ -35,6 +35,7 @@ def main(argv):
     mode, path, go = argv[1], argv[2], argv[3]
     count = int(argv[4]) if len(argv) > 4 else 0
     ledger_mod, budget_mod = _import_accounting()
+    open(f"{go}.ready.{os.getpid()}", "w").close()  # imports done: the test may start everyone at once
     while not os.path.exists(go):
         time.sleep(0.002)
     if mode.startswith("budget"):

@@ -67,7 +67,7 @@ def test_normalize_per_example_rejects_bad_input(bad):
 # ------------------------------------------------------------------------------------------------
 
 
-def test_relevance_sensitivity_matches_lemma_1_and_spec_table():
+def test_relevance_sensitivity_matches_lemma_1():
     assert relevance_sensitivity(784, 60000) == pytest.approx(0.026133, abs=1e-6)
     assert relevance_sensitivity(784, 60000) / 0.075 == pytest.approx(0.3484, abs=1e-4)
     assert relevance_sensitivity(400, 50000) == pytest.approx(0.016)

@@ -16,12 +16,7 @@ from .dpsgd import dpsgd_steps, epsilon_any_order, epsilon_for_noise_multiplier,
 from .gaussian import gaussian_epsilon, gdp_delta, gdp_epsilon, local_gaussian_epsilon, sigma_local_gaussian
 from .events import compose_events, event_from_json, event_to_json
 from .ledger import NONE_PROVEN, Guarantee, NoneProven, PrivacyLedger, Release, check_epochs, format_epsilon
-from .query_budget import (
-    BudgetExhaustedError,
-    BudgetStateError,
-    QueryBudgetAccountant,
-    UnlimitedAccountant,
-)
+from .query_budget import BudgetExhaustedError, BudgetStateError, QueryBudgetAccountant, UnlimitedAccountant
 
 __all__ = [
     "Release", "PrivacyLedger", "Guarantee", "NoneProven", "NONE_PROVEN", "format_epsilon", "check_epochs",

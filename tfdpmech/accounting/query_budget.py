@@ -221,11 +221,10 @@ class QueryBudgetAccountant:
             )
 
     def refresh(self) -> None:
-        """Re-read the spent count from the state file (charges made by other processes)."""
-        if self.state_path is None:
-            return
-        with self._lock, self._locked_file():
-            self._reload_unlocked()
+        """Re-read the spent count from the state file (charges made by other processes); no-op in memory."""
+        if self.state_path is not None:
+            with self._lock, self._locked_file():
+                self._reload_unlocked()
 
     def _reload_unlocked(self) -> None:
         if not os.path.exists(self.state_path):

@@ -6,10 +6,11 @@ import keras
 import tensorflow as tf
 
 from ..validation import check_real
+from .shape_preserving import ShapePreservingLayer
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class BatchMinMax(keras.layers.Layer):
+class BatchMinMax(ShapePreservingLayer):
     """Min-max normalise each unit over the batch into [0, 1] (AdLM §III-B, dense layers).
 
     Training: ``(h - min_batch) / (max_batch - min_batch + epsilon)`` per unit, and moving
@@ -25,6 +26,8 @@ class BatchMinMax(keras.layers.Layer):
 
     Input shape: ``(batch, units)``. Output shape: same.
     """
+
+    CONFIG_KEYS = ("momentum", "epsilon")
 
     lrp_passthrough = True
 
@@ -57,11 +60,3 @@ class BatchMinMax(keras.layers.Layer):
         else:
             lo, hi = self.moving_min, self.moving_max
         return (inputs - lo) / (hi - lo + self.epsilon)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(momentum=self.momentum, epsilon=self.epsilon)
-        return config

@@ -6,10 +6,11 @@ import keras
 import tensorflow as tf
 
 from ..validation import check_positive_real
+from .shape_preserving import ShapePreservingLayer
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class BatchStatisticsNormalization(keras.layers.Layer):
+class BatchStatisticsNormalization(ShapePreservingLayer):
     """``γ·(x − mean_B)/sqrt(var_B + eps) + β`` with the batch's own mean and variance, always.
 
     The authors' public AdLM and pCDBN code normalises the FC-25 layer with
@@ -26,6 +27,8 @@ class BatchStatisticsNormalization(keras.layers.Layer):
 
     Input shape: ``(batch, features)``. Output shape: same.
     """
+
+    CONFIG_KEYS = ("epsilon", "trainable_affine")
 
     def __init__(self, epsilon: float = 1e-3, trainable_affine: bool = True, **kwargs):
         super().__init__(**kwargs)
@@ -46,11 +49,3 @@ class BatchStatisticsNormalization(keras.layers.Layer):
         # the same at training and at test: no moving averages exist
         mean, var = tf.nn.moments(inputs, axes=[0])
         return tf.nn.batch_normalization(inputs, mean, var, self.beta, self.gamma, self.epsilon)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(epsilon=self.epsilon, trainable_affine=self.trainable_affine)
-        return config

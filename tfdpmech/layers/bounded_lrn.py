@@ -7,10 +7,11 @@ import numpy as np
 import tensorflow as tf
 
 from ..validation import check_positive_int, check_real
+from .shape_preserving import ShapePreservingLayer
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class BoundedLRN(keras.layers.Layer):
+class BoundedLRN(ShapePreservingLayer):
     """AlexNet-style LRN whose output is bounded in [0, 1] for non-negative inputs.
 
     Implements AdLM Eq. 22 (Phan et al., ICDM'17), channels last::
@@ -34,6 +35,8 @@ class BoundedLRN(keras.layers.Layer):
         >>> x = keras.layers.ReLU()(keras.layers.Conv2D(8, 3)(keras.Input((6, 6, 1))))
         >>> y = BoundedLRN()(x)
     """
+
+    CONFIG_KEYS = ("q", "size", "alpha", "beta")
 
     lrp_passthrough = True
 
@@ -69,11 +72,3 @@ class BoundedLRN(keras.layers.Layer):
         window_sum = tf.tensordot(tf.square(inputs), band, axes=[[-1], [0]])
         denom = tf.pow(self.q + self.alpha * window_sum, self.beta)
         return inputs / tf.maximum(inputs, denom)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(q=self.q, size=self.size, alpha=self.alpha, beta=self.beta)
-        return config

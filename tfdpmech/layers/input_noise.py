@@ -8,10 +8,11 @@ import tensorflow as tf
 
 from ..noise import tf_laplace
 from ..validation import check_array, check_interval, check_positive_int
+from .shape_preserving import ShapePreservingLayer
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class InputNoise(keras.layers.Layer):
+class InputNoise(ShapePreservingLayer):
     """Add one Laplace draw per feature, shared by the batch and redrawn every training step.
 
     This is the ``shared_per_step`` mode of AdLM: what the authors' MNIST code does, used only to
@@ -70,9 +71,6 @@ class InputNoise(keras.layers.Layer):
             return inputs
         noisy = inputs + tf_laplace(self.feature_shape, self.scales, self._generator, inputs.dtype)
         return noisy if self.clip is None else tf.clip_by_value(noisy, *self.clip)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
     def get_config(self):
         config = super().get_config()

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from ..noise import tf_laplace
 from ..validation import check_choice, check_epsilon, check_positive_int, check_positive_real
+from .shape_preserving import ShapePreservingLayer
 
 __all__ = ["NoisyOutputNeuron", "noise_calibration", "NOISE_TYPES", "GAUSSIAN_SPLITS", "OUTPUT_MODES"]
 
@@ -61,7 +62,7 @@ def noise_calibration(epsilon_query: float, delta_z: float, num_classes: int, *,
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class NoisyOutputNeuron(keras.layers.Layer):
+class NoisyOutputNeuron(ShapePreservingLayer):
     """Perturb one output logit per query (Lu et al. Algorithm 1), or all of them; return softmax.
 
     Per row (= per query) and per call, with fresh randomness every time:
@@ -173,9 +174,6 @@ class NoisyOutputNeuron(keras.layers.Layer):
             z_hat = z + mask * eta
         # 6. softmax of the perturbed logits
         return tf.cast(tf.nn.softmax(z_hat, axis=-1), inputs.dtype)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
     def get_config(self):
         config = super().get_config()

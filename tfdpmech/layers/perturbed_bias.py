@@ -6,10 +6,11 @@ import keras
 import numpy as np
 
 from ..validation import check_array, check_positive_int
+from .shape_preserving import ShapePreservingLayer
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class PerturbedBias(keras.layers.Layer):
+class PerturbedBias(ShapePreservingLayer):
     """Add a trainable bias ``W_b`` times a frozen noisy constant ``b̄`` (AdLM Alg. 1 line 14).
 
     In the proof of Lemma 4 the bias is a constant input ``1`` with trainable weight ``W_b``;
@@ -25,6 +26,8 @@ class PerturbedBias(keras.layers.Layer):
 
     Input shape: ``(batch, ..., units)``. Output shape: same.
     """
+
+    CONFIG_KEYS = ("units",)  # b̄ itself travels with the weights
 
     lrp_passthrough = True
 
@@ -58,11 +61,3 @@ class PerturbedBias(keras.layers.Layer):
 
     def call(self, inputs):
         return inputs + self.bias * self.b_bar
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(units=self.units)  # b̄ itself travels with the weights
-        return config

@@ -6,10 +6,11 @@ import keras
 import tensorflow as tf
 
 from ..validation import check_real
+from .shape_preserving import ShapePreservingLayer
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class UnitClip(keras.layers.Layer):
+class UnitClip(ShapePreservingLayer):
     """Clip activations to ``[low, high]`` (default [0, 1]).
 
     The sensitivity ``Δ_F = M(|h| + |h|²/4)`` of the Taylor loss (AdLM Lemma 5) holds only if
@@ -22,6 +23,8 @@ class UnitClip(keras.layers.Layer):
 
     Input shape: any. Output shape: same.
     """
+
+    CONFIG_KEYS = ("low", "high")
 
     lrp_passthrough = True
 
@@ -37,11 +40,3 @@ class UnitClip(keras.layers.Layer):
 
     def call(self, inputs):
         return tf.clip_by_value(inputs, self.low, self.high)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(low=self.low, high=self.high)
-        return config

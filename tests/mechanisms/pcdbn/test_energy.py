@@ -34,7 +34,7 @@ def coeff_diff_l1(a, b):
 
 
 # --- sensitivity (pCDBN §3.2, Lemma 2, Eqs. 15–16, with a constant normaliser Z) -------------
-def test_sensitivity_matches_spec_worked_numbers():
+def test_sensitivity_matches_worked_numbers():
     def mnist(approx, degree):
         layer = ConvRBM(32, 5, approx=approx, degree=degree)
         layer.build((None, 28, 28, 1))

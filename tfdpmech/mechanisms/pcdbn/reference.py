@@ -155,6 +155,9 @@ class PCDBNReference:
                  finetune_lr: float = 2e-4, seed: int | None = None, ledger: PrivacyLedger | None = None):
         self.epsilon = check_epsilon(epsilon)
         self.batch_size = check_positive_int(batch_size, "batch_size")
+        self.ledger = ledger_or_new(ledger)
+        self.seed = seed
+        self._rng = make_rng(seed)
         if isinstance(maps, (str, bytes)) or not hasattr(maps, "__iter__"):
             raise TypeError(f"maps must be a sequence of feature-map counts, e.g. (32, 64), got {maps!r}")
         self.maps = tuple(check_positive_int(m, "maps") for m in maps)
@@ -165,9 +168,6 @@ class PCDBNReference:
         self.pretrain_epochs = check_positive_int(pretrain_epochs, "pretrain_epochs", minimum=0)
         self.pretrain_lr = check_positive_real(pretrain_lr, "pretrain_lr")
         self.finetune_lr = check_positive_real(finetune_lr, "finetune_lr")
-        self.seed = seed
-        self._rng = make_rng(seed)
-        self.ledger = ledger_or_new(ledger)
         self.model: keras.Model | None = None
         self.history: dict = {"epoch": [], "step": [], "accuracy": [], "loss": []}
         self.pretrain_history: dict = {}
