@@ -25,10 +25,14 @@ def test_summary_of_repeats():
 def test_tiny_bench_writes_ratios_with_spread(tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = argparse.Namespace(out=str(out), repeats=2, epochs=1, epsilon=1.0, max_private=600,
-                              methods=("nonprivate", "ilm_per_record"), no_memory=True)
+                              methods=("nonprivate", "ilm_per_record", "fm_head_gauss"), no_memory=True)
     assert main(args) == 0
     result = json.loads(out.read_text())
     ratio = result["methods"]["ilm_per_record"]["throughput_ratio_to_baseline"]
     assert ratio["repeats"] == 2 and ratio["min"] <= ratio["median"] <= ratio["max"]
     assert result["environment"]["device"].startswith(("CPU", "GPU"))
+    head = result["methods"]["fm_head_gauss"]  # the private part happens in preprocessing, once
+    assert head["examples_per_second"] is None
+    cost = head["preprocessing_over_one_baseline_epoch"]
+    assert cost["repeats"] == 2 and cost["median"] > 0
     assert "median [min–max]" in capsys.readouterr().out
