@@ -176,8 +176,6 @@ def _release_validates() -> bool:
 # these cases run as expected failures until it lands, then as ordinary cases (strict: an unexpected pass fails).
 ACCOUNTING = pytest.mark.xfail(not _release_validates(), strict=True,
                                reason="Release/PrivacyLedger validation lands with the accounting helper's change")
-FORMAT_EPSILON = pytest.mark.xfail(strict=True, reason="format_epsilon (accounting/ledger.py) does not check its "
-                                                       "arguments; reported to the accounting helper")
 
 
 def _adlm(ledger, **kw):
@@ -454,10 +452,8 @@ for k, v in {"str": "2", "neg": -3, "nan": NAN, "bool": True}.items():
     case(f"PrivacyLedger.epsilon_claimed-epochs-{k}", "epochs", lambda led, v=v: led.epsilon_claimed(v),
          "PrivacyLedger", marks=ACCOUNTING)
 for k, v in {"str": "1", "nan": NAN, "neg": -1.0}.items():
-    case(f"format_epsilon-claimed-{k}", "claimed", lambda led, v=v: format_epsilon(v, 1.0), "format_epsilon",
-         marks=FORMAT_EPSILON)
-case("format_epsilon-delta-str", "delta", lambda led: format_epsilon(1.0, 1.0, "0"), "format_epsilon",
-     marks=FORMAT_EPSILON)
+    case(f"format_epsilon-claimed-{k}", "claimed", lambda led, v=v: format_epsilon(v, 1.0), "format_epsilon")
+case("format_epsilon-delta-str", "delta", lambda led: format_epsilon(1.0, 1.0, "0"), "format_epsilon")
 
 # AFRRS (region budgets), the reference modes (mode="reference"), BatchStatisticsNormalization
 def _afrrs(led, **kw):

@@ -291,7 +291,18 @@ def format_epsilon(claimed: float, provable, delta: float = 0.0) -> str:
     """Render claimed and provable ε together, e.g. ``claimed ε=0.3 | provable ε=11.2``.
 
     ``provable`` is a number, None or a :class:`NoneProven`.
+
+    Raises:
+        TypeError / ValueError: ``claimed`` or ``provable`` not a real number >= 0 (∞ allowed: no
+            privacy), ``delta`` negative or NaN.
     """
+    for name, value in (("claimed", claimed), ("provable", provable), ("delta", delta)):
+        if name == "provable" and (value is None or isinstance(value, NoneProven)):
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"format_epsilon: {name} must be a real number, got {_describe(value)}; pass a float")
+        if math.isnan(value) or value < 0:  # a composed δ >= 1 is vacuous but still shown as it is
+            raise ValueError(f"format_epsilon: {name} must be >= 0 (inf for no privacy), got {value!r}")
     d = f", δ={delta:g}" if delta else ""
     prov = NONE_PROVEN if provable is None or isinstance(provable, NoneProven) else f"ε={provable:.4g}{d}"
     return f"claimed ε={claimed:.4g} | provable {prov}"
