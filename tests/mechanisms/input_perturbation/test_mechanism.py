@@ -253,6 +253,9 @@ def test_local_gaussian_is_proven():
     r = ip.release
     assert r.guarantee == "proven" and r.epsilon_provable <= 1.0 and "labels public" in r.details["adjacency"]
     assert ip.report()["guarantee"].startswith("formal")
+    # the features' release carries its dp_accounting event, noise multiplier σ/(2R)
+    assert r.event.noise_multiplier == pytest.approx(ip.sigma / (2.0 * ip.feature_norm_bound))
+    assert PrivacyLedger([r]).epsilon_provable() == pytest.approx(r.epsilon_provable, rel=1e-3)
     ip_lab = InputPerturbation(1.0, 1e-5, 5, mode="private", label_epsilon=0.2, seed=0)
     ip_lab.perturb(x, y)
     assert ip_lab.release.epsilon_provable == pytest.approx(0.2 + local_gaussian_epsilon(ip_lab.sigma, 1e-5))

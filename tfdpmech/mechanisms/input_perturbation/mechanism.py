@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, sigma_local_gaussian
+from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, require_dp_accounting, sigma_local_gaussian
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...models.erm import linear_model, paper_mlp
 from ...noise import gaussian, make_rng, noise_fingerprint
@@ -364,6 +364,10 @@ class InputPerturbation:
                    + "); the model is post-processing of the noisy data for any optimizer, batch size and "
                    f"model{labels}"),
             delta=self.delta, sensitivity=2.0 * self.feature_norm_bound, noise_scale=self.sigma, details=details,
+            # the features' Gaussian mechanism as a dp_accounting event, so that a ledger composes it with other
+            # (ε, δ) releases by PLD/RDP; with randomized labels the pure label ε adds (no event)
+            event=(require_dp_accounting("the input-perturbation ledger").GaussianDpEvent(
+                self.sigma / (2.0 * self.feature_norm_bound)) if self.label_epsilon is None else None),
         )
 
     def _implied_local_epsilon(self):
