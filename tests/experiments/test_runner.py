@@ -111,3 +111,16 @@ def test_bad_configuration_is_refused_before_any_training(changes, message):
     config = CompareConfig(**{**dict(methods=("nonprivate",), verbose=0), **changes})
     with pytest.raises((ValueError, TypeError), match=message):
         config.validate()
+
+
+def test_a_run_whose_epsilon_no_noise_certifies_is_skipped_with_the_reason_and_the_rest_go_on():
+    from tfdpmech.report.writer import report_markdown
+
+    config = CompareConfig(datasets=("breast_cancer",), methods=("nonprivate", "dpsgd"), epsilons=(0.001, 1.0),
+                           seeds=(0,), epochs=20, model="linear", public=0, audit=(), verbose=0)
+    results = run_comparison(config)
+    assert [(r["method"], r["epsilon_target"]) for r in results["runs"]] == [("nonprivate", None), ("dpsgd", 1.0)]
+    (skip,) = results["skipped"]
+    assert (skip["method"], skip["epsilon_target"], skip["seed"]) == ("dpsgd", 0.001, 0)
+    assert "cannot be certified" in skip["reason"]
+    assert "**skipped** dpsgd on breast_cancer at target ε=0.001" in report_markdown(results)

@@ -33,6 +33,7 @@ from ..validation import check_batch_size, check_choice, check_delta, check_epsi
 from .gaussian import require_dp_accounting
 
 __all__ = [
+    "NotCertifiableError",
     "ACCOUNTANT",
     "SAMPLING",
     "check_training_shape",
@@ -48,6 +49,14 @@ __all__ = [
     "poisson_noise_multiplier",
     "pld_discretization",
 ]
+
+
+class NotCertifiableError(ValueError):
+    """No noise multiplier certifies the target ε at this δ, sampling rate and number of steps.
+
+    A ``ValueError`` (raised before anything trains); ``tfdpmech compare`` reports such a run as
+    skipped, with this message, and goes on with the others.
+    """
 
 ACCOUNTANT = "dp_accounting RDP accountant (add-or-remove-one adjacency)"
 SAMPLING = "Poisson subsampling with q = batch_size / n"
@@ -202,13 +211,13 @@ def _calibrate(epsilon, delta, n, batch_size, epochs, used_microbatching, tol) -
             if current <= epsilon:
                 break
             if current >= previous * 0.99:  # the RDP bound has levelled off above the target
-                raise ValueError(
+                raise NotCertifiableError(
                     f"epsilon={epsilon:g} cannot be certified with delta={delta:g} by the RDP accountant for "
                     f"{steps} steps (ε levels off at {current:.4g}); raise epsilon or delta, or train fewer epochs"
                 )
             previous = current
         else:  # pragma: no cover - needs an absurdly small ε
-            raise ValueError(f"no noise multiplier <= {hi:g} reaches epsilon={epsilon:g}; the target is too small")
+            raise NotCertifiableError(f"no noise multiplier <= {hi:g} reaches epsilon={epsilon:g}; the target is too small")
     else:
         for _ in range(60):
             lo = lo / 2.0
@@ -358,7 +367,7 @@ def _calibrate_poisson(epsilon, delta, q, steps, accountant, tol) -> float:
             return math.inf
 
     def not_certifiable(best):
-        return ValueError(
+        return NotCertifiableError(
             f"epsilon={epsilon:g} cannot be certified at delta={delta:g} for {steps} steps with sampling "
             f"probability q={q:.4g} by the {accountant.upper()} accountant (the smallest ε reached, with noise "
             f"multiplier up to {SIGMA_MAX:g}, is {best:.4g}); raise epsilon or delta, or train fewer steps"

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ..accounting.dpsgd import NotCertifiableError
 from ..audit.canary import audit_scores, ball_canaries, draw_membership, loss_scores, noise_canaries
 from ..data_tabular import TabularConfig
 from ..report.schema import SCHEMA_VERSION, RunResult
@@ -372,7 +373,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
     log(f"tfdpmech compare ({config.preset}): {total} runs on {', '.join(config.datasets)}, model={config.model}, "
         f"{device}")
     progress = Progress(total, verbose=config.verbose)
-    runs, audit_report, i = [], {}, 0
+    runs, skipped, audit_report, i = [], [], {}, 0
     for ctx, plan in plans:
         audits = []
         for name in config.audit:
@@ -394,7 +395,14 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.done = done_before + epoch / epochs
                 progress.update(0, label, f"epoch {epoch}/{epochs} acc {acc:.3f}")
 
-            result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch)
+            try:
+                result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch)
+            except NotCertifiableError as exc:  # raised by the calibration, before anything trained
+                progress.done = i
+                progress.finish_run(label, "skipped: ε not certifiable")
+                skipped.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon,
+                                "seed": seed, "reason": str(exc)})
+                continue
             progress.done = i
             progress.finish_run(label, f"acc {result.accuracy:.4f}")
             runs.append(result.to_dict())
@@ -411,6 +419,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
         "methods": {m: {"description": METHODS[m].description, "mode": METHODS[m].mode, "paper": METHODS[m].paper}
                     for m in config.methods},
         "runs": runs,
+        "skipped": skipped,
         "audit": audit_report,
         "total_seconds": time.perf_counter() - started,
     }

@@ -75,7 +75,8 @@ class RunResult:
 
 
 RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
-RESULTS_KEYS = ("schema", "preset", "config", "environment", "data", "methods", "runs", "audit", "total_seconds")
+RESULTS_KEYS = ("schema", "preset", "config", "environment", "data", "methods", "runs", "skipped", "audit",
+               "total_seconds")
 
 
 def check_results_schema(results: dict) -> None:

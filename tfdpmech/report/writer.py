@@ -93,6 +93,16 @@ def findings_markdown(results: dict) -> list[str]:
     return (["## Audit findings", "", *lines, ""]) if lines else []
 
 
+def skipped_markdown(results: dict) -> list[str]:
+    """Runs the comparison skipped because no noise level certifies their ε, grouped over seeds."""
+    groups: dict = {}
+    for s in results.get("skipped", []):
+        groups.setdefault((s["dataset"], s["method"], s["epsilon_target"], s["reason"]), []).append(s["seed"])
+    lines = [f"- **skipped** {method} on {dataset} at target ε={eps:g} (seeds {', '.join(map(str, seeds))}): {reason}"
+             for (dataset, method, eps, reason), seeds in groups.items()]
+    return ["## Skipped runs (no row in the table)", "", *lines, ""] if lines else []
+
+
 def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     """The whole results.md text."""
     rows = summarize(results) if rows is None else rows
@@ -103,7 +113,7 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     for name, d in results["data"].items():
         lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
                      f"{d['test']} test records. {d['note']}")
-    lines += ["", *findings_markdown(results), markdown_table(rows), "", EXPLANATION, "", *_audit_notes(results), ""]
+    lines += ["", *findings_markdown(results), markdown_table(rows), "", *skipped_markdown(results), EXPLANATION, "", *_audit_notes(results), ""]
     lines += [f"- **{name}** ({m['mode']}): {m['description']}" for name, m in results["methods"].items()]
     return "\n".join(lines) + "\n"
 
