@@ -18,7 +18,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[dpsgd,audit,test,notebooks]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dpsgd,audit,scatter,test,notebooks]"
 	$(PY) -m tfdpmech.audit.tf_privacy_mia_addon
 	touch $@
 

@@ -54,3 +54,15 @@ def test_public_digits_source():
 def test_heads_need_public_data():
     with pytest.raises(ValueError, match="needs public data"):
         CompareConfig(methods=("fm_head_gauss",), public=0).validate()
+
+
+def test_scatter_head_needs_no_public_data_and_is_proven():
+    pytest.importorskip("tfdpmech.features.kymatio_compat", reason="kymatio is the optional extra tfdpmech[scatter]")
+    config = CompareConfig(methods=("fm_head_scatter",), epsilons=(8.0,), seeds=(0,), epochs=1, public=0, audit=(),
+                           verbose=0, options={"max_private": 600, "max_test": 200})
+    (run,) = run_comparison(config)["runs"]  # no public_only row: no public data is used
+    assert run["mode"] == "private" and run["epsilon_provable"] == pytest.approx(8.0) == run["epsilon_claimed"]
+    features, head = run["ledger"]["releases"]
+    assert features["epsilon_provable"] == 0.0 and "scattering transform" in features["basis"]
+    assert head["mechanism"] == "gaussian" and head["details"]["n"] == 600
+    assert run["accuracy"] > 0.3  # learns from 600 private records (chance 0.1)

@@ -5,8 +5,9 @@
 * public data sources: :func:`split_public` (a disjoint part of a training split) and
   :func:`load_digits_public` (scikit-learn's 8×8 digits resized to 28×28).
 
-The scattering transform (Tramèr & Boneh, ICLR 2021) via ``kymatio`` is not offered: kymatio 0.3.0
-imports ``scipy.special.sph_harm``, which the SciPy of this stack (1.17) no longer has.
+* :func:`scatter_features`: the 2-D scattering transform (Tramèr & Boneh, ICLR 2021) via
+  ``kymatio`` (the optional extra ``tfdpmech[scatter]``), then a fixed random projection
+  (data-independent; unbounded, for the Gaussian head).
 """
 
 from .extractor import FeatureExtractor, weights_fingerprint
@@ -15,9 +16,10 @@ from .public_data import (
     PublicSplit, check_disjoint, load_digits_public, public_split, record_hashes, split_public,
 )
 from .random import RandomFourierFeatures, random_features
+from .scatter import ScatteringProjection, scatter_features
 
 __all__ = [
     "FeatureExtractor", "weights_fingerprint", "public_features", "layer_bounds", "random_features",
-    "RandomFourierFeatures", "PublicSplit", "split_public", "load_digits_public", "public_split",
+    "RandomFourierFeatures", "scatter_features", "ScatteringProjection", "PublicSplit", "split_public", "load_digits_public", "public_split",
     "check_disjoint", "record_hashes",
 ]

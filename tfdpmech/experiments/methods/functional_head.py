@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from ...features import public_features
+from ...features import public_features, scatter_features
 from ...features.public_data import load_digits_public
 from ...heads import FunctionalHead
 from ..context import PUBLIC_SOURCES
@@ -63,6 +63,19 @@ def _head(mechanism: str):
     return prepare
 
 
+def _scatter_head(ctx, epsilon, seed) -> Prepared:
+    """The Gaussian head on data-independent scattering features: no public data at all."""
+    feats = scatter_features(tuple(ctx.x_private.shape[1:]), seed=seed)  # ε = 0: fixed filters, seeded projection
+    start = time.perf_counter()
+    head = FunctionalHead(feats, ctx.num_classes, mechanism="gaussian", epsilon=epsilon, delta=ctx.config.delta,
+                          seed=seed).fit(ctx.x_private, ctx.y_private)
+    seconds = time.perf_counter() - start  # the scattering of the private set included
+    return Prepared(head.model, ledger=head.ledger, preprocessing_seconds=seconds, epochs=1,
+                    notes={"features": feats.name, "noise_scale": head.release.noise_scale,
+                           "sensitivity": head.release.sensitivity, "ridge": head.ridge, "private_seconds": seconds,
+                           "training": "closed form on the released statistics (no epochs)"})
+
+
 register_method("public_only", _public_only,
                 "the public model alone (trained on the public records only; ε = 0 for the private set): what the "
                 "private data add is read against it", mode="none", takes_epsilon=False, uses_public=True)
@@ -73,6 +86,10 @@ register_method("fm_head", _head("laplace"),
 register_method("fm_head_gauss", _head("gaussian"),
                 "functional-mechanism head with Gaussian noise once (features clipped to unit norm, σ from "
                 "dp_accounting): (ε, δ) proven", mode="private", uses_public=True)
+register_method("fm_head_scatter", _scatter_head,
+                "functional-mechanism head (Gaussian) on data-independent features: the 2-D scattering transform "
+                "(Tramèr & Boneh 2021, kymatio, J = 2) and a fixed 512-dim random projection; no public data; (ε, δ) "
+                "proven", mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))
 register_method("adlm_private", _head("laplace"),
                 "AdLM provable mode: Algorithm 1's loss-coefficient release (lines 16–19) done soundly — summed over "
                 "the private set, once, on the public relevance model's bounded hidden layer; Steps 1–2 unused, so "

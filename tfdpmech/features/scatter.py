@@ -1,0 +1,101 @@
+"""Scattering-transform features (Tramèr & Boneh, ICLR 2021): data-independent, via ``kymatio``.
+
+The 2-D scattering transform (Mallat 2012; Bruna & Mallat 2013) is a fixed cascade of Morlet
+wavelet convolutions and moduli: its filters depend on the image shape and ``J`` only, never on
+data, so it releases nothing about the private records (ε = 0) and needs no public data. The
+``81·(H/4)·(W/4)`` coefficients (J = 2, 8 angles) are reduced to ``units`` by a fixed Gaussian
+random projection drawn from ``numpy.random.default_rng(seed)``; the functional head's Gaussian
+calibration then normalises each vector (bias included) to unit L2 norm. kymatio is imported when
+the layer is built (:mod:`tfdpmech.features.kymatio_compat` says how it loads on recent SciPy).
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..noise import make_rng
+from ..validation import check_positive_int
+from .extractor import FeatureExtractor
+
+__all__ = ["ScatteringProjection", "scatter_features", "import_kymatio_tensorflow"]
+
+
+def import_kymatio_tensorflow():
+    """``kymatio.tensorflow``, through :mod:`tfdpmech.features.kymatio_compat` (ImportError with the hint)."""
+    from .kymatio_compat import kymatio_tensorflow
+
+    return kymatio_tensorflow
+
+
+@keras.saving.register_keras_serializable(package="tfdpmech")
+class ScatteringProjection(keras.layers.Layer):
+    """2-D scattering transform of one-channel images, then a fixed random projection.
+
+    Args:
+        J: scale of the transform (the output is ``2^J`` times smaller per side).
+        units: dimension of the random projection.
+        seed: integer seed of the projection (frozen, data-independent).
+
+    Input shape: ``(batch, H, W, 1)``. Output shape: ``(batch, units)``.
+    """
+
+    def __init__(self, J: int = 2, units: int = 512, seed: int = 0, **kwargs):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self.J = check_positive_int(J, "J")
+        self.units = check_positive_int(units, "units")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be an integer (the features must be reproducible), got {seed!r}")
+        self.seed = int(seed)
+
+    def build(self, input_shape):
+        if len(input_shape) != 4 or input_shape[-1] != 1:
+            raise ValueError(f"ScatteringProjection needs (batch, H, W, 1) images, got {tuple(input_shape)}")
+        height, width = int(input_shape[1]), int(input_shape[2])
+        self._scattering = import_kymatio_tensorflow().Scattering2D(J=self.J, shape=(height, width))
+        dim = int(np.prod(self._scattering.output_shape)) if hasattr(self._scattering, "output_shape") else None
+        if dim is None:
+            dim = int(np.prod(self._scattering(tf.zeros((1, height, width))).shape[1:]))
+        w = make_rng(self.seed).normal(0.0, 1.0 / math.sqrt(self.units), (dim, self.units)).astype(np.float32)
+        self.kernel = self.add_weight(name="kernel", shape=(dim, self.units), trainable=False,
+                                      initializer=keras.initializers.Constant(w))
+        super().build(input_shape)
+
+    def call(self, inputs):
+        s = self._scattering(tf.cast(inputs[..., 0], tf.float32))
+        return tf.matmul(tf.reshape(s, (tf.shape(s)[0], -1)), self.kernel)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.units)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(J=self.J, units=self.units, seed=self.seed)
+        return config
+
+
+def scatter_features(input_shape=(28, 28, 1), *, J: int = 2, units: int = 512, seed: int = 0) -> FeatureExtractor:
+    """A data-independent :class:`FeatureExtractor`: scattering transform + fixed random projection.
+
+    Needs no public data (Tramèr & Boneh's ScatterNet features). The features are unbounded, so use
+    them with the Gaussian calibration of :class:`~tfdpmech.heads.FunctionalHead`.
+
+    Args:
+        input_shape: shape of one image, ``(H, W, 1)``.
+        J: scattering scale.
+        units: projection dimension.
+        seed: projection seed (recorded in the ledger).
+    """
+    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__") or len(input_shape) != 3:
+        raise TypeError(f"input_shape must be the shape of one image, e.g. (28, 28, 1), got {input_shape!r}")
+    inp = keras.Input(tuple(check_positive_int(s, f"input_shape[{i}]") for i, s in enumerate(input_shape)))
+    layer = ScatteringProjection(J, units, seed, name="scattering_projection")
+    model = keras.Model(inp, layer(inp), name=f"scatter_J{J}_{units}")
+    provenance = (f"2-D scattering transform (kymatio, J={J}, Morlet filters fixed by the image shape) and a "
+                  f"{units}-dimensional Gaussian random projection drawn from numpy.random.default_rng({seed}), "
+                  "independent of any data: ε = 0")
+    return FeatureExtractor(model, name=f"scatter:J{J}:{units}", provenance=provenance)
