@@ -79,9 +79,9 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
                 per_query = mine[0]["per"] == "query"
                 ax.errorbar(x, 100 * y, yerr=100 * e, marker="s" if per_query else "o", ls=":" if per_query else "-",
                             capsize=3, label=method + (" (ε per query)" if per_query else ""), color=f"C{i}")
-            for r in subset:
-                if not r["private"]:
-                    ax.axhline(100 * r["accuracy_mean"], ls="--", color="gray", label=f"{r['method']} (no privacy)")
+            for j, r in enumerate(r for r in subset if not r["private"]):  # nonprivate, public_only: told apart
+                ax.axhline(100 * r["accuracy_mean"], ls=("--", "-.", ":")[j % 3], color=("gray", "black")[j % 2],
+                           label=f"{r['method']} (no privacy)")
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -95,8 +95,8 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
                       transform=ax_p.transAxes, fontsize=8, color="crimson")
         if audited:
             _audit_panel(row_axes[2], subset, methods)
-    fig.suptitle("Accuracy vs ε: the same runs at their claimed (left) and provable (middle) ε"
-                 + ("; right: audited ε lower bound" if audited else ""))
+    fig.suptitle("Accuracy vs ε: the same runs at their claimed (left) and provable "
+                 + ("(middle) ε; right: audited ε lower bound" if audited else "(right) ε"))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
