@@ -35,4 +35,6 @@ def test_tiny_bench_writes_ratios_with_spread(tmp_path, capsys):
     assert head["examples_per_second"] is None
     cost = head["preprocessing_over_one_baseline_epoch"]
     assert cost["repeats"] == 2 and cost["median"] > 0
+    core = head["statistics_release_solve_over_one_baseline_epoch"]  # a part of the preprocessing
+    assert core["repeats"] == 2 and 0 < core["median"] <= cost["median"]
     assert "median [min–max]" in capsys.readouterr().out

@@ -83,6 +83,7 @@ def test_ledger_is_proven_and_noise_is_drawn_once(mechanism):
     assert ledger.epsilon_provable() == ledger.epsilon_claimed() == 2.0
     assert ledger.delta() == (1e-5 if mechanism == "gaussian" else 0.0)
     assert all(r.guarantee == "proven" for r in ledger.releases)
+    assert set(head.seconds) == {"features", "statistics_release_solve"} and min(head.seconds.values()) > 0
     before = (ledger.to_dict(), head.statistics()["s1_bar"].copy(), head.model.get_weights())
     # train "longer": the returned model is frozen, the pseudo-records are post-processing
     head.model.fit(np.pad(x, ((0, 0), (0, 2))).astype(np.float32), np.eye(3)[labels], epochs=2, verbose=0)

@@ -59,6 +59,8 @@ def _head(mechanism: str):
                         notes={"public": ctx.public_source, "features": feats.name,
                                "noise_scale": release.noise_scale, "sensitivity": release.sensitivity,
                                "ridge": head.ridge, "private_seconds": seconds,
+                               "features_seconds": head.seconds["features"],
+                               "statistics_release_solve_seconds": head.seconds["statistics_release_solve"],
                                "training": "closed form on the released statistics (no epochs)"})
     return prepare
 
