@@ -21,7 +21,14 @@ from ..accounting.ledger import Release
 from ..validation import check_array, check_positive_int
 from .public_data import check_disjoint, record_hashes
 
-__all__ = ["FeatureExtractor", "weights_fingerprint"]
+__all__ = ["FeatureExtractor", "weights_fingerprint", "check_feature_seed"]
+
+
+def check_feature_seed(seed) -> int:
+    """The integer seed of a data-independent feature draw (None is refused: the features must be reproducible)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an integer (the features must be reproducible), got {seed!r}")
+    return int(seed)
 
 
 def weights_fingerprint(model) -> str:

@@ -17,7 +17,7 @@ if not hasattr(scipy.special, "sph_harm") and hasattr(scipy.special, "sph_harm_y
 try:
     import kymatio.tensorflow as kymatio_tensorflow
 except ImportError as exc:
-    raise ImportError("scattering features need kymatio: pip install 'tfdpmech[scatter]' (kymatio==0.3.0); "
+    raise type(exc)("scattering features need kymatio: pip install 'tfdpmech[scatter]' (kymatio==0.3.0); "
                       f"the import failed with: {exc}") from exc
 
 __all__ = ["kymatio_tensorflow"]

@@ -11,12 +11,13 @@ import tensorflow as tf
 from ..noise import make_rng
 from ..validation import check_positive_int, check_positive_real
 from .extractor import FeatureExtractor
+from .seeded_layer import SeededFeatureLayer
 
 __all__ = ["RandomFourierFeatures", "random_features"]
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class RandomFourierFeatures(keras.layers.Layer):
+class RandomFourierFeatures(SeededFeatureLayer):
     """``½ + ½·cos(x·W + b)``, W ~ N(0, 2γ), b ~ U[0, 2π): random Fourier features in [0, 1].
 
     Random features of the Gaussian kernel ``exp(−γ‖x − x'‖²)`` (Rahimi & Recht, NIPS 2007),
@@ -31,37 +32,23 @@ class RandomFourierFeatures(keras.layers.Layer):
     Input shape: ``(batch, ...)`` (flattened). Output shape: ``(batch, units)``.
     """
 
+    CONFIG_KEYS = ("units", "gamma", "seed")
+
     def __init__(self, units: int, gamma: float, seed: int, **kwargs):
-        kwargs.setdefault("trainable", False)
-        super().__init__(**kwargs)
-        self.units = check_positive_int(units, "units")
+        super().__init__(units, seed, **kwargs)
         self.gamma = check_positive_real(gamma, "gamma")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(f"seed must be an integer (the features must be reproducible), got {seed!r}")
-        self.seed = int(seed)
 
     def build(self, input_shape):
         dim = int(np.prod(input_shape[1:]))
         rng = make_rng(self.seed)
-        w = rng.normal(0.0, math.sqrt(2.0 * self.gamma), (dim, self.units)).astype(np.float32)
-        b = rng.uniform(0.0, 2.0 * math.pi, self.units).astype(np.float32)
-        self.kernel = self.add_weight(name="kernel", shape=(dim, self.units), trainable=False,
-                                      initializer=keras.initializers.Constant(w))
-        self.phase = self.add_weight(name="phase", shape=(self.units,), trainable=False,
-                                     initializer=keras.initializers.Constant(b))
+        self.kernel = self.add_frozen("kernel", rng.normal(0.0, math.sqrt(2.0 * self.gamma), (dim, self.units)))
+        self.phase = self.add_frozen("phase", rng.uniform(0.0, 2.0 * math.pi, self.units))
         super().build(input_shape)
 
     def call(self, inputs):
         x = tf.reshape(inputs, (tf.shape(inputs)[0], -1))
         return 0.5 + 0.5 * tf.cos(tf.matmul(tf.cast(x, self.kernel.dtype), self.kernel) + self.phase)
 
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.units)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(units=self.units, gamma=self.gamma, seed=self.seed)
-        return config
 
 
 def random_features(input_shape, units: int = 1024, *, gamma: float = 0.02, seed: int = 0) -> FeatureExtractor:

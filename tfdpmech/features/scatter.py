@@ -20,19 +20,13 @@ import tensorflow as tf
 from ..noise import make_rng
 from ..validation import check_positive_int
 from .extractor import FeatureExtractor
+from .seeded_layer import SeededFeatureLayer
 
-__all__ = ["ScatteringProjection", "scatter_features", "import_kymatio_tensorflow"]
-
-
-def import_kymatio_tensorflow():
-    """``kymatio.tensorflow``, through :mod:`tfdpmech.features.kymatio_compat` (ImportError with the hint)."""
-    from .kymatio_compat import kymatio_tensorflow
-
-    return kymatio_tensorflow
+__all__ = ["ScatteringProjection", "scatter_features"]
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
-class ScatteringProjection(keras.layers.Layer):
+class ScatteringProjection(SeededFeatureLayer):
     """2-D scattering transform of one-channel images, then a fixed random projection.
 
     Args:
@@ -43,39 +37,28 @@ class ScatteringProjection(keras.layers.Layer):
     Input shape: ``(batch, H, W, 1)``. Output shape: ``(batch, units)``.
     """
 
+    CONFIG_KEYS = ("J", "units", "seed")
+
     def __init__(self, J: int = 2, units: int = 512, seed: int = 0, **kwargs):
-        kwargs.setdefault("trainable", False)
-        super().__init__(**kwargs)
+        super().__init__(units, seed, **kwargs)
         self.J = check_positive_int(J, "J")
-        self.units = check_positive_int(units, "units")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(f"seed must be an integer (the features must be reproducible), got {seed!r}")
-        self.seed = int(seed)
 
     def build(self, input_shape):
         if len(input_shape) != 4 or input_shape[-1] != 1:
             raise ValueError(f"ScatteringProjection needs (batch, H, W, 1) images, got {tuple(input_shape)}")
         height, width = int(input_shape[1]), int(input_shape[2])
-        self._scattering = import_kymatio_tensorflow().Scattering2D(J=self.J, shape=(height, width))
-        dim = int(np.prod(self._scattering.output_shape)) if hasattr(self._scattering, "output_shape") else None
-        if dim is None:
-            dim = int(np.prod(self._scattering(tf.zeros((1, height, width))).shape[1:]))
-        w = make_rng(self.seed).normal(0.0, 1.0 / math.sqrt(self.units), (dim, self.units)).astype(np.float32)
-        self.kernel = self.add_weight(name="kernel", shape=(dim, self.units), trainable=False,
-                                      initializer=keras.initializers.Constant(w))
+        from .kymatio_compat import kymatio_tensorflow  # ImportError naming the extra when kymatio is missing
+
+        self._scattering = kymatio_tensorflow.Scattering2D(J=self.J, shape=(height, width))
+        dim = int(np.prod(self._scattering(tf.zeros((1, height, width))).shape[1:]))
+        self.kernel = self.add_frozen("kernel", make_rng(self.seed).normal(0.0, 1.0 / math.sqrt(self.units),
+                                                                           (dim, self.units)))
         super().build(input_shape)
 
     def call(self, inputs):
         s = self._scattering(tf.cast(inputs[..., 0], tf.float32))
         return tf.matmul(tf.reshape(s, (tf.shape(s)[0], -1)), self.kernel)
 
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.units)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(J=self.J, units=self.units, seed=self.seed)
-        return config
 
 
 def scatter_features(input_shape=(28, 28, 1), *, J: int = 2, units: int = 512, seed: int = 0) -> FeatureExtractor:

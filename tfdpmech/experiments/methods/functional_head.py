@@ -75,6 +75,8 @@ def _scatter_head(ctx, epsilon, seed) -> Prepared:
     return Prepared(head.model, ledger=head.ledger, preprocessing_seconds=seconds, epochs=1,
                     notes={"features": feats.name, "noise_scale": head.release.noise_scale,
                            "sensitivity": head.release.sensitivity, "ridge": head.ridge, "private_seconds": seconds,
+                           "features_seconds": head.seconds["features"],
+                           "statistics_release_solve_seconds": head.seconds["statistics_release_solve"],
                            "training": "closed form on the released statistics (no epochs)"})
 
 
