@@ -21,6 +21,9 @@ from tfdpmech.accounting.atomic_file import read_json_strictly
 from tfdpmech.accounting.ledger import PrivacyLedger
 from tfdpmech.accounting.query_budget import QueryBudgetAccountant
 
+# real OS processes, some killed at random moments: minutes on a loaded 2-core machine (make test-slow; CI runs it)
+pytestmark = pytest.mark.slow
+
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_state_worker.py")
 
 
