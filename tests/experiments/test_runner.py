@@ -113,7 +113,9 @@ def test_bad_configuration_is_refused_before_any_training(changes, message):
         config.validate()
 
 
+@pytest.mark.dpsgd
 def test_a_run_whose_epsilon_no_noise_certifies_is_skipped_with_the_reason_and_the_rest_go_on():
+    pytest.importorskip("tensorflow_privacy", reason="the DP-SGD method needs tensorflow-privacy (TensorFlow 2.15)")
     from tfdpmech.report.writer import report_markdown
 
     config = CompareConfig(datasets=("breast_cancer",), methods=("nonprivate", "dpsgd"), epsilons=(0.001, 1.0),
