@@ -852,13 +852,33 @@ def _dpsgd(led, **kw):
     return DPSGD(**args)
 
 
-for k, v in BAD_EPSILON.items():
-    dp_case(f"DPSGD-epsilon-{k}", "epsilon", lambda led, v=v: _dpsgd(led, epsilon=v))
-for k, v in BAD_DELTA.items():
-    dp_case(f"DPSGD-delta-{k}", "delta", lambda led, v=v: _dpsgd(led, delta=v))
-for name in ("batch_size", "epochs", "n"):
-    for k, v in BAD_INT.items():
-        dp_case(f"DPSGD-{name}-{k}", name, lambda led, name=name, v=v: _dpsgd(led, **{name: v}))
+def _dp_dataset(make, x, y):
+    dp = make(None)
+    dp.compile(models.standard_mlp(CLASSES, input_shape=SHAPE, first_units=4))
+    dp.dataset(x, y)
+
+
+def _dp_shared_cases(name, make, int_args):
+    """The cases both DP-SGD classes share: ε, δ, the integer sizes, the ledger, the model, the dataset."""
+    for k, v in BAD_EPSILON.items():
+        dp_case(f"{name}-epsilon-{k}", "epsilon", lambda led, v=v: make(led, epsilon=v))
+    for k, v in BAD_DELTA.items():
+        dp_case(f"{name}-delta-{k}", "delta", lambda led, v=v: make(led, delta=v))
+    for arg in int_args:
+        for k, v in BAD_INT.items():
+            dp_case(f"{name}-{arg}-{k}", arg, lambda led, arg=arg, v=v: make(led, **{arg: v}))
+    for k, v in {"str": "ledger", "duck": NotALedger()}.items():
+        dp_case(f"{name}-ledger-{k}", "ledger", lambda led, v=v: make(None, ledger=v))
+    for k, build in BAD_MODELS.items():
+        dp_case(f"{name}.compile-model-{k}", "model", lambda led, build=build: make(led).compile(build()))
+    for kind in ("nan", "inf", "complex", "object", "str", "empty", "none"):
+        dp_case(f"{name}.dataset-x-{kind}", "x", lambda led, kind=kind: _dp_dataset(make, _features(kind), _labels()))
+    for kind in ("nan", "soft", "short", "classes", "str", "complex"):
+        dp_case(f"{name}.dataset-y-{kind}", "y", lambda led, kind=kind: _dp_dataset(make, _ok_x(), _labels(kind)))
+    dp_case(f"{name}.dataset-n-mismatch", "n", lambda led: _dp_dataset(make, _ok_x()[:20], _labels()[:20]))
+
+
+_dp_shared_cases("DPSGD", _dpsgd, ("batch_size", "epochs", "n"))
 dp_case("DPSGD-epochs-huge", "epochs", lambda led: _dpsgd(led, epochs=10**400))
 dp_case("DPSGD-batch_size-remainder", "batch_size", lambda led: _dpsgd(led, batch_size=30))
 dp_case("DPSGD-drop_remainder-str", "drop_remainder", lambda led: _dpsgd(led, batch_size=30, drop_remainder="yes"))
@@ -869,28 +889,12 @@ for name in ("optimizer", "path"):
     dp_case(f"DPSGD-{name}-unknown", name, lambda led, name=name: _dpsgd(led, **{name: "x"}))
 dp_case("DPSGD-num_microbatches-7", "num_microbatches", lambda led: _dpsgd(led, num_microbatches=7))
 dp_case("DPSGD-num_microbatches-str", "num_microbatches", lambda led: _dpsgd(led, num_microbatches="4"))
-for k, v in {"str": "ledger", "duck": NotALedger()}.items():
-    dp_case(f"DPSGD-ledger-{k}", "ledger", lambda led, v=v: _dpsgd(None, ledger=v))
-for k, make in BAD_MODELS.items():
-    dp_case(f"DPSGD.compile-model-{k}", "model", lambda led, make=make: _dpsgd(led).compile(make()))
 dp_case("DPSGD.compile-model-batch_mixing", "BatchMinMax", lambda led: _dpsgd(led).compile(private_model()))
 dp_case("DPSGD.compile-loss-str", "loss",
         lambda led: _dpsgd(led).compile(models.standard_mlp(CLASSES, input_shape=SHAPE), loss="mse"))
 
-
-def _dp_dataset(led, x, y):
-    dp = _dpsgd(None)
-    dp.compile(models.standard_mlp(CLASSES, input_shape=SHAPE, first_units=4))
-    dp.dataset(x, y)
-
-
-for kind in ("nan", "inf", "complex", "object", "str", "empty", "none"):
-    dp_case(f"DPSGD.dataset-x-{kind}", "x", lambda led, kind=kind: _dp_dataset(led, _features(kind), _labels()))
-for kind in ("nan", "soft", "short", "classes", "str", "complex"):
-    dp_case(f"DPSGD.dataset-y-{kind}", "y", lambda led, kind=kind: _dp_dataset(led, _ok_x(), _labels(kind)))
 dp_case("DPSGD.dataset-y-ids_out_of_range", "y",
-        lambda led: _dp_dataset(led, _ok_x(), np.arange(N) % (CLASSES + 1)))
-dp_case("DPSGD.dataset-n-mismatch", "n", lambda led: _dp_dataset(led, _ok_x()[:20], _labels()[:20]))
+        lambda led: _dp_dataset(_dpsgd, _ok_x(), np.arange(N) % (CLASSES + 1)))
 dp_case("DPSGD.callback-verbose-str", "verbose", lambda led: _dpsgd(led).callback(verbose="1"))
 
 
@@ -902,13 +906,7 @@ def _poisson(led, **kw):
     return PoissonDPSGD(**args)
 
 
-for k, v in BAD_EPSILON.items():
-    dp_case(f"PoissonDPSGD-epsilon-{k}", "epsilon", lambda led, v=v: _poisson(led, epsilon=v))
-for k, v in BAD_DELTA.items():
-    dp_case(f"PoissonDPSGD-delta-{k}", "delta", lambda led, v=v: _poisson(led, delta=v))
-for name in ("expected_batch_size", "epochs", "n"):
-    for k, v in BAD_INT.items():
-        dp_case(f"PoissonDPSGD-{name}-{k}", name, lambda led, name=name, v=v: _poisson(led, **{name: v}))
+_dp_shared_cases("PoissonDPSGD", _poisson, ("expected_batch_size", "epochs", "n"))
 dp_case("PoissonDPSGD-expected_batch_size-above_n", "expected_batch_size",
         lambda led: _poisson(led, expected_batch_size=N + 1))
 for k, v in {"zero": 0.0, "above": 1.5, "nan": NAN, "str": "0.1", "bool": True}.items():
@@ -926,25 +924,6 @@ for k, v in {"one": 1.0, "zero": 0.0, "str": "0.99"}.items():
 for name in ("lr_schedule", "accountant", "optimizer", "path"):
     dp_case(f"PoissonDPSGD-{name}-unknown", name, lambda led, name=name: _poisson(led, **{name: "x"}))
 dp_case("PoissonDPSGD-path-microbatch", "path", lambda led: _poisson(led, path="microbatch"))
-for k, v in {"str": "ledger", "duck": NotALedger()}.items():
-    dp_case(f"PoissonDPSGD-ledger-{k}", "ledger", lambda led, v=v: _poisson(None, ledger=v))
-for k, make in BAD_MODELS.items():
-    dp_case(f"PoissonDPSGD.compile-model-{k}", "model", lambda led, make=make: _poisson(led).compile(make()))
-
-
-def _poisson_dataset(led, x, y):
-    dp = _poisson(None)
-    dp.compile(models.standard_mlp(CLASSES, input_shape=SHAPE, first_units=4))
-    dp.dataset(x, y)
-
-
-for kind in ("nan", "inf", "complex", "object", "str", "empty", "none"):
-    dp_case(f"PoissonDPSGD.dataset-x-{kind}", "x", lambda led, kind=kind: _poisson_dataset(led, _features(kind),
-                                                                                          _labels()))
-for kind in ("nan", "soft", "short", "classes", "str", "complex"):
-    dp_case(f"PoissonDPSGD.dataset-y-{kind}", "y", lambda led, kind=kind: _poisson_dataset(led, _ok_x(),
-                                                                                          _labels(kind)))
-dp_case("PoissonDPSGD.dataset-n-mismatch", "n", lambda led: _poisson_dataset(led, _ok_x()[:20], _labels()[:20]))
 for k, v in {"zero": 0.0, "above": 2.0, "str": "0.5", "nan": NAN}.items():
     case(f"dpsgd.PoissonSampler-q-{k}", "q", lambda led, v=v: tfdpmech.dpsgd.PoissonSampler(10, v), "dpsgd")
     case(f"dpsgd.padded_batch_size-q-{k}", "q", lambda led, v=v: tfdpmech.dpsgd.padded_batch_size(10, v), "dpsgd")

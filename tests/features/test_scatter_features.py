@@ -39,6 +39,8 @@ def test_the_transform_is_translation_stable():
 
 
 def test_bad_arguments():
+    with pytest.raises(ValueError, match="J"):
+        ScatteringProjection(0, 8, 0)
     with pytest.raises(ValueError, match="units"):
         ScatteringProjection(2, 0, 0)
     with pytest.raises(TypeError, match="seed"):

@@ -1,6 +1,5 @@
 """AFRRS: the paper's Δ values for its Table-1/Table-2 models, and the per-record private mode."""
 
-import numpy as np
 import pytest
 
 from tfdpmech.losses.taylor_cross_entropy import loss_sensitivity
@@ -8,6 +7,8 @@ from tfdpmech.mechanisms.adlm import first_layer_geometry, first_layer_sensitivi
 from tfdpmech.mechanisms.afrrs import AFRRS, afrrs_sensitivities
 from tfdpmech.models.afrrs import afrrs_cifar_model, afrrs_mnist_model
 from tfdpmech.relevance import relevance_sensitivity
+
+from .helpers import small_data
 
 
 # --- the paper's Δ values for its Table-1 and Table-2 models ------------------------------------
@@ -36,14 +37,6 @@ def test_cifar_table2_sensitivities():
 
 
 # --- the modes ------------------------------------------------------------------------------------
-def small_data(n=64, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.random((n, 28, 28, 1)).astype(np.float32) * 0.3
-    x[:, 8:20, 8:20] += 0.6  # centre-high images
-    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, n)]
-    return np.clip(x, 0, 1), y
-
-
 def test_private_mode_is_per_record_and_proven():
     import keras
 
