@@ -163,21 +163,6 @@ def case(case_id, arg, thunk, entry, *, exc=NAMED, marks=()):
     CASES.append(pytest.param(arg, thunk, entry, exc, id=case_id, marks=marks))
 
 
-def _release_validates() -> bool:
-    """Whether Release checks its field types (issue 16 item 3, the accounting helper's part)."""
-    try:
-        Release("c", "laplace", "1", None, "b")
-    except TypeError as exc:
-        return "epsilon_claimed" in str(exc)
-    return False
-
-
-# Release / PrivacyLedger field validation belongs to tfdpmech/accounting/ (another helper, issue 16 item 3):
-# these cases run as expected failures until it lands, then as ordinary cases (strict: an unexpected pass fails).
-ACCOUNTING = pytest.mark.xfail(not _release_validates(), strict=True,
-                               reason="Release/PrivacyLedger validation lands with the accounting helper's change")
-
-
 def _adlm(ledger, **kw):
     args = dict(eps1=0.25, eps2=0.25, eps3=0.5, batch_size=20, seed=0, ledger=ledger)
     args.update(kw)
@@ -437,20 +422,18 @@ for k, v in {"zero": 0, "neg": -1, "float": 1.5, "str": "1", "bool": True}.items
 for k, v in {"str": "ledger", "none": None, "duck": NotALedger(), "dict": {}}.items():
     case(f"PrivacyBudget-ledger-{k}", "ledger", lambda led, v=v: PrivacyBudget(v), "PrivacyBudget")
 case("PrivacyLedger.record-release-dict", "release", lambda led: led.record({"epsilon_claimed": 1.0}), "PrivacyLedger")
-case("PrivacyLedger-releases-str", "release", lambda led: PrivacyLedger(["x"]), "PrivacyLedger", marks=ACCOUNTING)
+case("PrivacyLedger-releases-str", "release", lambda led: PrivacyLedger(["x"]), "PrivacyLedger")
 for k, v in {"str": "1", "neg": -1.0, "nan": NAN, "bool": True, "huge_int": 10**400, "complex": 1j}.items():
-    pending = () if k in ("neg", "nan") else ACCOUNTING  # negative and NaN ε are refused by main's Release already
-    case(f"Release-epsilon_claimed-{k}", "epsilon_claimed", lambda led, v=v: _release(epsilon_claimed=v), "Release",
-         marks=pending)
+    case(f"Release-epsilon_claimed-{k}", "epsilon_claimed", lambda led, v=v: _release(epsilon_claimed=v), "Release")
     case(f"Release-epsilon_provable-{k}", "epsilon_provable", lambda led, v=v: _release(epsilon_provable=v),
-         "Release", marks=pending)
+         "Release")
 for k, v in {"one": 1.0, "neg": -0.1, "str": "0", "nan": NAN}.items():
-    case(f"Release-delta-{k}", "delta", lambda led, v=v: _release(delta=v), "Release", marks=ACCOUNTING)
-case("Release-per_epoch-str", "per_epoch", lambda led: _release(per_epoch="no"), "Release", marks=ACCOUNTING)
-case("Release-basis-int", "basis", lambda led: _release(basis=3), "Release", marks=ACCOUNTING)
+    case(f"Release-delta-{k}", "delta", lambda led, v=v: _release(delta=v), "Release")
+case("Release-per_epoch-str", "per_epoch", lambda led: _release(per_epoch="no"), "Release")
+case("Release-basis-int", "basis", lambda led: _release(basis=3), "Release")
 for k, v in {"str": "2", "neg": -3, "nan": NAN, "bool": True}.items():
     case(f"PrivacyLedger.epsilon_claimed-epochs-{k}", "epochs", lambda led, v=v: led.epsilon_claimed(v),
-         "PrivacyLedger", marks=ACCOUNTING)
+         "PrivacyLedger")
 for k, v in {"str": "1", "nan": NAN, "neg": -1.0}.items():
     case(f"format_epsilon-claimed-{k}", "claimed", lambda led, v=v: format_epsilon(v, 1.0), "format_epsilon")
 case("format_epsilon-delta-str", "delta", lambda led: format_epsilon(1.0, 1.0, "0"), "format_epsilon")
