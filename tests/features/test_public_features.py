@@ -87,3 +87,17 @@ def test_bad_arguments():
         FeatureExtractor(lambda x: x, name="f", provenance="")
     with pytest.raises(ValueError, match="low < high"):
         FeatureExtractor(small_public_model(), name="f", provenance="", bounds=(1, 0))
+
+
+def test_auto_batch_size_bounds_the_widest_layer_and_leaves_features_unchanged():
+    """The default forward-pass size keeps the widest activation under 64 MB and changes no feature."""
+    from tfdpmech.features.extractor import AUTO_BATCH_FLOATS
+
+    wide = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(64, 3, padding="same"),
+                             keras.layers.GlobalAveragePooling2D(), keras.layers.Activation("sigmoid")])
+    feats = FeatureExtractor(wide, name="wide", provenance="random weights", bounds=(0, 1))
+    assert feats.auto_batch_size == AUTO_BATCH_FLOATS // (28 * 28 * 64)
+    narrow = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation="sigmoid")])
+    assert FeatureExtractor(narrow, name="n", provenance="random", bounds=(0, 1)).auto_batch_size == 8192
+    x = np.random.default_rng(0).random((700, 28, 28, 1)).astype(np.float32)
+    np.testing.assert_allclose(feats(x), feats(x, batch_size=7), rtol=1e-5, atol=1e-6)

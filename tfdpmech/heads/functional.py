@@ -140,7 +140,7 @@ class FunctionalHead:
 
     def __init__(self, features, num_classes: int, *, mechanism: str = "gaussian", epsilon, delta=None,
                  ridge=None, ridge_factor: float = 1.0, quadratic_weight=None, nonnegative=None,
-                 seed=None, batch_size: int = 512, component: str = "functional_head"):
+                 seed=None, batch_size: int | None = None, component: str = "functional_head"):
         if features is not None and not isinstance(features, FeatureExtractor):
             raise TypeError(
                 f"features must be a tfdpmech.features.FeatureExtractor or None, got {type(features).__name__}; "
@@ -183,7 +183,7 @@ class FunctionalHead:
             quadratic_weight = DEFAULT_QUADRATIC_WEIGHT[self.mechanism]
         self.quadratic_weight = check_positive_real(quadratic_weight, "quadratic_weight")
         self._rng = make_rng(seed)
-        self.batch_size = check_positive_int(batch_size, "batch_size")
+        self.batch_size = None if batch_size is None else check_positive_int(batch_size, "batch_size")
         self.component = str(component)
         self.ledger = PrivacyLedger()
         if features is not None:
