@@ -410,9 +410,8 @@ class FunctionalHead:
         w = self.kernel if kernel is None else np.asarray(kernel, dtype=np.float64)
         if w.shape != (self.num_features, self.num_classes):
             raise ValueError(f"kernel must have shape {(self.num_features, self.num_classes)}, got {w.shape}")
-        if self._snapshot is not None:
-            inp = keras.Input(self.features.input_shape)
-            h = self._snapshot(inp, training=False)
+        if self._snapshot is not None:  # the frozen copy's own graph (calling it on a new Input would retrace it)
+            inp, h = self._snapshot.inputs[0], self._snapshot.outputs[0]
         else:
             inp = keras.Input((self.num_features - 1,))
             h = inp
