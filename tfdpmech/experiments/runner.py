@@ -33,8 +33,10 @@ from .registry import METHODS, Method, Prepared, method as get_method
 
 __all__ = ["CompareConfig", "run_comparison", "AUDITS", "register_audit", "PeakMemory", "device_description"]
 
-DEFAULT_METHODS = ("nonprivate", "dpsgd", "adlm_per_record", "ilm_per_record", "adlm_shared", "outpert_reference",
-                   "outpert_private", "fm_head", "fm_head_gauss")
+# every method that uses the public records has DP-SGD with the same public pre-training beside it
+# (dpsgd_head, dpsgd_finetune) and the public model alone (public_only, added by the runner)
+DEFAULT_METHODS = ("nonprivate", "dpsgd", "dpsgd_head", "dpsgd_finetune", "adlm_per_record", "ilm_per_record",
+                   "adlm_shared", "outpert_reference", "outpert_private", "fm_head", "fm_head_gauss")
 
 
 @dataclasses.dataclass
