@@ -15,3 +15,19 @@ def test_non_finite_values_are_kept_as_text_and_the_rest_untouched():
     text = json.dumps(safe, allow_nan=False)  # strict JSON: would raise on a NaN left behind
     assert json.loads(text) == {"loss": [1.5, "NaN", "Infinity"], "delta": "-Infinity", "n": 3, "ok": True,
                                 "nested": [{"a": 0.25}], "name": "pcdbn"}
+
+
+def test_a_method_with_its_own_batch_and_epochs_says_what_it_ran():
+    """The header's shared setting (batch, epochs) must not stand for a reference mode that trains with its own."""
+    from tfdpmech.report.writer import _own_setting
+
+    results = {"config": {"batch_size": 200, "epochs": 15},
+               "runs": [{"method": "pcdbn_reference", "curve_epochs": [120, 2400],
+                         "notes": {"batch_size": 3500, "steps_per_epoch": 2, "pretrain_epochs": 10}},
+                        {"method": "dpsgd", "curve_epochs": [15], "notes": {"batch_size": 200}},
+                        {"method": "fm_head", "curve_epochs": [1], "notes": {}}]}
+    assert _own_setting(results, "pcdbn_reference") == (
+        " — this run: batch 3500, 2400 epochs, 4800 steps, 10 pre-training epochs per layer")
+    assert _own_setting(results, "dpsgd") == ""  # the shared setting is what it ran
+    assert _own_setting(results, "fm_head") == ""  # closed form: no epochs to state
+    assert _own_setting(results, "absent") == ""

@@ -114,8 +114,28 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
         lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
                      f"{d['test']} test records. {d['note']}")
     lines += ["", *findings_markdown(results), markdown_table(rows), "", *skipped_markdown(results), EXPLANATION, "", *_audit_notes(results), ""]
-    lines += [f"- **{name}** ({m['mode']}): {m['description']}" for name, m in results["methods"].items()]
+    lines += [f"- **{name}** ({m['mode']}): {m['description']}{_own_setting(results, name)}"
+              for name, m in results["methods"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _own_setting(results: dict, method: str) -> str:
+    """Where a method trains with its own batch size or epochs (a reference mode's, a preset's
+    options), what it ran, so the header's shared setting does not stand for it."""
+    cfg = results["config"]
+    run = next((r for r in results["runs"] if r["method"] == method), None)
+    if run is None:
+        return ""
+    notes = run.get("notes") or {}
+    batch = notes.get("batch_size")
+    epochs = (run.get("curve_epochs") or [None])[-1]
+    if batch in (None, cfg["batch_size"]) and epochs in (None, 1, cfg["epochs"]):
+        return ""
+    parts = [f"batch {batch}" if batch is not None else None,
+             f"{epochs} epochs" if epochs is not None else None,
+             f"{epochs * notes['steps_per_epoch']} steps" if epochs and notes.get("steps_per_epoch") else None,
+             f"{notes['pretrain_epochs']} pre-training epochs per layer" if notes.get("pretrain_epochs") else None]
+    return " — this run: " + ", ".join(p for p in parts if p)
 
 
 def json_safe(value):
