@@ -31,3 +31,13 @@ def test_a_method_with_its_own_batch_and_epochs_says_what_it_ran():
     assert _own_setting(results, "dpsgd") == ""  # the shared setting is what it ran
     assert _own_setting(results, "fm_head") == ""  # closed form: no epochs to state
     assert _own_setting(results, "absent") == ""
+
+
+def test_learning_curve_legend_shows_claimed_and_provable_epsilon():
+    from tfdpmech.report.plots import step_label
+
+    ref = {"method": "pcdbn_reference", "epsilon_target": 0.5, "epsilon_claimed": 0.5, "epsilon_provable": None,
+           "seed": 0, "notes": {"batch_size": 3500}}
+    assert step_label(ref) == "pcdbn_reference, claimed ε=0.5 | provable none proven (seed 0, batch 3500)"
+    proven = {**ref, "method": "dpsgd", "epsilon_provable": 0.5}
+    assert "claimed ε=0.5 | provable ε=0.5" in step_label(proven)

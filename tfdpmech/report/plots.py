@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..accounting.ledger import format_epsilon
+
 __all__ = ["plot_accuracy_vs_epsilon", "plot_accuracy_vs_epoch", "plot_accuracy_vs_step", "has_step_curves"]
 
 
@@ -132,6 +134,14 @@ def has_step_curves(runs: list[dict]) -> bool:
     return any((r.get("notes") or {}).get("steps_per_epoch") for r in runs)
 
 
+def step_label(run: dict) -> str:
+    """Legend of one learning curve: claimed and provable ε side by side ("none proven" for the
+    reference modes), never the claim alone."""
+    eps = "" if run["epsilon_target"] is None else ", " + format_epsilon(run["epsilon_claimed"],
+                                                                           run["epsilon_provable"])
+    return f"{run['method']}{eps} (seed {run['seed']}, batch {run['notes'].get('batch_size', '?')})"
+
+
 def plot_accuracy_vs_step(runs: list[dict], path: str) -> None:
     """Test accuracy against optimiser step for every run that states ``notes["steps_per_epoch"]``.
 
@@ -142,9 +152,7 @@ def plot_accuracy_vs_step(runs: list[dict], path: str) -> None:
     for i, r in enumerate(r for r in runs if (r.get("notes") or {}).get("steps_per_epoch")):
         spe = r["notes"]["steps_per_epoch"]
         steps = [e * spe for e in r["curve_epochs"]]
-        eps = "" if r["epsilon_target"] is None else f", claimed ε = {r['epsilon_claimed']:g}"
-        ax.plot(steps, 100 * np.array(r["accuracy_curve"]), marker=".", color=f"C{i % 10}",
-                label=f"{r['method']}{eps} (seed {r['seed']}, batch {r['notes'].get('batch_size', '?')})")
+        ax.plot(steps, 100 * np.array(r["accuracy_curve"]), marker=".", color=f"C{i % 10}", label=step_label(r))
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 100)
