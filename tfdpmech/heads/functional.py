@@ -128,7 +128,8 @@ class FunctionalHead:
             the extractor's bounds (known by construction); True is checked on the data (refused,
             never clipped, when violated).
         seed: seed of the once-only noise draw (None: OS entropy).
-        batch_size: records per forward pass of the extractor (no effect on privacy).
+        batch_size: records per forward pass of the extractor (no effect on privacy); None: the
+            extractor's memory-bounded :attr:`~tfdpmech.features.FeatureExtractor.auto_batch_size`.
         component: name of the release in the ledger.
 
     Raises:
