@@ -11,6 +11,7 @@ later change is refused), and, when given, hashes of the public records it was t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 
@@ -138,7 +139,7 @@ class FeatureExtractor:
         if self._public_hashes is not None:
             check_disjoint(self._public_hashes, x_private, names=("trained_on", name))
 
-    @property
+    @functools.cached_property
     def auto_batch_size(self) -> int:
         """Records per forward pass when none is given: as many as keep the widest layer's output
         under :data:`AUTO_BATCH_FLOATS` floats (64 MB), within [256, 8192]; 512 when the layers'

@@ -50,7 +50,6 @@ class RandomFourierFeatures(SeededFeatureLayer):
         return 0.5 + 0.5 * tf.cos(tf.matmul(tf.cast(x, self.kernel.dtype), self.kernel) + self.phase)
 
 
-
 def random_features(input_shape, units: int = 1024, *, gamma: float = 0.02, seed: int = 0) -> FeatureExtractor:
     """A data-independent :class:`FeatureExtractor`: random Fourier features in [0, 1].
 

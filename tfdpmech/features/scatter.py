@@ -60,7 +60,6 @@ class ScatteringProjection(SeededFeatureLayer):
         return tf.matmul(tf.reshape(s, (tf.shape(s)[0], -1)), self.kernel)
 
 
-
 def scatter_features(input_shape=(28, 28, 1), *, J: int = 2, units: int = 512, seed: int = 0) -> FeatureExtractor:
     """A data-independent :class:`FeatureExtractor`: scattering transform + fixed random projection.
 
