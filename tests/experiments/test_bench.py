@@ -15,6 +15,22 @@ def test_time_to_accuracy_counts_preprocessing_and_stops_at_the_first_epoch_reac
     assert time_to_accuracy(run, 0.95) is None
 
 
+def test_time_to_accuracy_sums_every_epoch_up_to_an_evaluation_made_every_few_epochs():
+    # accuracy measured after epochs 2 and 4 only (EpochRecorder's every=2): reaching 0.8 at epoch 4 costs
+    # all four epochs, not the first two (the curve has fewer points than there are epochs)
+    run = {"preprocessing_seconds": 0.5, "seconds_per_epoch": [3.0, 1.0, 1.0, 1.0], "accuracy_curve": [0.5, 0.8],
+           "curve_epochs": [2, 4], "train_seconds": 6.0}
+    assert time_to_accuracy(run, 0.8) == pytest.approx(6.5)
+    assert time_to_accuracy(run, 0.5) == pytest.approx(4.5)
+    assert time_to_accuracy(run, 0.9) is None
+
+
+def test_time_to_accuracy_of_a_method_without_epochs_is_its_preprocessing_plus_train_time():
+    run = {"preprocessing_seconds": 0.25, "seconds_per_epoch": [], "accuracy_curve": [0.9], "curve_epochs": [1],
+           "train_seconds": 0.01}
+    assert time_to_accuracy(run, 0.9) == pytest.approx(0.26)
+
+
 def test_summary_of_repeats():
     s = summarize_repeats([3.0, 1.0, 2.0, None, float("nan"), 4.0])
     assert s == {"median": 2.5, "min": 1.0, "max": 4.0, "iqr": pytest.approx(1.5), "repeats": 4}

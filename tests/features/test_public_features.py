@@ -65,6 +65,35 @@ def test_weights_changed_after_provenance_refused():
         feats(np.ones((2, 5), np.float32))
 
 
+def test_features_come_from_a_frozen_copy_made_when_the_provenance_is_recorded():
+    model = small_public_model()
+    feats = public_features(model, "clip")
+    assert feats.frozen is not feats.model and not feats.frozen.trainable
+    assert all(a is not b for a, b in zip(feats.frozen.weights, feats.model.weights))  # no shared variable
+    x = np.random.default_rng(1).uniform(0, 1, (4, 5)).astype(np.float32)
+    np.testing.assert_allclose(feats(x), feats.model(x).numpy(), rtol=1e-6)
+    kernel = feats.frozen.layers[1].kernel  # a change to the copy (e.g. through a model built on it) is refused too
+    kernel.assign(kernel + 1.0)
+    with pytest.raises(ValueError, match="frozen copy changed after its provenance"):
+        feats(x)
+
+
+class _Subclassed(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(2, activation="sigmoid")
+
+    def call(self, x):
+        return self.dense(x)
+
+
+def test_a_model_that_cannot_be_copied_is_refused_when_wrapped():
+    model = _Subclassed()
+    model(np.zeros((1, 3), np.float32))
+    with pytest.raises(TypeError, match="cannot be copied with keras.models.clone_model"):
+        FeatureExtractor(model, name="sub", provenance="random weights", bounds=(0, 1))
+
+
 def test_disjointness_with_training_records():
     x_pub = np.random.default_rng(0).uniform(0, 1, (20, 5)).astype(np.float32)
     feats = public_features(small_public_model(), "clip", trained_on=x_pub)

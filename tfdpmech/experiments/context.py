@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable
 
 import keras
@@ -58,6 +59,7 @@ class Context:
     public_source: str = "none"
     note: str = ""
     _public_models: dict = dataclasses.field(default_factory=dict, repr=False)
+    _public_seconds: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def labels_private(self) -> np.ndarray:
@@ -95,12 +97,19 @@ class Context:
         """
         self.require_public("public_model")
         if seed not in self._public_models:
+            started = time.perf_counter()
             keras.utils.set_random_seed(10_000 + seed)
             model = self.build("private")
             model.compile(keras.optimizers.Adam(1e-3), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
             model.fit(self.x_public, self.y_public, epochs=PUBLIC_EPOCHS, batch_size=32, verbose=0)
             self._public_models[seed] = model
+            self._public_seconds[seed] = time.perf_counter() - started
         return self._public_models[seed]
+
+    def public_training_seconds(self, seed: int) -> float | None:
+        """Wall-clock seconds the public model of ``seed`` took to train (once; ε = 0 for the private set),
+        or None when it has not been trained. No method's own time includes it: it is reported beside."""
+        return self._public_seconds.get(seed)
 
 
 def _one_hot(labels, num_classes) -> np.ndarray:

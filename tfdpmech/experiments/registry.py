@@ -40,7 +40,8 @@ class Prepared:
         epochs: the number of epochs this method trains (None: the comparison's ``epochs``).
         predict_proba: optional ``x -> class probabilities`` for answers privatised per query.
         per: ``"training"`` (the ledger covers the run) or ``"query"`` (one answered query).
-        preprocessing_seconds: time spent on the method's once-only private work.
+        preprocessing_seconds: time spent on the method's once-only private work; None: the runner times
+            the whole ``prepare`` call.
         examples_per_epoch: records seen per epoch (for throughput); None: the private set size.
         notes: facts for the report.
     """
@@ -53,7 +54,7 @@ class Prepared:
     epochs: int | None = None
     predict_proba: Callable | None = None
     per: str = "training"
-    preprocessing_seconds: float = 0.0
+    preprocessing_seconds: float | None = None
     examples_per_epoch: int | None = None
     notes: dict = dataclasses.field(default_factory=dict)
 

@@ -316,6 +316,14 @@ def _ledger_fields(ledger, epochs: int) -> dict:
                 delta=ledger.delta(epochs), ledger=ledger.to_dict(epochs), provable_basis=basis)
 
 
+def _notes(prepared: Prepared, ctx: Context, method: Method, seed: int) -> dict:
+    notes = dict(prepared.notes)
+    public_seconds = ctx.public_training_seconds(seed) if method.uses_public and len(ctx.x_public) else None
+    if public_seconds is not None:  # the one-off public pre-training, outside the method's own time
+        notes.setdefault("public_training_seconds", public_seconds)
+    return notes
+
+
 def _train(prepared: Prepared, epochs: int, callbacks: list) -> None:
     if prepared.fit is not None:
         model = prepared.fit(epochs, callbacks)
@@ -332,7 +340,8 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
     with PeakMemory() as memory:
         start = time.perf_counter()
         prepared = method.prepare(ctx, epsilon, seed)
-        preprocessing = prepared.preprocessing_seconds or (time.perf_counter() - start)
+        preprocessing = (time.perf_counter() - start if prepared.preprocessing_seconds is None
+                         else prepared.preprocessing_seconds)
         epochs = prepared.epochs or config.epochs
         recorder = EpochRecorder(ctx.x_test, ctx.labels_test, prepared.probabilities,
                                  None if on_epoch is None else lambda e, acc: on_epoch(e, epochs, acc),
@@ -352,7 +361,7 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
         seconds_per_epoch=recorder.seconds,
         examples_per_second=per_epoch / float(np.mean(steady)) if steady else None,
         preprocessing_seconds=preprocessing, peak_memory_bytes=memory.peak_bytes, peak_memory_kind=memory.kind,
-        notes=dict(prepared.notes), **_ledger_fields(prepared.ledger, epochs))
+        notes=_notes(prepared, ctx, method, seed), **_ledger_fields(prepared.ledger, epochs))
     for audit in audits:
         if not diverged:  # NaN outputs carry no membership signal to measure
             setattr(result, audit.field, audit.run(ctx, method, epsilon, seed, prepared))

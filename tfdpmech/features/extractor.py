@@ -5,8 +5,9 @@ polynomial do not depend on the private records (Zhang et al., PVLDB 2012, §4: 
 objective's coefficients must be sums of per-record terms). A :class:`FeatureExtractor`
 carries that fact with the model: where its weights came from (a ``Release`` with ε = 0 and
 the argument), the bounds its outputs obey by construction, a fingerprint of its weights (a
-later change is refused), and, when given, hashes of the public records it was trained on
-(a private set that overlaps them is refused).
+later change is refused), a frozen copy of exactly those weights (every feature is computed
+with it, and the models built on the features hold it), and, when given, hashes of the public
+records it was trained on (a private set that overlaps them is refused).
 """
 
 from __future__ import annotations
@@ -45,6 +46,23 @@ def weights_fingerprint(model) -> str:
 AUTO_BATCH_FLOATS = 16 * 2**20  # 64 MB of float32 activations per forward pass of the extractor
 
 
+def _frozen_copy(model, fingerprint: str):
+    """A non-trainable copy of ``model`` with the same weights (``keras.models.clone_model``)."""
+    try:
+        copy = keras.models.clone_model(model)
+        copy.set_weights(model.get_weights())
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise TypeError(
+            f"model {model.name!r} cannot be copied with keras.models.clone_model ({exc}); the extractor keeps a "
+            "frozen copy of the weights whose provenance it records, so build it as a Functional or Sequential "
+            "model of serialisable layers"
+        ) from exc
+    copy.trainable = False
+    if weights_fingerprint(copy) != fingerprint:  # pragma: no cover - clone_model + set_weights is exact
+        raise RuntimeError(f"the frozen copy of {model.name!r} differs from the model")
+    return copy
+
+
 def _output_sizes(layer) -> list:
     """Floats per record of each output of ``layer`` ([] when unknown: a layer never called, or
     called more than once)."""
@@ -72,8 +90,14 @@ class FeatureExtractor:
         trained_on: the public records the weights were fit on, if any; only their hashes are kept,
             to refuse a private set that shares records with them.
 
+    Attributes:
+        frozen: a non-trainable copy of ``model`` made here, when the provenance is recorded. Every
+            feature is computed with it, and the models built on the features (e.g.
+            :meth:`tfdpmech.heads.FunctionalHead.to_keras`) hold it, so training ``model`` further
+            cannot change what a release was computed from; such a change is refused on the next use.
+
     Raises:
-        TypeError: ``model`` is not a Keras model.
+        TypeError: ``model`` is not a Keras model, or cannot be copied (a subclassed model).
         ValueError: bounds with ``low >= high`` or NaN.
     """
 
@@ -87,6 +111,7 @@ class FeatureExtractor:
         self.name = str(name)
         self.bounds = (low, high)
         self.fingerprint = weights_fingerprint(model)
+        self.frozen = _frozen_copy(model, self.fingerprint)
         self._public_hashes = None if trained_on is None else record_hashes(trained_on, "trained_on")
         self.release = Release(
             component=f"features:{self.name}", mechanism="none", epsilon_claimed=0.0, epsilon_provable=0.0,
@@ -116,15 +141,20 @@ class FeatureExtractor:
         return self.bounds[0] >= 0.0 and self.bounds[1] <= 1.0
 
     def check_unchanged(self) -> None:
-        """Refuse weights that changed since the provenance (and any release using it) was recorded.
+        """Refuse weights that changed since the provenance (and any release using it) was recorded,
+        in the model or in its frozen copy.
 
         Raises:
             ValueError: the weights' fingerprint differs from the recorded one.
         """
-        now = weights_fingerprint(self.model)
+        for which, model in (("its weights", self.model), ("the weights of its frozen copy", self.frozen)):
+            self._check_fingerprint(which, model)
+
+    def _check_fingerprint(self, which: str, model) -> None:
+        now = weights_fingerprint(model)
         if now != self.fingerprint:
             raise ValueError(
-                f"feature extractor {self.name!r}: its weights changed after its provenance was recorded "
+                f"feature extractor {self.name!r}: {which} changed after its provenance was recorded "
                 f"(fingerprint {self.fingerprint} -> {now}); statistics released with the old features do not "
                 "describe the new ones. If the new weights also never saw the private data, wrap the model again "
                 "(tfdpmech.features.public_features) and build a new head (a new release, a new budget)"
@@ -152,26 +182,32 @@ class FeatureExtractor:
         return int(min(8192, max(256, AUTO_BATCH_FLOATS // widest)))
 
     def __call__(self, x, *, batch_size: int | None = None, name: str = "x") -> np.ndarray:
-        """Features of ``x`` as float64 ``(n, num_features)``, checked against :attr:`bounds`.
+        """Features of ``x`` as float64 ``(n, num_features)``, computed with :attr:`frozen` and checked.
 
         ``batch_size`` (records per forward pass) defaults to :attr:`auto_batch_size`.
 
         Raises:
-            ValueError: changed weights, non-finite inputs/features, or features outside the bounds
-                (never clipped: the bounds are what a sensitivity was computed for).
+            ValueError: changed weights, non-finite inputs/features, features outside the bounds
+                (never clipped: the bounds are what a sensitivity was computed for), or a record's
+                features that change with the other records of its batch (one record would then
+                influence every other record's features, and no per-record sensitivity would hold).
         """
         self.check_unchanged()
         x = check_array(x, name, ndim_min=2)
-        expected = tuple(self.model.inputs[0].shape[1:])
+        expected = tuple(self.frozen.inputs[0].shape[1:])
         if len(expected) != x.ndim - 1 or any(e is not None and e != s for e, s in zip(expected, x.shape[1:])):
             raise ValueError(
                 f"{name} has records of shape {x.shape[1:]}, but feature extractor {self.name!r} takes records of "
                 f"shape {expected}; pass the raw records the extractor was built for"
             )
         batch_size = self.auto_batch_size if batch_size is None else check_positive_int(batch_size, "batch_size")
-        parts = [np.asarray(self.model(x[i:i + batch_size].astype(np.float32), training=False))
-                 for i in range(0, len(x), batch_size)]
-        f = np.concatenate(parts).reshape(len(x), -1).astype(np.float64)
+        f = self._forward(x, batch_size)
+        if len(x) >= 2 and not np.allclose(self._forward(x[:1], 1)[0], f[0], rtol=1e-4, atol=1e-5):
+            raise ValueError(
+                f"feature extractor {self.name!r}: a record's features change with the other records of its batch "
+                "(a layer using batch statistics at inference?), so one record would influence the others' features "
+                "and no per-record sensitivity would hold; use per-record layers only"
+            )
         check_array(f, f"features of {name}")
         lo, hi = float(f.min()), float(f.max())
         if lo < self.bounds[0] or hi > self.bounds[1]:
@@ -181,6 +217,11 @@ class FeatureExtractor:
                 "or declare the bounds it really obeys"
             )
         return f
+
+    def _forward(self, x: np.ndarray, batch_size: int) -> np.ndarray:
+        parts = [np.asarray(self.frozen(x[i:i + batch_size].astype(np.float32, copy=False), training=False))
+                 for i in range(0, len(x), batch_size)]
+        return np.concatenate(parts).reshape(len(x), -1).astype(np.float64)
 
     def __repr__(self) -> str:
         return (f"FeatureExtractor({self.name!r}, features={self.num_features}, bounds={list(self.bounds)}, "

@@ -25,10 +25,15 @@ __all__ = ["PublicSplit", "record_hashes", "check_disjoint", "split_public", "lo
 DIGITS_PIXEL_HIGH = 16.0  # public bound of scikit-learn's 8×8 digits (4-bit counts)
 
 
+def _row_digests(x, name: str):
+    """SHA-1 (hex) of each record's float32 bytes, in order."""
+    rows = np.ascontiguousarray(check_array(x, name, ndim_min=2), dtype=np.float32).reshape(len(x), -1)
+    return (hashlib.sha1(row).hexdigest() for row in rows)
+
+
 def record_hashes(x, name: str = "x") -> frozenset:
     """SHA-1 of each record's float32 bytes (records compared exactly, as stored by :mod:`tfdpmech.data`)."""
-    arr = check_array(x, name, ndim_min=2).astype(np.float32)
-    return frozenset(hashlib.sha1(np.ascontiguousarray(r).tobytes()).hexdigest() for r in arr)
+    return frozenset(_row_digests(x, name))
 
 
 def check_disjoint(x_public, x_private, *, names=("x_public", "x_private")) -> None:
@@ -43,8 +48,7 @@ def check_disjoint(x_public, x_private, *, names=("x_public", "x_private")) -> N
         ValueError: at least one identical record in both.
     """
     pub = x_public if isinstance(x_public, (set, frozenset)) else record_hashes(x_public, names[0])
-    priv = check_array(x_private, names[1], ndim_min=2).astype(np.float32)
-    shared = sum(hashlib.sha1(np.ascontiguousarray(r).tobytes()).hexdigest() in pub for r in priv)
+    shared = sum(digest in pub for digest in _row_digests(x_private, names[1]))
     if shared:
         raise ValueError(
             f"{names[1]} shares {shared} record(s) with {names[0]}: a feature extractor trained on them is not "

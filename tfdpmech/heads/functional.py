@@ -49,7 +49,7 @@ from ..noise import gaussian, laplace, make_rng, noise_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
-from ..features.extractor import FeatureExtractor, weights_fingerprint
+from ..features.extractor import FeatureExtractor
 from .calibration import gaussian_sigma, laplace_scale
 from .feature_map import FeatureMap, feature_map
 from .sensitivity import gaussian_sensitivity, laplace_sensitivity
@@ -193,7 +193,6 @@ class FunctionalHead:
         self.kernel = None
         self.model = None
         self._s1_bar = self._s2_bar = self._s2_psd = None
-        self._snapshot = self._snapshot_fingerprint = None
 
     # -- the one release ------------------------------------------------------------------
     @property
@@ -203,18 +202,8 @@ class FunctionalHead:
     def _features_of(self, x) -> np.ndarray:
         if self.features is None:
             return check_array(x, "x", ndim_min=2).reshape(len(x), -1).astype(np.float64)
-        self.features.check_unchanged()
         self.features.check_disjoint(x, "x")
-        f = self.features(x, batch_size=self.batch_size, name="x")
-        if len(x) >= 2:  # one record's features must not depend on the rest of its batch
-            alone = self.features(np.asarray(x[:1]), name="x")[0]
-            if not np.allclose(alone, f[0], rtol=1e-4, atol=1e-5):
-                raise ValueError(
-                    f"feature extractor {self.features.name!r}: a record's features change with the other records of "
-                    "its batch (a layer using batch statistics at inference?), so one record would influence the "
-                    "others' features and the sensitivity would not hold; use per-record layers only"
-                )
-        return f
+        return self.features(x, batch_size=self.batch_size, name="x")  # frozen weights, per-record features checked
 
     def fit(self, x, y) -> "FunctionalHead":
         """Compute (S1, S2) over the private set, release them once with noise, and solve for W.
@@ -315,13 +304,6 @@ class FunctionalHead:
         # wall-clock seconds of the two parts (measured, for the benchmark): the private set's features,
         # then statistics + noise + release + PSD projection + solve
         self.seconds = {"features": features_done - started, "statistics_release_solve": solved - features_done}
-        if self.features is not None:
-            self._snapshot = keras.models.clone_model(self.features.model)
-            self._snapshot.set_weights(self.features.model.get_weights())
-            self._snapshot.trainable = False
-            self._snapshot_fingerprint = weights_fingerprint(self._snapshot)
-            if self._snapshot_fingerprint != self.features.fingerprint:  # pragma: no cover - clone is exact
-                raise RuntimeError("the copy of the feature extractor differs from the original")
         self.model = self.to_keras()
         return self
 
@@ -382,19 +364,14 @@ class FunctionalHead:
                                                     name="functional_head")], name=name)
 
     def check_features_unchanged(self) -> None:
-        """Refuse an extractor (or the head's copy of it) whose weights changed after the release.
+        """Refuse an extractor (or its frozen copy, which the head's model holds) whose weights changed
+        after the release.
 
         Raises:
             ValueError: a fingerprint differs.
         """
-        if self.features is None:
-            return
-        self.features.check_unchanged()
-        if self._snapshot is not None and weights_fingerprint(self._snapshot) != self._snapshot_fingerprint:
-            raise ValueError(
-                "the head's copy of the feature extractor changed after the release; the released statistics "
-                "describe the old features. Build a new head (a new release, a new budget)"
-            )
+        if self.features is not None:
+            self.features.check_unchanged()
 
     def to_keras(self, kernel=None, name: str = "functional_head_model") -> keras.Model:
         """An ordinary Keras model: extractor (frozen) → :class:`FeatureMap` → ``Dense(C)`` logits.
@@ -411,8 +388,8 @@ class FunctionalHead:
         w = self.kernel if kernel is None else np.asarray(kernel, dtype=np.float64)
         if w.shape != (self.num_features, self.num_classes):
             raise ValueError(f"kernel must have shape {(self.num_features, self.num_classes)}, got {w.shape}")
-        if self._snapshot is not None:  # the frozen copy's own graph (calling it on a new Input would retrace it)
-            inp, h = self._snapshot.inputs[0], self._snapshot.outputs[0]
+        if self.features is not None:  # the frozen copy's own graph (calling it on a new Input would retrace it)
+            inp, h = self.features.frozen.inputs[0], self.features.frozen.outputs[0]
         else:
             inp = keras.Input((self.num_features - 1,))
             h = inp
