@@ -41,7 +41,7 @@ def test_summary_of_repeats():
 def test_tiny_bench_writes_ratios_with_spread(tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = argparse.Namespace(out=str(out), repeats=2, epochs=1, epsilon=1.0, max_private=600,
-                              methods=("nonprivate", "ilm_per_record", "fm_head_gauss"), no_memory=True)
+                              methods=("nonprivate", "public_only", "ilm_per_record", "fm_head_gauss"), no_memory=True)
     assert main(args) == 0
     result = json.loads(out.read_text())
     ratio = result["methods"]["ilm_per_record"]["throughput_ratio_to_baseline"]
@@ -53,4 +53,10 @@ def test_tiny_bench_writes_ratios_with_spread(tmp_path, capsys):
     assert cost["repeats"] == 2 and cost["median"] > 0
     core = head["statistics_release_solve_over_one_baseline_epoch"]  # a part of the preprocessing
     assert core["repeats"] == 2 and 0 < core["median"] <= cost["median"]
+    # the public model is trained once per seed outside every method's own time, and reported beside
+    public = head["public_training_seconds"]
+    assert public["repeats"] == 2 and public["min"] > 0
+    assert result["methods"]["public_only"]["public_training_seconds"] == public
+    assert result["methods"]["public_only"]["preprocessing_seconds"]["max"] == 0.0
+    assert result["methods"]["ilm_per_record"]["public_training_seconds"] is None
     assert "median [min–max]" in capsys.readouterr().out

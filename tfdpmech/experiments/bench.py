@@ -129,7 +129,9 @@ def run_bench(args, log=print) -> dict:
         public = [(run["notes"] or {}).get("public_training_seconds") for run in runs[name]]
         tta_public = [t + p if t is not None and p is not None else None for t, p in zip(tta, public)]
         tta_dpsgd = [time_to_accuracy(run, target) for run in runs.get("dpsgd", [])]
-        speedup = [d / t for t, d in zip(tta, tta_dpsgd) if t and d]
+        # a method that never touches the private records (public_only) has no private step to compare
+        private = [(run["notes"] or {}).get("private_records_used") != 0 for run in runs[name]]
+        speedup = [d / t for t, d, p in zip(tta, tta_dpsgd, private) if t and d and p]
         speedup_public = [d / t for t, d in zip(tta_public, tta_dpsgd) if t and d]
         out["methods"][name] = {
             "examples_per_second": summarize_repeats([r["examples_per_second"] for r in runs[name]]),
