@@ -318,7 +318,7 @@ def _ledger_fields(ledger, epochs: int) -> dict:
 
 def _notes(prepared: Prepared, ctx: Context, method: Method, seed: int) -> dict:
     notes = dict(prepared.notes)
-    public_seconds = ctx.public_training_seconds(seed) if method.uses_public and len(ctx.x_public) else None
+    public_seconds = ctx.public_training_seconds(seed) if method.uses_public else None
     if public_seconds is not None:  # the one-off public pre-training, outside the method's own time
         notes.setdefault("public_training_seconds", public_seconds)
     return notes

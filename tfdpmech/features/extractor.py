@@ -148,17 +148,14 @@ class FeatureExtractor:
             ValueError: the weights' fingerprint differs from the recorded one.
         """
         for which, model in (("its weights", self.model), ("the weights of its frozen copy", self.frozen)):
-            self._check_fingerprint(which, model)
-
-    def _check_fingerprint(self, which: str, model) -> None:
-        now = weights_fingerprint(model)
-        if now != self.fingerprint:
-            raise ValueError(
-                f"feature extractor {self.name!r}: {which} changed after its provenance was recorded "
-                f"(fingerprint {self.fingerprint} -> {now}); statistics released with the old features do not "
-                "describe the new ones. If the new weights also never saw the private data, wrap the model again "
-                "(tfdpmech.features.public_features) and build a new head (a new release, a new budget)"
-            )
+            now = weights_fingerprint(model)
+            if now != self.fingerprint:
+                raise ValueError(
+                    f"feature extractor {self.name!r}: {which} changed after its provenance was recorded "
+                    f"(fingerprint {self.fingerprint} -> {now}); statistics released with the old features do not "
+                    "describe the new ones. If the new weights also never saw the private data, wrap the model again "
+                    "(tfdpmech.features.public_features) and build a new head (a new release, a new budget)"
+                )
 
     def check_disjoint(self, x_private, name: str = "x_private") -> None:
         """Refuse private records identical to public records the extractor was trained on.
