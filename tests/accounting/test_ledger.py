@@ -586,3 +586,60 @@ def test_ledger_or_new_shares_a_ledger_creates_one_or_names_the_fix():
     assert isinstance(fresh, PrivacyLedger) and fresh is not shared and not fresh.releases
     with pytest.raises(TypeError, match=r"ledger must be a tfdpmech.PrivacyLedger or None, got dict; pass"):
         ledger_or_new({"releases": []})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the scope of a guarantee: neighbour relation and what is protected
+# ---------------------------------------------------------------------------------------------------------------
+def test_scope_fields_default_from_the_mechanism_and_are_validated():
+    assert _rel().neighbours == "replace_one" and _rel().protects == "record"
+    assert _rel(mechanism="dpsgd").neighbours == "add_remove"  # DP-SGD's accountants state add-or-remove ε
+    assert _rel(neighbours="add_remove", protects="features").protects == "features"
+    with pytest.raises(ValueError, match=r"neighbours='swap'.*add_remove"):
+        _rel(neighbours="swap")
+    with pytest.raises(ValueError, match=r"protects='labels'.*record"):
+        _rel(protects="labels")
+    with pytest.raises(TypeError, match="Release.protects must be a str"):
+        _rel(protects=1)
+
+
+def test_scope_fields_survive_save_and_load(tmp_path):
+    led = PrivacyLedger([_rel(neighbours="add_remove", protects="features")])
+    led.save(tmp_path / "l.json")
+    (back,) = PrivacyLedger.load(tmp_path / "l.json").releases
+    assert (back.neighbours, back.protects) == ("add_remove", "features")
+
+
+def test_an_old_ledger_file_without_the_fields_loads_as_unstated_never_guessed(tmp_path):
+    data = PrivacyLedger([_rel(mechanism="dpsgd")]).to_dict()
+    for r in data["releases"]:
+        del r["neighbours"], r["protects"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    led = PrivacyLedger.load(path)
+    (back,) = led.releases
+    assert (back.neighbours, back.protects) == ("unstated", "unstated")  # not the derived "add_remove"
+    assert led.scope() == ("unstated", "unstated")
+    assert "neighbours of the total: neighbours unstated, protects unstated" in led.summary()
+    with pytest.raises(ValueError, match="neighbours='sideways'"):
+        PrivacyLedger.from_dict({"releases": [{**data["releases"][0], "neighbours": "sideways"}]})
+
+
+def test_releases_of_different_neighbour_relations_have_no_total_but_zero_releases_do_not_count():
+    free = _rel("features:public", 0.0, 0.0, mechanism="none")
+    led = PrivacyLedger([free, _rel("dpsgd_training", 1.0, 1.0, mechanism="dpsgd")])
+    assert led.epsilon_provable() == pytest.approx(1.0) and led.scope() == ("add_remove", "record")
+    led.record(_rel("head", 0.5, 0.5))
+    assert led.epsilon_provable() is None and led.scope()[0] == "mixed"
+    assert "different neighbour relations" in led.provable_basis()
+    assert "dpsgd_training: add_remove" in led.provable_basis() and "head: replace_one" in led.provable_basis()
+    assert led.epsilon_claimed() == pytest.approx(1.5)  # the claim is still shown
+
+
+def test_summary_states_each_release_scope_and_the_weakest_protection_wins():
+    led = PrivacyLedger([_rel("a", 0.5, 0.5), _rel("b", 0.5, 0.5, protects="features")])
+    assert led.scope() == ("replace_one", "features")
+    lines = led.summary().splitlines()
+    assert "    neighbours: replace-one, record" in lines
+    assert "    neighbours: replace-one, features only (labels public)" in lines
+    assert lines[-2] == "neighbours of the total: replace-one, features only (labels public)"

@@ -46,9 +46,16 @@ from .events import COMPOSITION_ACCOUNTANTS, compose_events, event_epsilon_floor
 from .events import is_dp_event, self_composed
 
 __all__ = ["Release", "PrivacyLedger", "Guarantee", "NoneProven", "NONE_PROVEN", "format_epsilon", "check_epochs",
-           "ledger_or_new"]
+           "ledger_or_new", "NEIGHBOURS", "PROTECTS", "UNSTATED", "describe_scope"]
 
 NONE_PROVEN = "none proven"
+# The neighbour relation an ε is stated for: add or remove one record (n changes; DP-SGD's accountants), or
+# replace one record (n fixed and public; the heads, input and output perturbation). Neither implies the other
+# at the same ε, so a total over releases of both kinds is none proven (see PrivacyLedger.provable).
+NEIGHBOURS = ("add_remove", "replace_one")
+# What the ε protects: the whole record (features and label), or the features only (labels public).
+PROTECTS = ("record", "features")
+UNSTATED = "unstated"  # a release read from a ledger file written before these fields existed
 _FORMAT = 1
 _MAX_EPOCHS = 10**12  # beyond this an epoch count is a mistake (and ε·epochs would lose precision)
 
@@ -183,6 +190,14 @@ class Release:
             It must describe the **whole** release (the ledger composes the event in place of
             ``epsilon_provable``). A Gaussian or Laplace event is checked against
             ``epsilon_provable``: a stated ε below the event's exact ε at ``delta`` is refused.
+        neighbours: the neighbour relation the ε is stated for, ``"add_remove"`` or ``"replace_one"``
+            (:data:`NEIGHBOURS`). None (the default) derives it: ``"add_remove"`` for DP-SGD
+            (``mechanism`` starting with ``"dpsgd"``, or an event that contains a Poisson-sampled
+            event: dp_accounting's accountants state add-or-remove ε), else ``"replace_one"`` (n
+            fixed and public, as every other mechanism here calibrates). ``"unstated"`` only for a
+            release read from a file written before the field existed.
+        protects: ``"record"`` (features and label; the default) or ``"features"`` (labels public),
+            :data:`PROTECTS`; ``"unstated"`` as for ``neighbours``.
 
     Raises:
         TypeError: a field of the wrong type (e.g. ``epsilon_claimed='1'``), naming the field.
@@ -202,6 +217,8 @@ class Release:
     reproduction: bool = False
     details: dict = dataclasses.field(default_factory=dict)
     event: object | None = None
+    neighbours: str | None = None
+    protects: str = "record"
 
     def __post_init__(self):
         setattr_ = object.__setattr__
@@ -223,6 +240,14 @@ class Release:
             raise TypeError(f"Release.details must be a dict, got {_describe(self.details)}")
         if self.event is not None:
             self._check_event()
+        setattr_(self, "neighbours", _scope_word(self._derived_neighbours() if self.neighbours is None
+                                                 else self.neighbours, "neighbours", NEIGHBOURS))
+        setattr_(self, "protects", _scope_word(self.protects, "protects", PROTECTS))
+
+    def _derived_neighbours(self) -> str:
+        if self.mechanism.startswith("dpsgd") or (self.event is not None and "PoissonSampled" in repr(self.event)):
+            return "add_remove"
+        return "replace_one"
 
     def _check_event(self):
         if not is_dp_event(self.event):
@@ -273,6 +298,8 @@ class Release:
         if missing or unknown:
             raise ValueError(f"{where} lacks fields {missing} / has unknown fields {unknown}")
         kwargs = {n: data[n] for n in names if n in data}
+        for name in ("neighbours", "protects"):  # a file written before these fields existed: say so, never guess
+            kwargs.setdefault(name, UNSTATED)
         if kwargs.get("event") is not None:
             kwargs["event"] = event_from_json(kwargs["event"], f"{where}.event")
         try:
@@ -285,6 +312,22 @@ class Release:
                 f"makes it {release.guarantee!r}"
             )
         return release
+
+
+def _scope_word(value, name: str, choices: tuple) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"Release.{name} must be a str, one of {list(choices)}, got {_describe(value)}")
+    if value not in choices and value != UNSTATED:
+        raise ValueError(f"Release.{name}={value!r} is not one of {list(choices)}; pass e.g. {name}={choices[0]!r}")
+    return value
+
+
+def describe_scope(neighbours: str, protects: str) -> str:
+    """Words for a guarantee's scope, e.g. ``"replace-one, record"`` or ``"add/remove, features only"``."""
+    words = {"add_remove": "add/remove", "replace_one": "replace-one", UNSTATED: "neighbours unstated",
+             "mixed": "mixed neighbours"}
+    return f"{words.get(neighbours, neighbours)}, " + ("features only (labels public)" if protects == "features"
+                                                       else "protects unstated" if protects == UNSTATED else protects)
 
 
 def format_epsilon(claimed: float, provable, delta: float = 0.0) -> str:
@@ -449,6 +492,13 @@ class PrivacyLedger:
         if unproven:
             reasons = "; ".join(dict.fromkeys(f"{r.component}: {r.basis}" for r in unproven))
             return NoneProven(f"no proven guarantee for {len(unproven)} release(s) ({reasons})")
+        relations = {r.neighbours for r, t in counted if t > 0 and _spends(r)} - {UNSTATED}
+        if len(relations) > 1:
+            return NoneProven(
+                "the releases are proven for different neighbour relations (" + ", ".join(
+                    f"{r.component}: {r.neighbours}" for r, t in counted if t > 0 and _spends(r))
+                + "); neither relation's ε implies the other's at the same ε, so they do not add up to one ε"
+            )
         counted = [(r, t) for r, t in counted if t > 0]
         pure = [(r, t) for r, t in counted if r.delta == 0]
         plain = [(r, t) for r, t in counted if r.delta > 0 and r.event is None]
@@ -499,6 +549,20 @@ class PrivacyLedger:
             return g.delta
         return float(sum(r.delta * t for r, t in self._counted(epochs)))
 
+    def scope(self) -> tuple[str, str]:
+        """``(neighbours, protects)`` of the total: the neighbour relation of the releases that spend
+        budget (``"mixed"`` when they differ, ``"unstated"`` when one is; ε = 0 releases such as
+        public features hold under both) and what is protected (``"features"`` when any release
+        protects the features only: the weakest wins). ``("–", "–")`` for a ledger that spends nothing."""
+        spending = [r for r in self._releases if _spends(r)] or list(self._releases)
+        if not spending:
+            return "–", "–"
+        relations = {r.neighbours for r in spending}
+        neighbours = UNSTATED if UNSTATED in relations else relations.pop() if len(relations) == 1 else "mixed"
+        protected = {r.protects for r in spending}
+        protects = UNSTATED if UNSTATED in protected else "features" if "features" in protected else "record"
+        return neighbours, protects
+
     @property
     def is_reproduction(self) -> bool:
         return any(r.reproduction for r in self._releases)
@@ -513,9 +577,11 @@ class PrivacyLedger:
             rep = f" ×{times} epochs" if r.per_epoch else ""
             lines.append(
                 f"- {r.component} ({r.mechanism}, {r.guarantee}){tag}: "
-                f"{format_epsilon(r.epsilon_claimed, r.epsilon_provable, r.delta)}{rep}\n    basis: {r.basis}"
+                f"{format_epsilon(r.epsilon_claimed, r.epsilon_provable, r.delta)}{rep}\n"
+                f"    neighbours: {describe_scope(r.neighbours, r.protects)}\n    basis: {r.basis}"
             )
         g = self.provable(epochs)
+        lines.append(f"neighbours of the total: {describe_scope(*self.scope())}")
         lines.append("total: " + format_epsilon(self.epsilon_claimed(epochs), g.epsilon, self.delta(epochs)))
         return "\n".join(lines)
 
@@ -640,6 +706,11 @@ class PrivacyLedger:
         if any(r.per_epoch for r in self._releases):
             return f"PrivacyLedger({len(self)} releases, some per epoch; see summary(epochs=...))"
         return f"PrivacyLedger({len(self)} releases; {format_epsilon(self.epsilon_claimed(), self.epsilon_provable())})"
+
+
+def _spends(release: Release) -> bool:
+    """True unless the release is ε = 0 claimed and proven with δ = 0 (it holds under every relation)."""
+    return not (release.epsilon_claimed == 0 and release.epsilon_provable == 0 and release.delta == 0)
 
 
 def ledger_or_new(ledger) -> PrivacyLedger:
