@@ -53,6 +53,7 @@ from ..validation import (
     check_positive_int,
     check_positive_real,
 )
+from .clipping import resolve_clipping
 from .paths import (
     PATHS,
     check_logits,
@@ -60,8 +61,10 @@ from .paths import (
     fast_clipping_layers,
     rebuildable,
     require_tf_privacy,
+    resolve_engine,
     supports_fast_clipping,
 )
+from .train_step import install_dp_train_step
 
 __all__ = ["OPTIMIZERS", "DPSGD", "DPSGDBudget"]
 
@@ -137,6 +140,9 @@ class DPSGD:
             if None).
         use_xla: compile the ``DPModel`` train step (fast_clipping / vectorized) with XLA; on CPU
             this was slower for the MLP, hence off by default.
+        engine: ``"auto"`` (tensorflow-privacy where it imports, else tfdpmech's own), ``"tfdpmech"``
+            (this package's train step on Keras 2.15 and 3; no microbatches) or
+            ``"tensorflow_privacy"`` (TensorFlow 2.15 only); see :mod:`tfdpmech.dpsgd.paths`.
         drop_remainder: accept that ``n mod batch_size`` examples (a different random subset each
             epoch) sit out of every epoch when ``batch_size`` does not divide ``n``; the number is
             recorded in the ledger. By default that is refused: every batch must hold exactly
@@ -162,7 +168,8 @@ class DPSGD:
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,
                  l2_norm_clip: float = 1.0, learning_rate: float | None = None, optimizer: str = "adam",
                  path: str = "auto", num_microbatches: int | None = None, layer_registry=None,
-                 use_xla: bool = False, drop_remainder: bool = False, ledger: PrivacyLedger | None = None):
+                 use_xla: bool = False, drop_remainder: bool = False, engine: str = "auto",
+                 ledger: PrivacyLedger | None = None):
         self.epsilon = check_epsilon(epsilon)
         self.delta, self.n, self.batch_size, self.epochs = check_training_shape(delta, n, batch_size, epochs)
         if self.epochs * self.n > MAX_STEPS * self.batch_size:
@@ -204,7 +211,7 @@ class DPSGD:
         self.ledger = ledger_or_new(ledger)
         self.layer_registry = layer_registry
         self.use_xla = bool(use_xla)
-        require_tf_privacy()  # fail here, not half-way through compile
+        self.engine = self._checked_engine(engine)  # fail here, not half-way through compile
 
         self.steps = dpsgd_steps(self.n, self.batch_size, self.epochs)
         # the steps training may take: `epochs` passes of full batches (the any-order ε counts passes)
@@ -236,6 +243,35 @@ class DPSGD:
         return self._eps_any_order
 
     # -- model preparation -------------------------------------------------------------------
+    def _checked_engine(self, engine) -> str:
+        engine = resolve_engine(check_choice(engine, "engine", ("auto", "tfdpmech", "tensorflow_privacy")))
+        if engine == "tfdpmech" and (self.requested_path == "microbatch" or self.num_microbatches not in (None, self.batch_size)):
+            raise ValueError(
+                f"engine='tfdpmech' clips every example (path 'auto', 'fast_clipping' or 'vectorized'); path="
+                f"{self.requested_path!r} with num_microbatches={self.num_microbatches} is tensorflow-privacy's DP "
+                "optimizer path: pass engine='tensorflow_privacy' (TensorFlow 2.15) or drop these arguments"
+            )
+        return engine
+
+    def _noise_seed_for_engine(self):
+        return None  # shuffled DP-SGD draws its noise from OS entropy
+
+    def _compile_tfdpmech(self, model, loss, metrics):
+        """tfdpmech's engine: the user's model itself, compiled, with the DP train step installed."""
+        self.path = resolve_clipping(model, self.requested_path)
+        loss = self._loss(loss, "sum_over_batch_size")
+        model.compile(optimizer=self._optimizer(None), loss=loss, metrics=list(metrics) if metrics else None)
+        install_dp_train_step(model, loss=loss, l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
+                              divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
+                              require_mask=self._poisson)
+        return model
+
+    _poisson = False  # batches are shuffled fixed-size batches without a mask
+
+    def _divisor(self) -> float:
+        """The public L the noisy sum is divided by: the fixed batch size."""
+        return float(self.batch_size)
+
     def _resolve_path(self, model) -> str:
         if self.requested_path == "microbatch":
             return "microbatch"
@@ -385,6 +421,12 @@ class DPSGD:
             self.num_classes = int(model.output_shape[-1])
         except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
             self.num_classes = None
+        if self.engine == "tfdpmech":
+            model = self._compile_tfdpmech(model, loss, metrics)
+            self._guard_train_step(model)
+            self.model = model
+            self.release = self.ledger.record(self._make_release())
+            return model
         _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
         self.path = self._resolve_path(model)
         if self.path in ("fast_clipping", "vectorized"):
@@ -434,7 +476,8 @@ class DPSGD:
             epsilon_provable=epsilon_provable, event=event, basis=basis, delta=self.delta,
             sensitivity=self.l2_norm_clip, noise_scale=self.noise_multiplier, per_epoch=False,
             details={"epsilon_target": self.epsilon, "epsilon_achieved": self.epsilon_achieved, **details,
-                     "l2_norm_clip": self.l2_norm_clip, "path": self.path, "optimizer": self.optimizer_name,
+                     "l2_norm_clip": self.l2_norm_clip, "engine": self.engine, "path": self.path,
+                     "optimizer": self.optimizer_name,
                      "learning_rate": self.learning_rate},
         )
 
@@ -491,4 +534,4 @@ class DPSGD:
     def __repr__(self) -> str:
         return (f"DPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, batch_size={self.batch_size}, "
                 f"epochs={self.epochs}, n={self.n}, noise_multiplier={self.noise_multiplier:.4g}, "
-                f"{format_epsilon(self.epsilon_achieved, self._epsilon_any_order())}, path={self.path!r})")
+                f"{format_epsilon(self.epsilon_achieved, self._epsilon_any_order())}, engine={self.engine!r}, path={self.path!r})")

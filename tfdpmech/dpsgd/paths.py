@@ -1,4 +1,10 @@
-"""DP-SGD training paths through tensorflow-privacy, and the checks a model must pass first.
+"""DP-SGD engines and training paths, and the checks a model must pass first.
+
+Engines (``engine=``): ``"tensorflow_privacy"`` (the library's ``DPModel`` / DP optimizers, TensorFlow
+2.15 only), ``"tfdpmech"`` (this package's train step, :mod:`.train_step` and :mod:`.clipping`, on
+Keras 2.15 and Keras 3; ghost norms also for Conv2D and EinsumDense), ``"auto"`` (the first where it
+imports). The paths below are tensorflow-privacy's; tfdpmech's engine has ``"fast_clipping"`` and
+``"vectorized"`` with the same meaning.
 
 Training paths (``path=``):
     ``"fast_clipping"``: tensorflow-privacy's fast gradient clipping (``DPSequential`` /
@@ -47,7 +53,10 @@ from ..layers import BatchMinMax
 
 __all__ = [
     "PATHS",
+    "ENGINES",
     "INSTALL_HINT",
+    "resolve_engine",
+    "tf_privacy_available",
     "require_tf_privacy",
     "check_model",
     "check_logits",
@@ -57,7 +66,38 @@ __all__ = [
 ]
 
 PATHS = ("auto", "fast_clipping", "vectorized", "microbatch")
-INSTALL_HINT = "pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)"
+ENGINES = ("auto", "tfdpmech", "tensorflow_privacy")
+INSTALL_HINT = ("pip install 'tfdpmech[dpsgd]' on Python 3.11 with TensorFlow 2.15 (tensorflow-privacy does not install "
+                "on newer stacks; there engine='tfdpmech' runs the same DP-SGD)")
+
+
+def tf_privacy_available() -> bool:
+    """True when tensorflow-privacy imports (the TensorFlow 2.15 / Keras 2 stack)."""
+    try:
+        require_tf_privacy()
+    except ImportError:
+        return False
+    return True
+
+
+def resolve_engine(engine: str) -> str:
+    """``"tensorflow_privacy"`` or ``"tfdpmech"`` for ``engine`` in :data:`ENGINES`.
+
+    ``"auto"`` is tensorflow-privacy where it imports (the reference implementation) and tfdpmech's
+    own Keras DP-SGD (:mod:`.train_step`, :mod:`.clipping`) elsewhere. Both run the same algorithm
+    (``tests/dpsgd/test_engines.py`` pins their clipped sums equal where both import).
+
+    Raises:
+        ValueError: an unknown engine.
+        ImportError: ``"tensorflow_privacy"`` where it does not import (one line with the fix).
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine == "auto":
+        return "tensorflow_privacy" if tf_privacy_available() else "tfdpmech"
+    if engine == "tensorflow_privacy":
+        require_tf_privacy()
+    return engine
 
 
 def require_tf_privacy():
@@ -68,7 +108,7 @@ def require_tf_privacy():
         from tensorflow_privacy.privacy.keras_models import dp_keras_model
         from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras
     except Exception as exc:  # tensorflow-privacy raises non-ImportErrors on Keras 3
-        raise ImportError(f"the DP-SGD baseline needs tensorflow-privacy: {INSTALL_HINT}") from exc
+        raise ImportError(f"engine='tensorflow_privacy' needs tensorflow-privacy: {INSTALL_HINT}") from None
     return gradient_clipping_utils, layer_registry, dp_keras_model, dp_optimizer_keras
 
 
@@ -80,7 +120,7 @@ def _iter_layers(model):
 
 
 def check_model(model) -> None:
-    """Check ``model`` is a built ``keras.Model`` with trainable weights and no batch-mixing layers.
+    """Check ``model`` is a built ``keras.Model`` with trainable weights and no record-mixing terms.
 
     Raises:
         TypeError: not a ``keras.Model``.
@@ -103,6 +143,12 @@ def check_model(model) -> None:
                 "per-example clipping does not bound its sensitivity and DP-SGD would not be private; remove it "
                 "(tfdpmech.models.standard_cnn / standard_mlp use standard per-example layers only) or use "
                 "LayerNormalization / GroupNormalization"
+            )
+        if getattr(layer, "activity_regularizer", None) is not None:
+            raise ValueError(
+                f"layer {layer.name!r} ({type(layer).__name__}) has an activity_regularizer: a loss term computed "
+                "from the batch's activations that per-example clipping does not cover; remove it (weight "
+                "regularisers are fine: they do not depend on the data)"
             )
 
 

@@ -74,7 +74,7 @@ from ..accounting.dpsgd import (
 from ..accounting.gaussian import require_dp_accounting
 from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
-from .dpsgd import DPSGD
+from .dpsgd import DPSGD, MAX_STEPS
 from .paths import rebuildable, require_tf_privacy
 
 __all__ = [
@@ -332,8 +332,9 @@ class PoissonDPSGD(DPSGD):
                  n: int | None = None, *, sampling_probability: float | None = None,
                  noise_multiplier: float | None = None, l2_norm_clip: float = 1.0,
                  learning_rate: float | None = None, optimizer: str = "adam", momentum: float = 0.0,
-                 lr_schedule: str = "constant", ema_momentum: float | None = None, path: str = "auto", accountant: str = "pld", seed=None, layer_registry=None,
-                 use_xla: bool = False, ledger: PrivacyLedger | None = None):
+                 lr_schedule: str = "constant", ema_momentum: float | None = None, path: str = "auto",
+                 accountant: str = "pld", seed=None, layer_registry=None, use_xla: bool = False,
+                 engine: str = "auto", ledger: PrivacyLedger | None = None):
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError(
                 "give exactly one of epsilon (σ is then calibrated to it) and noise_multiplier (its ε is then "
@@ -386,9 +387,14 @@ class PoissonDPSGD(DPSGD):
         self.ledger = ledger_or_new(ledger)
         self.layer_registry = layer_registry
         self.use_xla = bool(use_xla)
-        require_tf_privacy()
-
         self.steps_per_epoch = int(math.ceil(1.0 / self.sampling_probability - 1e-12))
+        if self.epochs * self.steps_per_epoch > MAX_STEPS:
+            raise ValueError(
+                f"epochs={self.epochs} with {self.steps_per_epoch} Poisson steps per epoch is "
+                f"{self.epochs * self.steps_per_epoch:.3g} DP-SGD steps, more than {MAX_STEPS:.0e}, beyond what the "
+                "accountant computes; pass a realistic number of epochs"
+            )
+        self.engine = self._checked_engine(engine)
         self.steps = self.epochs * self.steps_per_epoch
         self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)
         if noise_multiplier is not None:
@@ -417,6 +423,15 @@ class PoissonDPSGD(DPSGD):
 
     def _epsilon_any_order(self) -> float:  # the Poisson ε is proven; no any-order fallback is needed
         return self.epsilon_achieved
+
+    _poisson = True  # batches are padded Poisson batches (x, y, mask)
+
+    def _divisor(self) -> float:
+        """The public L the noisy sum is divided by: the expected batch size q·n."""
+        return float(self.expected_batch_size)
+
+    def _noise_seed_for_engine(self):
+        return self._noise_seed
 
     # -- model ---------------------------------------------------------------------------------
     def _resolve_path(self, model) -> str:
@@ -523,4 +538,4 @@ class PoissonDPSGD(DPSGD):
         return (f"PoissonDPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, q={self.sampling_probability:.4g}"
                 f", expected_batch_size={self.expected_batch_size:g}, epochs={self.epochs}, steps={self.steps}, "
                 f"n={self.n}, noise_multiplier={self.noise_multiplier:.4g}, proven ε={self.epsilon_achieved:.4g} "
-                f"({self.accountant.upper()}), path={self.path!r})")
+                f"({self.accountant.upper()}), engine={self.engine!r}, path={self.path!r})")

@@ -1,0 +1,89 @@
+"""tfdpmech's DP-SGD train step, installed on an ordinary Keras model (Keras 2.15 and Keras 3).
+
+:func:`install_dp_train_step` replaces ``model.train_step`` so that ``model.fit`` runs, per batch
+(Abadi et al. 2016, Algorithm 1):
+
+1. the per-example clipped gradient sum ``Σ_i w_i clip_C(∇θ ℓ_i)`` (:mod:`.clipping`; ``w_i`` is the
+   Poisson mask: 1 for a sampled record, 0 for a padding row);
+2. ``+ N(0, σ²C²·I)`` drawn **once** per step from a ``tf.random.Generator`` (line "add noise");
+3. ``÷ L``, a public divisor fixed in advance (the expected batch size ``q·n`` for Poisson
+   sampling, the batch size for shuffled batches) — never the realised batch size, which depends
+   on the data;
+4. plus the gradient of the model's weight regularisers (data-independent), then one step of the
+   compiled Keras optimizer.
+
+The run objects (:class:`~tfdpmech.dpsgd.DPSGD`, :class:`~tfdpmech.dpsgd.PoissonDPSGD`) wrap this
+step in their guards (finite input, batch size, no step beyond the accounted ones). The model object is the user's own (weights, ``save``, ``predict`` unchanged); only its training
+step differs.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from .clipping import clipped_gradient_sum, per_example_loss
+
+__all__ = ["KERAS_3", "install_dp_train_step"]
+
+KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
+
+
+def _noise_generator(seed):
+    return tf.random.Generator.from_non_deterministic_state() if seed is None else tf.random.Generator.from_seed(seed)
+
+
+def _log_loss_and_metrics(model, x, y, y_pred, sample_weight):
+    """Update the compiled loss and metrics for the progress bar (they see padding rows with weight 0)."""
+    if KERAS_3:
+        loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+        tracker = getattr(model, "_loss_tracker", None)
+        if tracker is not None:
+            tracker.update_state(loss, sample_weight=tf.shape(tf.nest.flatten(x)[0])[0])
+    else:
+        model.compute_loss(x, y, y_pred, sample_weight)
+    return model.compute_metrics(x, y, y_pred, sample_weight)
+
+
+def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier: float, divisor: float,
+                          clipping: str, noise_seed=None, require_mask: bool = False):
+    """Make ``model.fit`` train ``model`` with DP-SGD (see the module docstring).
+
+    Args:
+        model: a compiled ``keras.Model`` (its optimizer, loss and metrics are used).
+        loss: the ``keras.losses.Loss`` the model was compiled with (a per-record copy is made).
+        l2_norm_clip: C. noise_multiplier: σ (0 for the noise-free cross-checks).
+        divisor: the public L the noisy sum is divided by.
+        clipping: ``"fast_clipping"`` or ``"vectorized"`` (see :func:`.clipping.resolve_clipping`).
+        noise_seed: None (OS entropy) or an int (reproducible experiments; keep it secret).
+        require_mask: batches must be ``(x, y, mask)`` (Poisson batches).
+    """
+    loss_fn = per_example_loss(loss)
+    generator = _noise_generator(noise_seed)
+    std = float(l2_norm_clip) * float(noise_multiplier)
+
+    def train_step(data):
+        x, y, mask = keras.utils.unpack_x_y_sample_weight(data)
+        first = tf.nest.flatten(x)[0]
+        if mask is None:
+            if require_mask:
+                raise ValueError(
+                    "Poisson DP-SGD trains on padded Poisson batches (x, y, mask); got batches without a mask. Fit "
+                    "on PoissonDPSGD.dataset(x, y)"
+                )
+            mask = tf.ones(tf.shape(first)[:1], tf.float32)
+        summed, y_pred, _ = clipped_gradient_sum(model, loss_fn, x, y, tf.cast(mask, tf.float32), l2_norm_clip,
+                                                 clipping)
+        grads = [(g + generator.normal(tf.shape(g), stddev=std, dtype=g.dtype)) / tf.cast(divisor, g.dtype)
+                 for g in summed]
+        if model.losses:  # weight regularisers (activity regularisers are refused by check_model)
+            with tf.GradientTape() as tape:
+                regularisation = tf.add_n(model.losses)
+            grads = [g + r for g, r in zip(grads, tape.gradient(
+                regularisation, model.trainable_variables, unconnected_gradients=tf.UnconnectedGradients.ZERO))]
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return _log_loss_and_metrics(model, x, y, y_pred, mask)
+
+    model.train_step = train_step
+    model.train_function = None  # a compiled train function would still run the old step
+    return model
