@@ -87,7 +87,7 @@ def test_fast_clipping_shares_weights_with_the_given_model():
 # --- ledger ---------------------------------------------------------------------------------
 
 def test_ledger_records_proven_release():
-    shared = PrivacyLedger([Release("other", "laplace", 0.5, 0.5, "Laplace mechanism")])
+    shared = PrivacyLedger([Release("other", "laplace", 0.5, 0.5, "Laplace mechanism", neighbours="add_remove")])
     dp = DPSGD(1.0, 1e-4, BATCH, 3, N, ledger=shared, l2_norm_clip=0.7)
     assert len(shared) == 1  # nothing recorded before compile
     dp.compile(tiny_mlp())
@@ -134,11 +134,13 @@ def test_bad_input(kwargs, exc, match):
 def test_missing_tensorflow_privacy_gives_one_line_hint(monkeypatch):
     for name in [m for m in list(sys.modules) if m == "tensorflow_privacy" or m.startswith("tensorflow_privacy.")]:
         monkeypatch.setitem(sys.modules, name, None)
+    assert DPSGD(1.0, DELTA, BATCH, 1, N).engine == "tfdpmech"  # "auto" falls back to tfdpmech's own
     with pytest.raises(ImportError) as info:
-        DPSGD(1.0, DELTA, BATCH, 1, N)
+        DPSGD(1.0, DELTA, BATCH, 1, N, engine="tensorflow_privacy")
     message = str(info.value)
-    assert "pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)" in message and "\n" not in message
-    with pytest.raises(ImportError, match=re.escape("pip install tfdpmech[dpsgd]")):
+    assert "pip install 'tfdpmech[dpsgd]' on Python 3.11 with TensorFlow 2.15" in message and "\n" not in message
+    assert "engine='tfdpmech'" in message
+    with pytest.raises(ImportError, match=re.escape("pip install 'tfdpmech[dpsgd]'")):
         supports_fast_clipping(tiny_mlp())
 
 
@@ -149,8 +151,9 @@ def test_import_tfdpmech_does_not_need_tensorflow_privacy():
         sys.modules["tensorflow_privacy"] = None  # as if it were not installed
         import tfdpmech, tfdpmech.dpsgd
         from tfdpmech.dpsgd import DPSGD
+        print("ENGINE:", DPSGD(1.0, 1e-5, 10, 1, 100).engine)
         try:
-            DPSGD(1.0, 1e-5, 10, 1, 100)
+            DPSGD(1.0, 1e-5, 10, 1, 100, engine="tensorflow_privacy")
         except ImportError as exc:
             print("HINT:", exc)
     """)
@@ -158,7 +161,8 @@ def test_import_tfdpmech_does_not_need_tensorflow_privacy():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(root))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=root)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "HINT:" in out.stdout and "pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)" in out.stdout
+    assert "ENGINE: tfdpmech" in out.stdout
+    assert "HINT:" in out.stdout and "pip install 'tfdpmech[dpsgd]' on Python 3.11" in out.stdout
 
 
 def test_repr_shows_claimed_and_provable():

@@ -1,4 +1,4 @@
-"""DP-SGD through tensorflow-privacy: Poisson-sampled (default, ε proven) and shuffled-batch runs.
+"""DP-SGD: Poisson-sampled (default, ε proven) and shuffled-batch runs, on Keras 2.15 and Keras 3.
 
 - :class:`PoissonDPSGD` (:mod:`.poisson`): every step samples each record with probability q;
   the noisy sum of clipped gradients is divided by the expected batch size; the Poisson ε from
@@ -6,18 +6,24 @@
 - :class:`DPSGD` (:mod:`.dpsgd`): shuffled fixed-size batches; the Poisson ε is only *claimed*, the
   any-order ε is *provable*.
 - :mod:`.recipe`: the stated recipe (:data:`RECIPE`, :func:`tanh_mlp`, :func:`make_dpsgd`).
-- :mod:`.paths`: the training paths and the model checks.
+- :mod:`.paths`: the engines (``engine="auto"``: tensorflow-privacy where it imports, else
+  tfdpmech's own), the training paths and the model checks.
+- :mod:`.train_step` and :mod:`.clipping`: tfdpmech's own engine, the train step installed on the
+  user's model and the per-example clipped gradient sums (ghost norms for Dense, EinsumDense,
+  Embedding and Conv2D; per-record gradients for any other layer).
 
-Importing this package does not import tensorflow-privacy; using the DP-SGD API without it raises
-an ImportError that says ``pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)``. The accounting
-(ε ↔ noise multiplier) lives in :mod:`tfdpmech.accounting.dpsgd`.
+Importing this package does not import tensorflow-privacy. The accounting (ε ↔ noise multiplier)
+lives in :mod:`tfdpmech.accounting.dpsgd`.
 """
 
 from .dpsgd import DPSGD, OPTIMIZERS, DPSGDBudget
-from .paths import PATHS, fast_clipping_layers, supports_fast_clipping
+from .clipping import GHOST_LAYERS, clipped_gradient_sum, ghost_unsupported_layers
+from .paths import ENGINES, PATHS, fast_clipping_layers, resolve_engine, supports_fast_clipping, tf_privacy_available
 from .poisson import PoissonDPSGD, PoissonSampler, padded_batch_size, poisson_dataset
 from .recipe import FINETUNE_RECIPE, HEAD_RECIPE, RECIPE, SAMPLINGS, Recipe, make_dpsgd, tanh_mlp
 
-__all__ = ["DPSGD", "DPSGDBudget", "OPTIMIZERS", "PATHS", "fast_clipping_layers", "supports_fast_clipping",
+__all__ = ["DPSGD", "DPSGDBudget", "OPTIMIZERS", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
+           "ghost_unsupported_layers", "resolve_engine", "tf_privacy_available", "fast_clipping_layers",
+           "supports_fast_clipping",
            "PoissonDPSGD", "PoissonSampler", "padded_batch_size", "poisson_dataset", "RECIPE", "HEAD_RECIPE",
            "FINETUNE_RECIPE", "SAMPLINGS", "Recipe", "make_dpsgd", "tanh_mlp"]

@@ -1,9 +1,10 @@
-"""DP-SGD through tensorflow-privacy, calibrated to a target (ε, δ).
+"""DP-SGD with shuffled fixed-size batches, calibrated to a target (ε, δ).
 
 DP-SGD (Abadi et al., "Deep Learning with Differential Privacy", CCS 2016) clips each
 example's gradient to L2 norm ``l2_norm_clip`` = C, sums the clipped gradients of a batch,
 adds Gaussian noise N(0, σ²C²) and takes an optimizer step. This module trains any Keras
-architecture that way with tensorflow-privacy 0.9.0 and calibrates the noise multiplier σ to a
+architecture that way, with tensorflow-privacy 0.9.0 where it imports or tfdpmech's own engine
+(``engine=``, :mod:`tfdpmech.dpsgd.paths`), and calibrates the noise multiplier σ to a
 target ε with the library's own accounting.
 
 Accounting: :mod:`tfdpmech.accounting.dpsgd` (``dp_accounting`` RDP, Poisson sampling). The
@@ -23,7 +24,8 @@ Example:
     >>> print(dp.ledger.summary())
 
 tensorflow-privacy is imported only when this API is used: ``import tfdpmech`` works without it
-(for instance on the TensorFlow ≥ 2.16 / Keras 3 stack, where tensorflow-privacy does not import).
+(for instance on the TensorFlow ≥ 2.16 / Keras 3 stack, where tensorflow-privacy does not import
+and ``engine="auto"`` runs tfdpmech's own engine).
 """
 
 from __future__ import annotations
@@ -157,7 +159,8 @@ class DPSGD:
         ledger: the ledger holding the release after :meth:`compile`.
 
     Raises:
-        ImportError: tensorflow-privacy is missing ("pip install tfdpmech[dpsgd] (needs TensorFlow 2.15)").
+        ImportError: ``engine="tensorflow_privacy"`` where tensorflow-privacy does not import (one line
+            with the fix; ``engine="auto"`` then runs tfdpmech's own engine).
         ValueError / TypeError: ε <= 0, δ ∉ (0, 1), n <= 0, epochs <= 0, batch_size > n,
             batch_size not dividing n (without ``drop_remainder=True``), batch_size not a multiple of
             num_microbatches, unknown path or optimizer, a ``ledger`` that is not a PrivacyLedger.
