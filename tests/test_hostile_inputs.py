@@ -16,7 +16,9 @@ point that no case exercises.
 from __future__ import annotations
 
 import functools
+import os
 import re
+import tempfile
 
 import keras
 import numpy as np
@@ -285,7 +287,7 @@ for k, v in {"one": 1, "str": "2", "float": 2.5}.items():
          "InputPerturbation")
 case("InputPerturbation-n-one", "n", lambda led: _ip(led, n=1), "InputPerturbation")
 case("InputPerturbation-batch_size-str", "batch_size", lambda led: _ip(led, batch_size="8"), "InputPerturbation")
-case("InputPerturbation-label_epsilon-reference", "label_epsilon", lambda led: _ip(led, label_epsilon=0.1),
+case("InputPerturbation-label_epsilon-reference", "label_epsilon", lambda led: _ip(led, mode="reference", label_epsilon=0.1),
      "InputPerturbation")
 case("InputPerturbation-label_epsilon-too_big", "label_epsilon",
      lambda led: _ip(led, mode="private", label_epsilon=1.0), "InputPerturbation")
@@ -417,6 +419,15 @@ case("QueryBudgetAccountant-max_queries-both", "max_queries",
 for k, v in {"zero": 0, "neg": -1, "float": 1.5, "str": "1", "bool": True}.items():
     case(f"QueryBudgetAccountant.charge-queries-{k}", "queries",
          lambda led, v=v: QueryBudgetAccountant(1.0, max_queries=3).charge(v), "QueryBudgetAccountant")
+# a mistyped directory must not silently start a fresh budget; a directory is not a state file
+ABSENT_DIR = os.path.join(tempfile.gettempdir(), "tfdpmech-absent-directory-7c1e")
+case("QueryBudgetAccountant-state_path-missing_directory", "state_path",
+     lambda led: QueryBudgetAccountant(1.0, max_queries=3, state_path=os.path.join(ABSENT_DIR, "budget.json")),
+     "QueryBudgetAccountant")
+case("QueryBudgetAccountant-state_path-directory", "state_path",
+     lambda led: QueryBudgetAccountant(1.0, max_queries=3, state_path=tempfile.gettempdir()), "QueryBudgetAccountant")
+case("PrivacyLedger.load-path-directory", "directory", lambda led: PrivacyLedger.load(tempfile.gettempdir()),
+     "PrivacyLedger")
 
 # Ledger, releases, callbacks
 for k, v in {"str": "ledger", "none": None, "duck": NotALedger(), "dict": {}}.items():
@@ -593,6 +604,10 @@ for k in ("nan", "neg", "zero", "str", "bool", "huge_int"):
     case(f"ConvexifiedCrossEntropy-alpha-{k}", "alpha", lambda led, k=k: ConvexifiedCrossEntropy(BAD_POSITIVE[k]),
          "ConvexifiedCrossEntropy")
 case("ConvexifiedCrossEntropy-mode", "mode", lambda led: ConvexifiedCrossEntropy(mode="x"), "ConvexifiedCrossEntropy")
+# perturbed coefficients at a batch size nobody stated: refused by default (the recorded ε could be too low)
+case("TaylorCrossEntropy-batch_size-unstated", "batch_size",
+     lambda led: TaylorCrossEntropy()(np.zeros((2, 3, 3), np.float32), np.zeros((2, 3), np.float32)),
+     "TaylorCrossEntropy")
 case("TaylorCrossEntropy-y_true-rank", "y_true",
      lambda led: TaylorCrossEntropy()(np.zeros((2, 3, 3, 1), np.float32), np.zeros((2, 3), np.float32)),
      "TaylorCrossEntropy")
@@ -992,4 +1007,58 @@ def test_compare_cli_refuses_hostile_flags(tmp_path, capsys, argv, arg):
     err = capsys.readouterr().err
     assert status == 2, err
     assert arg in err, f"the error does not name {arg!r}: {err}"
+    assert not out.exists(), "nothing may be trained or written before the flags are checked"
+
+
+def test_a_mistyped_budget_directory_is_not_created(tmp_path):
+    path = tmp_path / "no_such_dir" / "budget.json"
+    with pytest.raises(ValueError, match="does not exist") as info:
+        QueryBudgetAccountant(1.0, max_queries=3, state_path=path)
+    assert "os.makedirs" in str(info.value)
+    assert not path.parent.exists()
+
+
+def test_a_ledger_path_that_is_a_directory_says_so(tmp_path):
+    with pytest.raises(ValueError, match="is a directory; pass the path of the ledger JSON file") as info:
+        PrivacyLedger.load(tmp_path)
+    assert str(tmp_path) in str(info.value)
+
+
+def test_compare_blames_the_batch_size_it_was_given(tmp_path, capsys):
+    """--batch-size above the whole training split names --batch-size, not the --public that was not passed."""
+    from tfdpmech.cli import main
+
+    out = tmp_path / "results"
+    status = main(["compare", "--quick", "--quiet", "--methods", "nonprivate", "--audit", "none",
+                   "--batch-size", "100000", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert "--batch-size" in err and "batch_size=100000" in err and "--public" not in err, err
+    assert not out.exists()
+
+
+BENCH_CASES = {
+    "max-private-negative": (["--max-private", "-5"], "max_private"),
+    "max-private-text": (["--max-private", "many"], "--max-private"),
+    "methods-unknown": (["--methods", "nosuchmethod"], "nosuchmethod"),
+    "epsilon-negative": (["--epsilon", "-1"], "epsilon"),
+    "epsilon-nan": (["--epsilon", "nan"], "epsilon"),
+    "epochs-zero": (["--epochs", "0"], "epochs"),
+    "repeats-zero": (["--repeats", "0"], "repeats"),
+}
+
+
+@pytest.mark.parametrize("argv, arg", list(BENCH_CASES.values()), ids=list(BENCH_CASES))
+def test_bench_cli_refuses_hostile_flags_as_compare_does(tmp_path, capsys, argv, arg):
+    from tfdpmech.cli import main
+
+    out = tmp_path / "bench.json"
+    try:
+        status = main(["bench", "--no-memory", "--out", str(out), *argv])
+    except SystemExit as exc:  # argparse: a flag that does not parse
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert arg in err, f"the error does not name {arg!r}: {err}"
+    assert "Traceback" not in err
     assert not out.exists(), "nothing may be trained or written before the flags are checked"

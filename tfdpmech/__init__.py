@@ -21,7 +21,7 @@ from .mechanisms import (
     compute_bounds,
 )
 from .metrics import taylor_accuracy
-from .validation import PrivacyLeakWarning
+from .validation import PrivacyLeakWarning, UnprovenModeWarning
 
 __version__ = "0.1.0"
 
@@ -36,7 +36,7 @@ __all__ = [
     "ChebyshevEnergy", "ConvexifiedCrossEntropy", "FunctionalSoftmaxHead", "TaylorCrossEntropy", "taylor_accuracy",
     # accounting
     "PrivacyBudget", "PrivacyLedger", "Release", "format_epsilon", "QueryBudgetAccountant", "BudgetExhaustedError",
-    "BudgetStateError", "PrivacyLeakWarning",
+    "BudgetStateError", "PrivacyLeakWarning", "UnprovenModeWarning",
     # subpackages and modules
     "accounting", "allocation", "audit", "chebyshev", "data", "dpsgd", "features", "heads", "layers", "losses",
     "mechanisms", "metrics", "models", "noise", "relevance", "validation",

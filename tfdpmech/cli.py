@@ -47,7 +47,7 @@ def add_bench_arguments(parser) -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--max-private", type=int, default=0, help="cap the private set (0: all 7,000)")
-    parser.add_argument("--methods", type=lambda t: tuple(x for x in t.split(",") if x), default=None)
+    parser.add_argument("--methods", type=_strings, default=None, help="comma-separated methods (default: the bench's)")
     parser.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory probes")
 
 
@@ -81,25 +81,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _skip_unavailable(methods: tuple, note) -> tuple:
-    from .experiments import METHODS
+def note(text: str) -> None:
+    """A one-line note on stderr (e.g. a default method this installation cannot run)."""
+    print(f"tfdpmech: note: {text}", file=sys.stderr)
 
-    kept = []
-    for name in methods:
-        reason = METHODS[name].unavailable() if name in METHODS else None
-        if reason:
-            note(f"skipping {name}: {reason}")
-        else:
-            kept.append(name)
-    return tuple(kept)
+
+def usage_error(exc: Exception) -> int:
+    """Print a refused setting in one line, no traceback; the exit status of a usage error."""
+    print(f"tfdpmech: error: {exc}", file=sys.stderr)
+    return 2
 
 
 def _compare(args) -> int:
     from .experiments import preset_config, run_comparison
+    from .experiments.registry import available_methods
     from .report import check_writable, markdown_table, summarize, write_report
-
-    def note(text):
-        print(f"tfdpmech: note: {text}", file=sys.stderr)
 
     try:
         config = preset_config(args.preset, quick=args.quick, datasets=args.dataset, methods=args.methods,
@@ -108,12 +104,11 @@ def _compare(args) -> int:
                                learning_rate=args.learning_rate, audit=args.audit, out=args.out,
                                verbose=0 if args.quiet else 1)
         if args.methods is None:  # the preset's list: skip what this installation cannot run, visibly
-            config.methods = _skip_unavailable(config.methods, note)
+            config.methods = available_methods(config.methods, note)
         config.validate()
         check_writable(args.out)
     except (ValueError, TypeError) as exc:
-        print(f"tfdpmech: error: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(exc)
     try:
         results = run_comparison(config)
     except (ValueError, TypeError, RuntimeError) as exc:
@@ -134,6 +129,7 @@ def _audit_exit_status(results: dict) -> int:
     A lower bound above a provable ε means the proof or the code is wrong; above a claimed ε
     only, the claim is refuted (reported, not an error). ANSI colours unless ``NO_COLOR`` is set.
     """
+    from .accounting.display import epsilon_lower, epsilon_upper
     from .audit.canary import VERDICT_BUG
     from .report import audit_findings
 
@@ -145,11 +141,11 @@ def _audit_exit_status(results: dict) -> int:
         per = " per query, compared as m·ε" if f["per"] == "query" else ""
         if f["verdict"] == VERDICT_BUG:
             bugs += 1
-            print(f"{red}tfdpmech: AUDIT FAILED: {where}: ε lower bound {f['epsilon_lower_bound']:.3f} > provable ε "
-                  f"{f['epsilon_provable']:.3g}{per}: the proof or the code is wrong{reset}", file=sys.stderr)
+            print(f"{red}tfdpmech: AUDIT FAILED: {where}: ε lower bound {epsilon_lower(f['epsilon_lower_bound'])} > "
+                  f"provable ε {epsilon_upper(f['epsilon_provable'])}{per}: the proof or the code is wrong{reset}", file=sys.stderr)
         else:
-            print(f"tfdpmech: claim refuted by audit: {where}: ε lower bound {f['epsilon_lower_bound']:.3f} > "
-                  f"claimed ε {f['epsilon_claimed']:.3g}{per}", file=sys.stderr)
+            print(f"tfdpmech: claim refuted by audit: {where}: ε lower bound {epsilon_lower(f['epsilon_lower_bound'])} "
+                  f"> claimed ε {epsilon_upper(f['epsilon_claimed'])}{per}", file=sys.stderr)
     return AUDIT_BUG_EXIT if bugs else 0
 
 
@@ -173,9 +169,13 @@ def main(argv=None) -> int:
     if args.command == "methods":
         return _methods()
     if args.command == "bench":
-        from .experiments.bench import main as bench_main
+        from .experiments.bench import bench_config, main as bench_main
 
-        return bench_main(args)
+        try:
+            config = bench_config(args, note)
+        except (ValueError, TypeError) as exc:
+            return usage_error(exc)
+        return bench_main(args, config)
     return _compare(args)
 
 

@@ -11,6 +11,7 @@ import hashlib
 import math
 import numbers
 import sys
+import warnings
 from collections import abc
 from typing import Sequence
 
@@ -20,6 +21,8 @@ import tensorflow as tf
 
 __all__ = [
     "PrivacyLeakWarning",
+    "UnprovenModeWarning",
+    "warn_unproven_mode",
     "check_array",
     "check_unit_interval",
     "check_one_hot",
@@ -55,6 +58,30 @@ class PrivacyLeakWarning(Warning):
     common ``warnings.filterwarnings("ignore", category=UserWarning)`` (or numpy's
     ``RuntimeWarning`` noise filters) do not hide a leak.
     """
+
+
+class UnprovenModeWarning(PrivacyLeakWarning):
+    """Warned when a mechanism is built in a mode whose ε is claimed but none proven
+    (``mode="reference"``, the paper's algorithm as published); once per class per process."""
+
+
+_UNPROVEN_WARNED: set = set()  # the classes already warned about in this process
+
+
+def warn_unproven_mode(owner: str, mode: str) -> None:
+    """Warn :class:`UnprovenModeWarning` the first time ``owner`` is built in ``mode`` (no proof) in this process.
+
+    The proven mode is every mechanism's default; choosing another one must be explicit and visible.
+    """
+    if owner in _UNPROVEN_WARNED:
+        return
+    _UNPROVEN_WARNED.add(owner)
+    warnings.warn(
+        f"{owner}(mode={mode!r}) runs the paper's algorithm as published: its ε is claimed, none proven (the "
+        "ledger records it so). The default mode='private' is the sound construction (the class's documentation "
+        "states what it proves); this warning is shown once per class and process",
+        UnprovenModeWarning, stacklevel=3,
+    )
 
 
 def _describe(value) -> str:

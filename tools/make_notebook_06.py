@@ -96,7 +96,7 @@ code("""head = heads["gaussian", EPSILONS[0]]
 before = head.ledger.to_dict()
 x_s, y_s = head.pseudo_records()
 small = head.trainable_head()
-small.compile(keras.optimizers.Adam(0.05), loss=tfdpmech.TaylorCrossEntropy())
+small.compile(keras.optimizers.Adam(0.05), loss=tfdpmech.TaylorCrossEntropy(any_batch_size=True))
 import tensorflow as tf
 small.fit(tf.data.Dataset.from_tensors((x_s, y_s)).repeat(300 if SMALL else 3000), epochs=1, verbose=0)
 fitted = small.get_layer("functional_head").get_weights()[0]

@@ -144,8 +144,12 @@ def test_record_and_extend():
 
 def test_format_epsilon_shows_both_numbers():
     assert format_epsilon(0.3, 11.2) == "claimed ε=0.3 | provable ε=11.2"
-    assert format_epsilon(0.3, 11.23456) == "claimed ε=0.3 | provable ε=11.23"  # 4 significant digits
+    # both ε are upper bounds: rounded up to two decimals, never to nearest (11.23456 is not 11.23)
+    assert format_epsilon(0.3, 11.23456) == "claimed ε=0.3 | provable ε=11.24"
+    assert format_epsilon(1.1113, 0.9999) == "claimed ε=1.12 | provable ε=1"
+    assert format_epsilon(0.1 + 0.2, 0.3) == "claimed ε=0.3 | provable ε=0.3"  # float noise is not rounded up
     assert format_epsilon(1.0, 2.0, 1e-5) == "claimed ε=1 | provable ε=2, δ=1e-05"
+    assert format_epsilon(1.0, 2.0, 1.5e-6) == "claimed ε=1 | provable ε=2, δ=1.5e-06"  # δ keeps its digits
 
 
 def test_format_epsilon_says_none_proven():
@@ -162,7 +166,7 @@ def test_summary_lists_every_release_and_the_totals():
     assert sum(line.startswith("- ") for line in lines) == 3
     assert "- first_layer_inputs (laplace, proven): claimed ε=0.075 | provable ε=10.8" in text
     assert "basis: per-record Laplace, post-processing" in text
-    assert lines[-1] == "total: claimed ε=0.3 | provable ε=11.17"
+    assert lines[-1] == "total: claimed ε=0.3 | provable ε=11.18"  # 11.1729, rounded up
     assert "reproduction" not in text
 
 
@@ -177,11 +181,11 @@ def test_summary_mentions_reproduction_mode_and_none_proven():
     assert "- inputs_shared_per_step (laplace, claimed) [reproduction mode]: " in text
     assert "claimed ε=0.075 | provable none proven ×4 epochs" in text
     assert "- relevance (laplace, proven): claimed ε=0.075 | provable ε=0.075\n" in text  # no tag there
-    assert text.splitlines()[-1] == "total: claimed ε=0.375 | provable none proven"
+    assert text.splitlines()[-1] == "total: claimed ε=0.38 | provable none proven"  # 0.375, rounded up
 
 
 def test_repr_shows_both_totals():
-    assert repr(_adlm_like_ledger()) == "PrivacyLedger(3 releases; claimed ε=0.3 | provable ε=11.17)"
+    assert repr(_adlm_like_ledger()) == "PrivacyLedger(3 releases; claimed ε=0.3 | provable ε=11.18)"
 
 
 def test_to_dict_totals():

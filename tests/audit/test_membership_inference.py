@@ -102,7 +102,7 @@ def test_shadow_attack_on_output_perturbation_smoke():
     bounds = compute_bounds(target, n_train=n)
     results = {}
     for eps in (0.01, 1e6):  # Δz_T is large at n = 60, so 'ε → ∞' needs a large ε
-        pred = DPPredictor(target, bounds, QueryBudgetAccountant(eps, max_queries=1), seed=5)
+        pred = DPPredictor(target, bounds, QueryBudgetAccountant(eps, max_queries=1), seed=5, mode="reference")
         with pred.evaluation_mode():
             p_in, p_out = pred.predict_proba(xi), pred.predict_proba(xo)
         results[eps] = (attack.advantage(p_in, yi, p_out, yo),

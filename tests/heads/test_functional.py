@@ -88,7 +88,7 @@ def test_ledger_is_proven_and_noise_is_drawn_once(mechanism):
     # train "longer": the returned model is frozen, the pseudo-records are post-processing
     head.model.fit(np.pad(x, ((0, 0), (0, 2))).astype(np.float32), np.eye(3)[labels], epochs=2, verbose=0)
     small = head.trainable_head()
-    small.compile(keras.optimizers.Adam(0.05), loss=TaylorCrossEntropy())
+    small.compile(keras.optimizers.Adam(0.05), loss=TaylorCrossEntropy(any_batch_size=True))
     small.fit(*head.pseudo_records(), epochs=3, verbose=0)
     head.to_keras(small.get_weights()[0])
     head.predict(np.pad(x, ((0, 0), (0, 2))))
@@ -125,12 +125,12 @@ def test_closed_form_minimises_the_released_objective_and_model_fit_agrees():
     xs, ys = head.pseudo_records()
     # the pseudo-records' Keras loss is the released objective (mean over the d records)
     w_rand = rng.normal(size=w.shape)
-    loss = TaylorCrossEntropy()(tf.constant(ys), tf.constant(xs @ w_rand.astype(np.float32))).numpy()
+    loss = TaylorCrossEntropy(any_batch_size=True)(tf.constant(ys), tf.constant(xs @ w_rand.astype(np.float32))).numpy()
     assert loss * len(xs) == pytest.approx(head.objective(w_rand), rel=1e-4)
     # model.compile(loss=...) / model.fit reaches the closed form
     keras.utils.set_random_seed(0)
     small = head.trainable_head()
-    small.compile(keras.optimizers.Adam(0.05), loss=TaylorCrossEntropy())
+    small.compile(keras.optimizers.Adam(0.05), loss=TaylorCrossEntropy(any_batch_size=True))
     small.fit(tf.data.Dataset.from_tensors((xs, ys)).repeat(1500), epochs=1, verbose=0)  # 1500 full-batch steps
     fitted = small.get_layer("functional_head").get_weights()[0]
     assert head.objective(fitted) == pytest.approx(base, rel=1e-3)

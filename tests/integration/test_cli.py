@@ -52,11 +52,11 @@ def test_dpsgd_without_tensorflow_privacy_is_refused(tmp_path, capsys, monkeypat
 
 
 def test_preset_methods_skip_dpsgd_visibly_without_tensorflow_privacy(monkeypatch, capsys):
-    from tfdpmech.cli import _skip_unavailable
+    from tfdpmech.experiments.registry import available_methods
 
     monkeypatch.setitem(sys.modules, "tensorflow_privacy", None)
     notes = []
-    kept = _skip_unavailable(("nonprivate", "dpsgd", "outpert_private"), notes.append)
+    kept = available_methods(("nonprivate", "dpsgd", "outpert_private"), notes.append)
     assert kept == ("nonprivate", "outpert_private")
     assert len(notes) == 1 and "skipping dpsgd" in notes[0] and "pip install" in notes[0]
 

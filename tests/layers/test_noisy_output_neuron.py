@@ -30,7 +30,7 @@ def _recover(logits, probs):
 
 
 def test_rows_sum_to_one_and_shape_with_none_batch():
-    layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, seed=0)
+    layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, seed=0, mode="reference")
     inp = keras.Input(shape=(10,))
     model = keras.Model(inp, layer(inp))
     z = np.random.default_rng(0).normal(size=(7, 10)).astype(np.float32)
@@ -45,7 +45,7 @@ def test_rows_sum_to_one_and_shape_with_none_batch():
 def test_exactly_one_logit_differs(noise):
     rng = np.random.default_rng(1)
     z = rng.normal(size=(500, 5)).astype(np.float32)
-    probs = NoisyOutputNeuron(5.0, 1.0, 1.0, 5, noise=noise, seed=2)(z).numpy()
+    probs = NoisyOutputNeuron(5.0, 1.0, 1.0, 5, noise=noise, seed=2, mode="reference")(z).numpy()
     _, _, dev = _recover(z, probs)
     changed = (np.abs(dev) > 1e-4).sum(axis=1)
     assert np.all(changed <= 1)  # never more than one logit
@@ -56,7 +56,7 @@ def test_neuron_frequencies_match_exponential_mechanism_chi2():
     # ε_step = ε/(2C+1) = 0.1 (Laplace), Δp = 0.05 → sampling logits ε_s·p/(2Δp) = p
     p = np.array([0.7, 0.2, 0.1])
     z = np.tile(np.log(p).astype(np.float32), (30_000, 1))
-    layer = NoisyOutputNeuron(0.7, 0.01, 0.05, 3, noise="laplace", seed=3)
+    layer = NoisyOutputNeuron(0.7, 0.01, 0.05, 3, noise="laplace", seed=3, mode="reference")
     assert layer.epsilon_sampling == pytest.approx(0.1)
     v, _, _ = _recover(z, layer(z).numpy())
     counts = np.bincount(v, minlength=3)
@@ -67,7 +67,7 @@ def test_neuron_frequencies_match_exponential_mechanism_chi2():
 
 @pytest.mark.parametrize("noise, scale", [("laplace", 7.5117), ("gaussian", 2.2904)])
 def test_noise_distribution_matches_table_scales_ks(noise, scale):
-    layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, noise=noise, seed=4)
+    layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, noise=noise, seed=4, mode="reference")
     assert layer.noise_scale == pytest.approx(scale, rel=1e-3)
     z = np.zeros((5000, 10), np.float32)
     _, eta, _ = _recover(z, layer(z).numpy())
@@ -78,18 +78,18 @@ def test_noise_distribution_matches_table_scales_ks(noise, scale):
 
 
 def test_budget_split_per_query():
-    c = noise_calibration(2.1, 1.0, 10, noise="laplace")
+    c = noise_calibration(2.1, 1.0, 10, noise="laplace", mode="reference")
     assert c["epsilon_step"] == pytest.approx(0.1) and c["noise_scale"] == pytest.approx(10.0)
-    g = noise_calibration(3.0, 1.0, 2)
+    g = noise_calibration(3.0, 1.0, 2, mode="reference")
     assert g["epsilon_step"] == pytest.approx(1.0)  # √(4·2+1) = 3
-    code = noise_calibration(1.0, 1.0, 2, gaussian_split="reference_code")
+    code = noise_calibration(1.0, 1.0, 2, gaussian_split="reference_code", mode="reference")
     assert code["epsilon_step"] == pytest.approx(1 / 3.8284, rel=1e-4)
-    layer = NoisyOutputNeuron(1.0, 0.5, 1.0, 10, gaussian_split="reference_code")
+    layer = NoisyOutputNeuron(1.0, 0.5, 1.0, 10, gaussian_split="reference_code", mode="reference")
     assert layer.epsilon_step == pytest.approx(1 / (2 * math.sqrt(10) + 1))
 
 
 def test_fresh_noise_every_call_also_inside_tf_function():
-    layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, seed=5)
+    layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, seed=5, mode="reference")
     z = np.tile(np.linspace(-1, 1, 10, dtype=np.float32), (4, 1))
     a, b = layer(z).numpy(), layer(z).numpy()
     assert not np.allclose(a, b)
@@ -104,11 +104,11 @@ def test_fresh_noise_every_call_also_inside_tf_function():
 
 def test_seed_reproduces_and_none_differs():
     z = np.random.default_rng(6).normal(size=(3, 4)).astype(np.float32)
-    a = NoisyOutputNeuron(1.0, 0.2, 1.0, 4, seed=11)(z).numpy()
-    b = NoisyOutputNeuron(1.0, 0.2, 1.0, 4, seed=11)(z).numpy()
+    a = NoisyOutputNeuron(1.0, 0.2, 1.0, 4, seed=11, mode="reference")(z).numpy()
+    b = NoisyOutputNeuron(1.0, 0.2, 1.0, 4, seed=11, mode="reference")(z).numpy()
     np.testing.assert_array_equal(a, b)
-    c = NoisyOutputNeuron(1.0, 0.2, 1.0, 4)(z).numpy()
-    d = NoisyOutputNeuron(1.0, 0.2, 1.0, 4)(z).numpy()
+    c = NoisyOutputNeuron(1.0, 0.2, 1.0, 4, mode="reference")(z).numpy()
+    d = NoisyOutputNeuron(1.0, 0.2, 1.0, 4, mode="reference")(z).numpy()
     assert not np.allclose(c, d)
 
 
@@ -124,19 +124,19 @@ def test_epsilon_to_infinity_returns_softmax(mode, noise):
 def test_epsilon_to_zero_agreement_is_one_half(noise):
     rng = np.random.default_rng(9)
     z = rng.normal(size=(4000, 10)).astype(np.float32) * 2
-    out = NoisyOutputNeuron(1e-6, MNIST_DZ, 1.0, 10, noise=noise, seed=10)(z).numpy()
+    out = NoisyOutputNeuron(1e-6, MNIST_DZ, 1.0, 10, noise=noise, seed=10, mode="reference")(z).numpy()
     agree = np.mean(np.argmax(out, 1) == np.argmax(z, 1))
     assert 0.45 < agree < 0.55
 
 
 def test_private_mode_perturbs_every_logit_with_smaller_scale():
     layer = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, mode="private", seed=12)
-    single = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, seed=12)
+    single = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, seed=12, mode="reference")
     assert layer.noise_scale == pytest.approx(math.sqrt(10) * MNIST_DZ)
     assert layer.noise_scale < single.noise_scale
     lap = NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, noise="laplace", mode="private")
     assert lap.noise_scale == pytest.approx(10 * MNIST_DZ)
-    assert lap.noise_scale < NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, noise="laplace").noise_scale
+    assert lap.noise_scale < NoisyOutputNeuron(1.0, MNIST_DZ, 1.0, 10, noise="laplace", mode="reference").noise_scale
     z = np.zeros((5000, 10), np.float32)
     d = np.log(layer(z).numpy().astype(np.float64))
     diff = d[:, 0] - d[:, 1]  # η_0 − η_1 ~ N(0, 2σ²)
@@ -146,7 +146,7 @@ def test_private_mode_perturbs_every_logit_with_smaller_scale():
 
 
 def test_training_true_refused():
-    layer = NoisyOutputNeuron(1.0, 0.2, 1.0, 3)
+    layer = NoisyOutputNeuron(1.0, 0.2, 1.0, 3, mode="reference")
     with pytest.raises(ValueError, match="inference-only"):
         layer(np.zeros((2, 3), np.float32), training=True)
     inp = keras.Input(shape=(3,))
@@ -176,7 +176,7 @@ def test_bad_arguments(kwargs, exc, match):
 
 def test_wrong_number_of_logits_refused():
     with pytest.raises(ValueError, match="num_classes=3"):
-        NoisyOutputNeuron(1.0, 0.3, 1.0, 3)(np.zeros((2, 4), np.float32))
+        NoisyOutputNeuron(1.0, 0.3, 1.0, 3, mode="reference")(np.zeros((2, 4), np.float32))
 
 
 def test_config_and_keras_file_round_trip(tmp_path):

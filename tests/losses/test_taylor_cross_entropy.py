@@ -96,7 +96,7 @@ def test_taylor_identity_with_one_hot_labels():
 def test_taylor_identity_with_coefficient_tensor():
     z, y = _data(n=6, m=4, seed=2)
     phi = taylor_coefficients(y)
-    loss = TaylorCrossEntropy()
+    loss = TaylorCrossEntropy(any_batch_size=True)  # noise-free coefficients
     per_example = _np(loss.call(tf.constant(phi), tf.constant(z)))
     np.testing.assert_allclose(per_example, _identity(z, y), rtol=1e-5)
     np.testing.assert_allclose(per_example, _np(loss.call(tf.constant(y), tf.constant(z))), rtol=1e-6)
@@ -107,13 +107,14 @@ def test_perturbed_coefficients_are_used_as_given():
     z = np.array([[1.0, -2.0]], dtype=np.float32)
     phi = np.array([[[0.1, 0.3, 0.2], [-1.0, 2.0, 0.5]]], dtype=np.float32)
     # Σ_l ϕ0 + ϕ1 z + ϕ2 z²: (0.1 + 0.3 + 0.2) + (-1 - 4 + 2) = 0.6 - 3 = -2.4
-    assert _np(TaylorCrossEntropy().call(tf.constant(phi), tf.constant(z)))[0] == pytest.approx(-2.4, rel=1e-6)
+    loss = TaylorCrossEntropy(any_batch_size=True)
+    assert _np(loss.call(tf.constant(phi), tf.constant(z)))[0] == pytest.approx(-2.4, rel=1e-6)
 
 
 def test_gradient_wrt_logits():
     z, y = _data(n=5, m=3, seed=3)
     zt = tf.Variable(z)
-    loss = TaylorCrossEntropy()
+    loss = TaylorCrossEntropy(any_batch_size=True)
     for target in (tf.constant(y), tf.constant(taylor_coefficients(y))):
         with tf.GradientTape() as tape:
             total = tf.reduce_sum(loss.call(target, zt))
@@ -137,7 +138,7 @@ def test_gradient_at_zero_equals_exact_sigmoid_cross_entropy_gradient():
 
 
 def test_shape_errors():
-    loss = TaylorCrossEntropy()
+    loss = TaylorCrossEntropy(any_batch_size=True)
     z = tf.zeros((2, 4))
     with pytest.raises(ValueError, match="y_true has 3 classes but the model outputs 4 logits"):
         loss.call(tf.constant(np.eye(3, dtype=np.float32)[[0, 1]]), z)
@@ -214,9 +215,18 @@ def test_fit_with_the_calibrated_batch_size_trains():
 
 
 def test_guard_needs_batch_size_and_validates_it():
-    # without batch_size, any batch is accepted (noise-free use)
-    out = TaylorCrossEntropy().call(tf.zeros((3, 2, 3)), tf.zeros((3, 2)))
+    # coefficient tensors without batch_size are refused by default: a perturbed batch trained at
+    # another size than calibrated for spends more ε than recorded
+    with pytest.raises(ValueError, match=r"no batch_size: pass TaylorCrossEntropy\(batch_size=B\)"):
+        TaylorCrossEntropy().call(tf.zeros((3, 2, 3)), tf.zeros((3, 2)))
+    # any batch only when asked for (coefficients released once, or noise-free); one-hot labels never ask
+    out = TaylorCrossEntropy(any_batch_size=True).call(tf.zeros((3, 2, 3)), tf.zeros((3, 2)))
     assert out.shape == (3,)
+    assert TaylorCrossEntropy().call(tf.zeros((3, 2)), tf.zeros((3, 2))).shape == (3,)
+    with pytest.raises(ValueError, match="not both"):
+        TaylorCrossEntropy(batch_size=8, any_batch_size=True)
+    with pytest.raises(TypeError, match="any_batch_size must be True or False"):
+        TaylorCrossEntropy(any_batch_size="yes")
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         TaylorCrossEntropy(batch_size=0)
     with pytest.raises(TypeError, match="batch_size must be an integer"):
@@ -241,6 +251,7 @@ def test_get_config_round_trip():
     again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(loss))
     assert isinstance(again, TaylorCrossEntropy) and again.get_config() == config
     assert TaylorCrossEntropy.from_config(TaylorCrossEntropy().get_config()).batch_size is None
+    assert TaylorCrossEntropy.from_config(TaylorCrossEntropy(any_batch_size=True).get_config()).any_batch_size
     z, y = _data(seed=4)
     assert float(clone(y, z)) == pytest.approx(float(loss(y, z)), rel=1e-7)
 

@@ -22,15 +22,34 @@ def test_a_method_with_its_own_batch_and_epochs_says_what_it_ran():
     from tfdpmech.report.writer import _own_setting
 
     results = {"config": {"batch_size": 200, "epochs": 15},
-               "runs": [{"method": "pcdbn_reference", "curve_epochs": [120, 2400],
+               "runs": [{"method": "pcdbn_reference", "curve_epochs": [120, 2400], "seconds_per_epoch": [0.1] * 2400,
                          "notes": {"batch_size": 3500, "steps_per_epoch": 2, "pretrain_epochs": 10}},
-                        {"method": "dpsgd", "curve_epochs": [15], "notes": {"batch_size": 200}},
-                        {"method": "fm_head", "curve_epochs": [1], "notes": {}}]}
+                        {"method": "dpsgd", "curve_epochs": [15], "seconds_per_epoch": [0.1] * 15,
+                         "notes": {"batch_size": 200}},
+                        {"method": "fm_head", "curve_epochs": [1], "seconds_per_epoch": [], "notes": {}}]}
     assert _own_setting(results, "pcdbn_reference") == (
         " — this run: batch 3500, 2400 epochs, 4800 steps, 10 pre-training epochs per layer")
     assert _own_setting(results, "dpsgd") == ""  # the shared setting is what it ran
     assert _own_setting(results, "fm_head") == ""  # closed form: no epochs to state
     assert _own_setting(results, "absent") == ""
+
+
+def test_run_length_is_what_ran_not_the_last_point_of_the_sampled_curve():
+    """A long run's accuracy is sampled every ceil(epochs/20) epochs: 429 epochs are sampled at 22, 44, ..., 418.
+    The report states the 429 epochs (3,003 steps of 7) that ran, not 418 (2,926 steps)."""
+    from tfdpmech.report.writer import _own_setting
+
+    sampled = list(range(22, 430, 22))
+    assert sampled[-1] == 418
+    results = {"config": {"batch_size": 1000, "epochs": 429},
+               "runs": [{"method": "adlm_reference", "curve_epochs": sampled, "seconds_per_epoch": [1.0] * 429,
+                         "notes": {"batch_size": 1000, "steps_per_epoch": 7}},
+                        {"method": "afrrs_per_record", "curve_epochs": sampled, "seconds_per_epoch": [1.0] * 429,
+                         "notes": {}},
+                        {"method": "short", "curve_epochs": [2, 4], "seconds_per_epoch": [1.0] * 5, "notes": {}}]}
+    assert _own_setting(results, "adlm_reference") == " — this run: batch 1000, 429 epochs, 3003 steps"
+    assert _own_setting(results, "afrrs_per_record") == ""  # 429 epochs: the header's setting is what ran
+    assert _own_setting(results, "short") == " — this run: 5 epochs"
 
 
 def test_learning_curve_legend_shows_claimed_and_provable_epsilon():
@@ -41,3 +60,5 @@ def test_learning_curve_legend_shows_claimed_and_provable_epsilon():
     assert step_label(ref) == "pcdbn_reference, claimed ε=0.5 | provable none proven (seed 0, batch 3500)"
     proven = {**ref, "method": "dpsgd", "epsilon_provable": 0.5}
     assert "claimed ε=0.5 | provable ε=0.5" in step_label(proven)
+    # the legend's ε are upper bounds: rounded up, never to nearest
+    assert "claimed ε=1.12 | provable ε=1 " in step_label({**proven, "epsilon_claimed": 1.1113, "epsilon_provable": 0.9999})

@@ -156,9 +156,12 @@ def read_json_strictly(path, what: str) -> object:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: not UTF-8, not JSON, NaN / Infinity literals, or a number too long to parse.
+        ValueError: a directory, not UTF-8, not JSON, NaN / Infinity literals, or a number too long to parse.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{what} file {path!s} is a directory; pass the path of the {what} JSON file itself, "
+                         "not of the directory that holds it")
 
     def _no_constant(name):
         raise ValueError(f"the non-finite number {name} is not allowed")

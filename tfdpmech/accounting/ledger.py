@@ -42,6 +42,7 @@ from typing import Iterable
 import numpy as np
 
 from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, state_lock, write_json_atomically
+from .display import delta_text, epsilon_upper
 from .events import COMPOSITION_ACCOUNTANTS, compose_events, event_epsilon_floor, event_from_json, event_to_json
 from .events import is_dp_event, self_composed
 
@@ -333,7 +334,9 @@ def describe_scope(neighbours: str, protects: str) -> str:
 def format_epsilon(claimed: float, provable, delta: float = 0.0) -> str:
     """Render claimed and provable ε together, e.g. ``claimed ε=0.3 | provable ε=11.2``.
 
-    ``provable`` is a number, None or a :class:`NoneProven`.
+    ``provable`` is a number, None or a :class:`NoneProven`. Both ε are upper bounds and are
+    rounded up (:func:`~tfdpmech.accounting.display.epsilon_upper`: 11.1729 shows as 11.18); δ
+    keeps its digits (:func:`~tfdpmech.accounting.display.delta_text`).
 
     Raises:
         TypeError / ValueError: ``claimed`` or ``provable`` not a real number >= 0 (∞ allowed: no
@@ -346,9 +349,9 @@ def format_epsilon(claimed: float, provable, delta: float = 0.0) -> str:
             raise TypeError(f"format_epsilon: {name} must be a real number, got {_describe(value)}; pass a float")
         if math.isnan(value) or value < 0:  # a composed δ >= 1 is vacuous but still shown as it is
             raise ValueError(f"format_epsilon: {name} must be >= 0 (inf for no privacy), got {value!r}")
-    d = f", δ={delta:g}" if delta else ""
-    prov = NONE_PROVEN if provable is None or isinstance(provable, NoneProven) else f"ε={provable:.4g}{d}"
-    return f"claimed ε={claimed:.4g} | provable {prov}"
+    d = f", δ={delta_text(delta)}" if delta else ""
+    prov = NONE_PROVEN if provable is None or isinstance(provable, NoneProven) else f"ε={epsilon_upper(provable)}{d}"
+    return f"claimed ε={epsilon_upper(claimed)} | provable {prov}"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -527,7 +530,7 @@ class PrivacyLedger:
                 ev_eps, how, ev_delta = basic_eps, "the sum of their own ε and δ (no accountant supports them)", basic_delta
             epsilon += ev_eps
             delta += ev_delta
-            parts.append(f"{len(evented)} (ε, δ) release(s) with dp_accounting events composed at δ={ev_delta:.3g}: {how}")
+            parts.append(f"{len(evented)} (ε, δ) release(s) with dp_accounting events composed at δ={delta_text(ev_delta)}: {how}")
         if not math.isfinite(epsilon):
             return NoneProven("the composed provable ε is infinite")
         return Guarantee(float(epsilon), float(delta), "; ".join(parts) if parts else "no releases")
@@ -663,7 +666,8 @@ class PrivacyLedger:
 
         Raises:
             FileNotFoundError: no such file.
-            ValueError: the file is not UTF-8 JSON or does not hold a valid ledger; the message names it.
+            ValueError: the path is a directory, or the file is not UTF-8 JSON or does not hold a valid
+                ledger; the message names it.
         """
         data = read_json_strictly(path, "ledger")
         try:

@@ -52,6 +52,24 @@ _STATE_VERSION = 1
 _SLACK = 1e-9  # relative slack when turning a budget ratio into a whole number of queries
 
 
+def _check_state_path(state_path) -> str:
+    """``state_path`` as a string; ValueError for a directory, or a file in a directory that does not exist."""
+    try:
+        path = os.fspath(state_path)
+    except TypeError:
+        raise TypeError(f"state_path must be a path (str or os.PathLike), got {state_path!r}") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if os.path.isdir(path):
+        raise ValueError(f"state_path={path!r} is a directory; pass the path of the budget's JSON state file "
+                         f"inside it (e.g. {os.path.join(path, 'budget.json')!r})")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(f"state_path={path!r}: the directory {directory!r} does not exist, so no budget is stored "
+                         "there; fix the path, or create the directory first (os.makedirs) if this is a new budget")
+    return path
+
+
 class BudgetExhaustedError(RuntimeError):
     """Raised before answering when a query would exceed the privacy budget; nothing was released."""
 
@@ -73,13 +91,15 @@ class QueryBudgetAccountant:
         composition: ``"basic"`` or ``"gdp"``.
         delta_for_report: δ at which a GDP μ is also reported as ε (default 1e-5; choose below 1/n).
         state_path: a JSON file holding the spent count, shared by every accountant (in any
-            process) opened on it with the same budget; created if missing.
+            process) opened on it with the same budget; created if missing, in a directory that
+            must exist (a mistyped directory would otherwise start a fresh budget).
         lock_timeout: seconds to wait for another process's lock before raising TimeoutError.
 
     Raises:
         ValueError / TypeError: bad budget values, both or neither of ``max_queries`` and
             ``per_query_epsilon``, a per-query amount larger than the total, unknown composition.
         BudgetStateError: ``state_path`` exists but is corrupt or describes another budget.
+        ValueError: ``state_path`` is a directory, or its directory does not exist.
 
     Example:
         >>> acct = QueryBudgetAccountant(10.0, max_queries=1000)
@@ -116,7 +136,7 @@ class QueryBudgetAccountant:
                     f"per_query_epsilon={self.per_query} exceeds total_epsilon={self.total}: not even one query fits"
                 )
         self.delta_for_report = 1e-5 if delta_for_report is None else check_delta(delta_for_report, "delta_for_report")
-        self.state_path = None if state_path is None else os.fspath(state_path)
+        self.state_path = None if state_path is None else _check_state_path(state_path)
         self.lock_timeout = float(lock_timeout)
         self._lock = threading.RLock()
         self._answered = 0

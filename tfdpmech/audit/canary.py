@@ -56,6 +56,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy import stats
 
+from ..accounting.display import delta_text, epsilon_lower
 from ..noise import make_rng
 from ..validation import check_array
 
@@ -383,8 +384,9 @@ class CanaryAudit:
 
     def __str__(self) -> str:
         r = self.k_plus + self.k_minus
-        return (f"ε lower bound {self.epsilon_lower_bound:.3f} at {self.confidence:.0%} confidence "
-                f"(m={self.m}, k₊={self.k_plus}, k₋={self.k_minus}, {self.correct}/{r} correct, δ={self.delta:g})")
+        return (f"ε lower bound {epsilon_lower(self.epsilon_lower_bound)} at {self.confidence:.0%} confidence "
+                f"(m={self.m}, k₊={self.k_plus}, k₋={self.k_minus}, {self.correct}/{r} correct, "
+                f"δ={delta_text(self.delta)})")
 
 
 def default_k(m: int) -> tuple[int, int]:

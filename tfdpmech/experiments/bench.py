@@ -26,11 +26,12 @@ import sys
 
 import numpy as np
 
+from ..validation import check_positive_int
 from .runner import CompareConfig, device_description, run_one
 from .context import build_context
-from .registry import METHODS
+from .registry import METHODS, available_methods
 
-__all__ = ["BENCH_METHODS", "main", "time_to_accuracy", "summarize_repeats"]
+__all__ = ["BENCH_METHODS", "main", "bench_config", "time_to_accuracy", "summarize_repeats"]
 
 BENCH_METHODS = ("nonprivate", "public_only", "dpsgd", "dpsgd_shuffled", "fm_head_gauss", "adlm_per_record",
                  "ilm_per_record", "outpert_private")
@@ -74,6 +75,22 @@ def _config(args, methods) -> CompareConfig:
                          batch_size=200, model="mlp", audit=(), verbose=0, options=options, preset="bench").validate()
 
 
+def bench_config(args, note=lambda text: None) -> CompareConfig:
+    """The bench's configuration from its flags, checked by the same :meth:`CompareConfig.validate`
+    as ``tfdpmech compare`` before anything is loaded or trained.
+
+    Without ``--methods`` the methods of :data:`BENCH_METHODS` this installation cannot run are
+    skipped (told to ``note``); named ones are checked as named.
+
+    Raises:
+        ValueError / TypeError: a setting ``tfdpmech compare`` would refuse (an unknown or
+            unavailable method, ε, epochs, a negative ``--max-private``), or ``--repeats`` < 1.
+    """
+    check_positive_int(args.repeats, "repeats (--repeats)")
+    methods = available_methods(BENCH_METHODS, note) if args.methods is None else tuple(args.methods)
+    return _config(args, methods)
+
+
 def _memory_probe(method: str, args) -> dict:
     """Peak RSS of a fresh process running one run of ``method`` ("load" = data and imports only)."""
     cmd = [sys.executable, "-m", "tfdpmech.experiments.bench", "--memory-probe", method, "--epochs", str(args.epochs),
@@ -99,9 +116,9 @@ def _probe_main(method: str, args) -> int:
     return 0
 
 
-def run_bench(args, log=print) -> dict:
-    methods = tuple(m for m in (args.methods or BENCH_METHODS) if METHODS[m].unavailable() is None)
-    config = _config(args, methods)
+def run_bench(args, log=print, config: CompareConfig | None = None) -> dict:
+    config = bench_config(args) if config is None else config
+    methods = tuple(config.methods)
     ctx = build_context(config, config.datasets[0])
     log(f"bench: {len(methods)} methods × {args.repeats} repeats (interleaved), {args.epochs} epochs, "
         f"{ctx.n_private} private records, target ε = {args.epsilon}, {device_description()}")
@@ -191,12 +208,10 @@ def _print(out: dict, log=print) -> None:
     log("median [min–max] over repeats; ratios taken within each repeat")
 
 
-def main(args) -> int:
-    """Entry point of ``tfdpmech bench`` (``args`` from the CLI parser)."""
-    if args.repeats < 1:
-        print(f"tfdpmech: error: --repeats {args.repeats} must be >= 1", file=sys.stderr)
-        return 2
-    out = run_bench(args)
+def main(args, config: CompareConfig | None = None) -> int:
+    """Entry point of ``tfdpmech bench`` (``args`` from the CLI parser, ``config`` from
+    :func:`bench_config`, which the CLI calls first to refuse bad flags in one line)."""
+    out = run_bench(args, config=config)
     _print(out)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:

@@ -123,9 +123,13 @@ def _image_context(config, name: str) -> Context:
     y_pub = np.zeros((0, splits.num_classes), np.float32)
     x_priv, y_priv, source = splits.x_train, splits.y_train, "none"
     if isinstance(public, int) and public > 0:
-        if not public < len(splits.x_train) - config.batch_size:
-            raise ValueError(f"public={public} must leave at least one batch of private records (the training "
-                             f"split of {name} has {len(splits.x_train)}); pass a smaller --public")
+        n_train = len(splits.x_train)
+        if config.batch_size >= n_train:  # no --public could leave a whole batch: the batch size is the mistake
+            raise ValueError(f"batch_size={config.batch_size} is not below the {n_train} training records of {name}; "
+                             "pass a smaller --batch-size")
+        if not public < n_train - config.batch_size:
+            raise ValueError(f"public={public} must leave at least one batch of {config.batch_size} private records "
+                             f"(the training split of {name} has {n_train}); pass a smaller --public")
         # the first `public` training records are public; the private set is the disjoint rest
         x_pub, y_pub, x_priv, y_priv = (splits.x_train[:public], splits.y_train[:public],
                                         splits.x_train[public:], splits.y_train[public:])

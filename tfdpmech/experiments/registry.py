@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["MODES", "Method", "Prepared", "METHODS", "register_method", "method"]
+__all__ = ["MODES", "Method", "Prepared", "METHODS", "register_method", "method", "available_methods"]
 
 MODES = ("reference", "private", "none")
 
@@ -126,3 +126,17 @@ def method(name: str) -> Method:
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)} (`tfdpmech methods` lists them)")
     return METHODS[name]
+
+
+def available_methods(names, note: Callable[[str], None]) -> tuple:
+    """The methods of a default list (a preset's, the bench's) this installation can run; each one
+    skipped is told to ``note`` with the reason. Names the user typed are not filtered: the
+    configuration's check refuses an unavailable one by name."""
+    kept = []
+    for name in names:
+        reason = method(name).unavailable()
+        if reason:
+            note(f"skipping {name}: {reason}")
+        else:
+            kept.append(name)
+    return tuple(kept)

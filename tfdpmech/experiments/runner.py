@@ -102,6 +102,10 @@ class CompareConfig:
             raise TypeError(f"public={self.public!r}: pass a record count (e.g. 1000), a source name, or 0")
         if isinstance(self.public, int) and self.public < 0:
             raise ValueError(f"public={self.public} is negative; pass a record count >= 0")
+        for key in ("max_private", "max_test"):  # caps of the private / test sets (0 or absent: all records)
+            cap = (self.options or {}).get(key)
+            if cap is not None and cap != 0:
+                check_positive_int(cap, f"{key} (--{key.replace('_', '-')}, 0 for all records)")
         unknown_audits = [a for a in self.audit if a not in AUDITS]
         if unknown_audits:
             raise ValueError(f"unknown audit(s) {unknown_audits}; choose from {sorted(AUDITS)} or none")

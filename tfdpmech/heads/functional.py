@@ -31,7 +31,7 @@ from a model that never saw the private data.
 
 The same released objective is an ordinary Keras loss: :meth:`FunctionalHead.pseudo_records`
 returns ``d`` synthetic records whose :class:`~tfdpmech.losses.TaylorCrossEntropy` equals it up
-to a constant, so ``model.compile(loss=TaylorCrossEntropy())`` / ``model.fit`` on them reaches
+to a constant, so ``model.compile(loss=TaylorCrossEntropy(any_batch_size=True))`` / ``model.fit`` on them reaches
 the closed form.
 """
 
@@ -340,7 +340,7 @@ class FunctionalHead:
         With ``(S̄2⁺ + ρI)/n = V Λ Vᵀ``, the records are ``r_k = √λ_k v_k`` and their coefficients
         ``(0, t_k, ⅛)`` with ``T = Λ^{-1/2} Vᵀ S̄1/n``: then ``Σ_k Σ_l [t_kl z_kl + ⅛ z_kl²]`` with
         ``z_k = Wᵀ r_k`` equals :meth:`objective`. Train a ``Dense(C, use_bias=False)`` on them with
-        :class:`~tfdpmech.losses.TaylorCrossEntropy` (see :meth:`trainable_head`): post-processing of
+        ``TaylorCrossEntropy(any_batch_size=True)`` (see :meth:`trainable_head`): post-processing of
         the release, at no privacy cost, for any number of epochs.
 
         Returns:

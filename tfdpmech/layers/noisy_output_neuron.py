@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..noise import tf_laplace
-from ..validation import check_choice, check_epsilon, check_positive_int, check_positive_real
+from ..validation import check_choice, check_epsilon, check_positive_int, check_positive_real, warn_unproven_mode
 from .shape_preserving import ShapePreservingLayer
 
 __all__ = ["NoisyOutputNeuron", "noise_calibration", "NOISE_TYPES", "GAUSSIAN_SPLITS", "OUTPUT_MODES"]
@@ -26,7 +26,7 @@ OUTPUT_MODES = ("reference", "private")  # one sampled logit (Algorithm 1) / eve
 
 
 def noise_calibration(epsilon_query: float, delta_z: float, num_classes: int, *, noise: str = "gaussian",
-                      gaussian_split: str = "paper", mode: str = "reference") -> dict:
+                      gaussian_split: str = "paper", mode: str = "private") -> dict:
     """Per-step budgets and the noise scale for one query.
 
     ``mode="reference"`` (Algorithm 1): ``ε_s = ε_n = ε_step`` with ``ε_step = ε/(2C+1)`` (Laplace,
@@ -92,7 +92,8 @@ class NoisyOutputNeuron(ShapePreservingLayer):
         num_classes: C ≥ 2.
         noise: ``"gaussian"`` or ``"laplace"``.
         gaussian_split: ``"paper"`` (√(4C+1)) or ``"reference_code"`` (2√C+1).
-        mode: ``"reference"`` (one sampled logit) or ``"private"`` (every logit).
+        mode: ``"private"`` (the default: every logit) or ``"reference"`` (one sampled logit, claimed
+            only; warns :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
         seed: seed of the generator; None draws from OS entropy.
         compute_dtype: ``"float64"`` or ``"float32"``.
 
@@ -108,7 +109,7 @@ class NoisyOutputNeuron(ShapePreservingLayer):
     """
 
     def __init__(self, epsilon_query: float, delta_z: float, delta_p: float, num_classes: int,
-                 noise: str = "gaussian", gaussian_split: str = "paper", mode: str = "reference",
+                 noise: str = "gaussian", gaussian_split: str = "paper", mode: str = "private",
                  seed: int | None = None, compute_dtype: str = "float64", **kwargs):
         super().__init__(**kwargs)
         self.epsilon_query = check_epsilon(epsilon_query, "epsilon_query")
@@ -120,6 +121,8 @@ class NoisyOutputNeuron(ShapePreservingLayer):
         self.noise = check_choice(noise, "noise", NOISE_TYPES)
         self.gaussian_split = check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
         self.mode = check_choice(mode, "mode", OUTPUT_MODES)
+        if self.mode != "private":
+            warn_unproven_mode(type(self).__name__, self.mode)
         self.compute_dtype_name = check_choice(compute_dtype, "compute_dtype", ("float64", "float32"))
         if seed is not None:
             seed = check_positive_int(seed, "seed", minimum=0)

@@ -62,23 +62,42 @@ class TaylorCrossEntropy(keras.losses.Loss):
     With noise-free coefficients the loss equals ``sum_l (z_l - (4y_l - 2))²/8 + M(log 2 - 1/2)``.
 
     Args:
-        batch_size: the batch size the coefficient noise was calibrated for. When set, training
-            on coefficient tensors refuses any other batch size and any input pipeline that may
-            yield a partial last batch (build it with ``drop_remainder=True``).
+        batch_size: the batch size the coefficient noise was calibrated for. Training on
+            coefficient tensors refuses any other batch size and any input pipeline that may yield
+            a partial last batch (build it with ``drop_remainder=True``). Coefficient tensors need
+            it (or ``any_batch_size=True``): a perturbed batch trained at another size spends more
+            ε than recorded.
+        any_batch_size: True for coefficients whose privacy does not depend on the batch (released
+            once for the whole data set, e.g. :meth:`~tfdpmech.heads.FunctionalHead.pseudo_records`,
+            or noise-free); excludes ``batch_size``. One-hot labels never need either.
         name: loss name.
 
     Raises:
-        ValueError: (at trace time) a batch size other than ``batch_size`` or a possible
+        ValueError: both ``batch_size`` and ``any_batch_size``; (at trace time, before any step)
+            coefficient tensors with neither, a batch size other than ``batch_size`` or a possible
             partial batch, or a ``y_true`` whose shape does not match the logits.
     """
 
-    def __init__(self, batch_size: int | None = None, name: str = "taylor_cross_entropy", **kwargs):
+    def __init__(self, batch_size: int | None = None, name: str = "taylor_cross_entropy", *,
+                 any_batch_size: bool = False, **kwargs):
         super().__init__(name=name, **kwargs)
         self.batch_size = None if batch_size is None else check_positive_int(batch_size, "batch_size")
+        if not isinstance(any_batch_size, bool):
+            raise TypeError(f"any_batch_size must be True or False, got {any_batch_size!r}")
+        if any_batch_size and self.batch_size is not None:
+            raise ValueError("pass batch_size (perturbed per batch) or any_batch_size=True (released once), not both")
+        self.any_batch_size = any_batch_size
 
     def _check_batch(self, y_true):
-        if self.batch_size is None:
+        if self.any_batch_size:
             return
+        if self.batch_size is None:
+            raise ValueError(
+                "TaylorCrossEntropy got coefficient tensors (batch, M, 3) but no batch_size: pass "
+                "TaylorCrossEntropy(batch_size=B) with the batch size the perturbed coefficients were calibrated "
+                "for (AdLM.loss() does), or any_batch_size=True for coefficients released once for the whole "
+                "data set (FunctionalHead.pseudo_records) or noise-free"
+            )
         static = y_true.shape[0]
         if static is None:
             raise ValueError(
@@ -112,5 +131,5 @@ class TaylorCrossEntropy(keras.losses.Loss):
 
     def get_config(self):
         config = super().get_config()
-        config.update(batch_size=self.batch_size)
+        config.update(batch_size=self.batch_size, any_batch_size=self.any_batch_size)
         return config

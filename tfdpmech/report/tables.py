@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..accounting.display import delta_text, epsilon_lower, epsilon_upper
 from ..accounting.ledger import NONE_PROVEN
 from ..audit.canary import VERDICT_BUG, VERDICT_REFUTED, audit_verdict
 
@@ -102,25 +103,26 @@ def _fmt(value, spec=".3g", none="–"):
 
 
 def epsilon_cells(row: dict) -> tuple[str, str]:
-    """The claimed and provable ε cells of a summary row (with 'per query' and conditions)."""
+    """The claimed and provable ε cells of a summary row (with 'per query' and conditions), rounded up."""
     if not row["private"]:
         if row.get("private_data_unused"):
             return "0 (private data unused)", "0 (private data unused)"
         return "∞ (no privacy)", "∞ (no privacy)"
     per = " per query" if row["per"] == "query" else ""
-    claimed = _fmt(row["epsilon_claimed"]) + per
-    provable = NONE_PROVEN if row["epsilon_provable"] is None else _fmt(row["epsilon_provable"]) + per
+    claimed = ("–" if row["epsilon_claimed"] is None else epsilon_upper(row["epsilon_claimed"])) + per
+    provable = NONE_PROVEN if row["epsilon_provable"] is None else epsilon_upper(row["epsilon_provable"]) + per
     if row["epsilon_provable"] is not None and row["conditional_on"]:
         provable += f" (given the {', '.join(row['conditional_on'])})"
     return claimed, provable
 
 
 def lower_bound_cell(row: dict) -> str:
-    """'ε_lb (correct/guesses of m)', with a red bold marker for a bug and the words for a refuted claim."""
+    """'ε_lb (correct/guesses of m)', the bound rounded down, with a red bold marker for a bug and the
+    words for a refuted claim."""
     c = row.get("canary")
     if not c:
         return "–"
-    cell = f"{c['epsilon_lower_bound']:.3g} ({c['correct']}/{c['k_plus'] + c['k_minus']}, m={c['m']})"
+    cell = f"{epsilon_lower(c['epsilon_lower_bound'])} ({c['correct']}/{c['k_plus'] + c['k_minus']}, m={c['m']})"
     if row.get("audit_verdict") == VERDICT_BUG:
         cell += " 🔴 **BUG: above the provable ε**"
     elif row.get("audit_verdict") == VERDICT_REFUTED:
@@ -139,8 +141,8 @@ def markdown_table(rows: list[dict]) -> str:
         if r["diverged"]:
             acc += f" ({r['diverged']} diverged: NaN outputs)"
         lines.append(
-            f"| {r['dataset']} | {r['method']} | {r['mode']} | {_fmt(r['epsilon_target'])} | {claimed} | {provable} "
-            f"| {lower_bound_cell(r)} | {_fmt(r['delta'], '.0e')} | {acc} "
+            f"| {r['dataset']} | {r['method']} | {r['mode']} | {_fmt(r['epsilon_target'], 'g')} | {claimed} | {provable} "
+            f"| {lower_bound_cell(r)} | {'–' if r['delta'] is None else delta_text(r['delta'])} | {acc} "
             f"| {_fmt(r['accuracy_loss'], '.3f')} | {_fmt(r['mia_advantage'], '.3f')} | {r['train_seconds']:.1f} "
             f"| {_fmt(r['examples_per_second'], '.0f')} | {r['preprocessing_seconds']:.1f} | {r['peak_memory_mb']:.0f} |")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ import tempfile
 
 import numpy as np
 
+from ..accounting.display import epsilon_lower, epsilon_upper
 from ..audit.canary import VERDICT_BUG
 from .plots import has_step_curves, plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon, plot_accuracy_vs_step
 from .schema import check_results_schema
@@ -84,12 +85,12 @@ def findings_markdown(results: dict) -> list[str]:
         where = f"{f['dataset']} {f['method']}{eps} seed {f['seed']}"
         per = " per query (compared as m·ε)" if f["per"] == "query" else ""
         if f["verdict"] == VERDICT_BUG:
-            lines.append(f"- 🔴 **BUG: {where}: audited ε lower bound {f['epsilon_lower_bound']:.3f} > provable ε "
-                         f"{f['epsilon_provable']:.3g}{per}. The proof or the code is wrong (or a 5 % fluke: rerun "
+            lines.append(f"- 🔴 **BUG: {where}: audited ε lower bound {epsilon_lower(f['epsilon_lower_bound'])} > "
+                         f"provable ε {epsilon_upper(f['epsilon_provable'])}{per}. The proof or the code is wrong (or a 5 % fluke: rerun "
                          "with another seed).**")
         else:
-            lines.append(f"- **claim refuted by audit**: {where}: audited ε lower bound {f['epsilon_lower_bound']:.3f} "
-                         f"> claimed ε {f['epsilon_claimed']:.3g}{per}")
+            lines.append(f"- **claim refuted by audit**: {where}: audited ε lower bound "
+                         f"{epsilon_lower(f['epsilon_lower_bound'])} > claimed ε {epsilon_upper(f['epsilon_claimed'])}{per}")
     return (["## Audit findings", "", *lines, ""]) if lines else []
 
 
@@ -121,19 +122,26 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
 
 def _own_setting(results: dict, method: str) -> str:
     """Where a method trains with its own batch size or epochs (a reference mode's, a preset's
-    options), what it ran, so the header's shared setting does not stand for it."""
+    options), or states its optimiser steps, what it ran, so the header's shared setting does not
+    stand for it.
+
+    The epochs are those that ran (one recorded time per epoch, ``seconds_per_epoch``), not the
+    last point of the accuracy curve, which long runs sample every few epochs; the steps are those
+    epochs times the run's ``steps_per_epoch``. A closed form (no epoch recorded) states none.
+    """
     cfg = results["config"]
     run = next((r for r in results["runs"] if r["method"] == method), None)
     if run is None:
         return ""
     notes = run.get("notes") or {}
     batch = notes.get("batch_size")
-    epochs = (run.get("curve_epochs") or [None])[-1]
-    if batch in (None, cfg["batch_size"]) and epochs in (None, 1, cfg["epochs"]):
+    epochs = len(run.get("seconds_per_epoch") or ()) or None
+    steps = epochs * notes["steps_per_epoch"] if epochs and notes.get("steps_per_epoch") else None
+    if batch in (None, cfg["batch_size"]) and epochs in (None, cfg["epochs"]) and steps is None:
         return ""
     parts = [f"batch {batch}" if batch is not None else None,
-             f"{epochs} epochs" if epochs is not None else None,
-             f"{epochs * notes['steps_per_epoch']} steps" if epochs and notes.get("steps_per_epoch") else None,
+             (f"{epochs} epoch" + ("s" if epochs != 1 else "")) if epochs is not None else None,
+             f"{steps} steps" if steps is not None else None,
              f"{notes['pretrain_epochs']} pre-training epochs per layer" if notes.get("pretrain_epochs") else None]
     return " — this run: " + ", ".join(p for p in parts if p)
 

@@ -28,33 +28,33 @@ from .helpers import synthetic
 def test_perturb_rejects_bad_data():
     x, y = synthetic(50, 3)
     with pytest.raises(ValueError, match="n >= 2"):
-        InputPerturbation(0.1, 1e-3, 5, seed=0).perturb(x[:1], y[:1])
+        InputPerturbation(0.1, 1e-3, 5, seed=0, mode="reference").perturb(x[:1], y[:1])
     with pytest.raises(ValueError, match="declared with n=60"):
-        InputPerturbation(0.1, 1e-3, 5, n=60, seed=0).perturb(x, y)
+        InputPerturbation(0.1, 1e-3, 5, n=60, seed=0, mode="reference").perturb(x, y)
     with pytest.raises(ValueError, match=r"not in the declared binary classes"):
-        InputPerturbation(0.1, 1e-3, 5, seed=0).perturb(x, np.where(y > 0, 2, 0))
+        InputPerturbation(0.1, 1e-3, 5, seed=0, mode="reference").perturb(x, np.where(y > 0, 2, 0))
     with pytest.raises(ValueError, match="outside the declared classes 0..2"):
-        InputPerturbation(0.1, 1e-3, 5, num_classes=3, seed=0).perturb(x, y * 3)
+        InputPerturbation(0.1, 1e-3, 5, num_classes=3, seed=0, mode="reference").perturb(x, y * 3)
     with pytest.raises(ValueError, match="x has 50 records but y has 49"):
-        InputPerturbation(0.1, 1e-3, 5, seed=0).perturb(x, y[:-1])
+        InputPerturbation(0.1, 1e-3, 5, seed=0, mode="reference").perturb(x, y[:-1])
     x_nan = x.copy()
     x_nan[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        InputPerturbation(0.1, 1e-3, 5, seed=0).perturb(x_nan, y)
+        InputPerturbation(0.1, 1e-3, 5, seed=0, mode="reference").perturb(x_nan, y)
     with pytest.raises(ValueError, match="2-D"):
-        InputPerturbation(0.1, 1e-3, 5, seed=0).perturb(x.reshape(50, 3, 1), y)
+        InputPerturbation(0.1, 1e-3, 5, seed=0, mode="reference").perturb(x.reshape(50, 3, 1), y)
     with pytest.raises(ValueError, match="per_record"):
         InputPerturbation(0.1, 1e-3, 5, mode="private", noise_structure="shared")
     with pytest.raises(ValueError, match="label_epsilon"):
-        InputPerturbation(0.1, 1e-3, 5, label_epsilon=0.05)
+        InputPerturbation(0.1, 1e-3, 5, label_epsilon=0.05, mode="reference")
 
 
 def test_row_norm_above_bound_raises_or_clips_and_records():
     x, y = synthetic(40, 3)
     x[0] = [1.5, 0.0, 0.0]  # norm 1.5 > R = 1
     with pytest.raises(ValueError, match="feature_norm_bound=1"):
-        InputPerturbation(0.1, 1e-3, 5, seed=0).perturb(x, y)
-    ip = InputPerturbation(0.1, 1e-3, 5, clip=True, seed=0)
+        InputPerturbation(0.1, 1e-3, 5, seed=0, mode="reference").perturb(x, y)
+    ip = InputPerturbation(0.1, 1e-3, 5, clip=True, seed=0, mode="reference")
     ip.perturb(x, y)
     assert "clipped" in ip.release.details["clip"] and ip.rows_clipped == 1
     assert x[0, 0] == 1.5  # the caller's array is not modified
@@ -63,18 +63,18 @@ def test_row_norm_above_bound_raises_or_clips_and_records():
     assert np.allclose(clipped[1:], x[1:])
     # within the float slack: accepted without clipping
     x[0] = [1.0 + 1e-9, 0.0, 0.0]
-    InputPerturbation(0.1, 1e-3, 5, seed=0).perturb(x, y)
+    InputPerturbation(0.1, 1e-3, 5, seed=0, mode="reference").perturb(x, y)
 
 
 def test_minibatch_is_an_error_in_strict_mode():
     x, y = synthetic(60, 3)
     with pytest.raises(ValueError, match="full-batch"):
-        InputPerturbation(0.1, 1e-3, 5, batch_size=20, seed=0).perturb(x, y)
-    ip = InputPerturbation(0.1, 1e-3, 5, batch_size=20, strict=False, seed=0)
+        InputPerturbation(0.1, 1e-3, 5, batch_size=20, seed=0, mode="reference").perturb(x, y)
+    ip = InputPerturbation(0.1, 1e-3, 5, batch_size=20, strict=False, seed=0, mode="reference")
     with pytest.warns(UserWarning, match="extrapolate"):
         ip.perturb(x, y)
     assert ip.n_effective == 20 and ip.T_effective == 15  # n -> B, T -> all optimizer steps
-    ip = InputPerturbation(0.1, 1e-3, 3, seed=0)
+    ip = InputPerturbation(0.1, 1e-3, 3, seed=0, mode="reference")
     xn, yn = ip.perturb(x, y)
     model = ip.make_linear_model()
     with pytest.raises(ValueError, match="full-batch"):
@@ -90,7 +90,7 @@ def test_minibatch_is_an_error_in_strict_mode():
 # --- freezing, once-only, no raw data ------------------------------------------------------------------
 def test_noise_is_frozen_across_epochs():
     x, y = synthetic(64, 4)
-    ip = InputPerturbation(0.5, 1e-3, 3, seed=1)
+    ip = InputPerturbation(0.5, 1e-3, 3, seed=1, mode="reference")
     xn, yn = ip.perturb(x, y)
     model = ip.make_linear_model()
     model.compile(keras.optimizers.SGD(0.5), loss=keras.losses.BinaryCrossentropy(from_logits=True),
@@ -112,7 +112,7 @@ def test_noise_is_frozen_across_epochs():
 def test_second_perturbation_needs_new_budget():
     x, y = synthetic(30, 3)
     ledger = PrivacyLedger()
-    ip = InputPerturbation(0.2, 1e-3, 5, seed=0, ledger=ledger)
+    ip = InputPerturbation(0.2, 1e-3, 5, seed=0, ledger=ledger, mode="reference")
     x1, _ = ip.perturb(x, y)
     with pytest.raises(RuntimeError, match="charge_new_budget=True"):
         ip.perturb(x, y)
@@ -125,7 +125,7 @@ def test_second_perturbation_needs_new_budget():
 def test_raw_data_not_kept():
     x, y = synthetic(30, 3)
     refs = [weakref.ref(x), weakref.ref(y)]
-    ip = InputPerturbation(0.2, 1e-3, 5, seed=0)
+    ip = InputPerturbation(0.2, 1e-3, 5, seed=0, mode="reference")
     xn, _ = ip.perturb(x, y)
     del x, y
     gc.collect()
@@ -138,7 +138,7 @@ def test_noise_distribution_per_record_and_shared():
     n, d = 20_000, 5
     x = np.zeros((n, d))
     y = np.arange(n) % 2
-    ip = InputPerturbation(0.5, 1e-6, 10, seed=2)
+    ip = InputPerturbation(0.5, 1e-6, 10, seed=2, mode="reference")
     z = ip.perturb(x, y)[0].astype(np.float64)
     sigma = ip.sigma
     assert abs(z.std() / sigma - 1.0) < 0.01
@@ -146,7 +146,7 @@ def test_noise_distribution_per_record_and_shared():
     # rows are independent: correlation between row pairs ~ 0 (|r| < 4/sqrt(pairs·d) whp; fixed seed)
     a, b = z[0::2].ravel(), z[1::2].ravel()
     assert abs(np.corrcoef(a, b)[0, 1]) < 4 / math.sqrt(a.size)
-    shared = InputPerturbation(0.5, 1e-6, 10, noise_structure="shared", seed=2)
+    shared = InputPerturbation(0.5, 1e-6, 10, noise_structure="shared", seed=2, mode="reference")
     with pytest.warns(UserWarning, match="no per-record protection"):
         zs = shared.perturb(x, y)[0]
     assert np.all(zs == zs[0]) and np.any(zs[0] != 0)
@@ -156,10 +156,10 @@ def test_noise_distribution_per_record_and_shared():
 # --- reproducibility -------------------------------------------------------------------------------------
 def test_reproducibility():
     x, y = synthetic(40, 3)
-    a = InputPerturbation(0.2, 1e-3, 5, seed=7).perturb(x, y)[0]
-    b = InputPerturbation(0.2, 1e-3, 5, seed=7).perturb(x, y)[0]
-    c = InputPerturbation(0.2, 1e-3, 5).perturb(x, y)[0]
-    d = InputPerturbation(0.2, 1e-3, 5).perturb(x, y)[0]
+    a = InputPerturbation(0.2, 1e-3, 5, seed=7, mode="reference").perturb(x, y)[0]
+    b = InputPerturbation(0.2, 1e-3, 5, seed=7, mode="reference").perturb(x, y)[0]
+    c = InputPerturbation(0.2, 1e-3, 5, mode="reference").perturb(x, y)[0]
+    d = InputPerturbation(0.2, 1e-3, 5, mode="reference").perturb(x, y)[0]
     assert np.array_equal(a, b) and not np.array_equal(c, d) and not np.array_equal(a, c)
     assert not np.array_equal(perturb_record(x[0], 1.0), perturb_record(x[0], 1.0))
     assert np.array_equal(perturb_record(x[0], 1.0, 3), perturb_record(x[0], 1.0, 3))
@@ -189,7 +189,7 @@ def test_shared_noise_with_free_intercept_leaves_weights_noise_free():
         noisy = fit(x + rng.normal(size=d) * sigma)  # one z shared by all rows
         np.testing.assert_allclose(noisy[:d], clean[:d], atol=1e-4)  # weights untouched by the noise
 
-    ip = InputPerturbation(0.1, 1e-3, 3, noise_structure="shared", seed=0)
+    ip = InputPerturbation(0.1, 1e-3, 3, noise_structure="shared", seed=0, mode="reference")
     x01, y01 = synthetic(40, 3)
     with pytest.warns(UserWarning, match="shared"):
         xn, yn = ip.perturb(x01, y01)
@@ -207,7 +207,7 @@ def test_shared_noise_with_free_intercept_leaves_weights_noise_free():
 # --- ledger, report, models --------------------------------------------------------------------------
 def test_ledger_paper_is_claimed_and_report():
     x, y = synthetic(50, 3)
-    ip = InputPerturbation(0.2, 1e-3, 10, seed=0)
+    ip = InputPerturbation(0.2, 1e-3, 10, seed=0, mode="reference")
     ip.perturb(x, y)
     r = ip.release
     assert r.guarantee == "claimed" and r.epsilon_claimed == 0.2 and r.epsilon_provable is None
@@ -219,7 +219,7 @@ def test_ledger_paper_is_claimed_and_report():
                 "n", "noise_structure", "mode", "guarantee"):
         assert key in rep
     assert "claimed by Kang et al. 2020 Thm 1" in rep["guarantee"]
-    pl = InputPerturbation(0.2, 1e-3, 10, condition="pl", pl_constant=0.05, seed=0)
+    pl = InputPerturbation(0.2, 1e-3, 10, condition="pl", pl_constant=0.05, seed=0, mode="reference")
     pl.perturb(x, y)
     assert "Theorem 3" in pl.release.basis
     assert pl.sigma == pytest.approx(sigma_input_perturbation(0.2, 1e-3, 50, 10, pl.G, 0.05, condition="pl"))
@@ -229,14 +229,14 @@ def test_multinomial_and_mlp_models_train():
     rng = np.random.default_rng(0)
     x, _ = synthetic(90, 4)
     y = rng.integers(0, 3, size=90)
-    ip = InputPerturbation(1.0, 1e-3, 3, num_classes=3, seed=0)
+    ip = InputPerturbation(1.0, 1e-3, 3, num_classes=3, seed=0, mode="reference")
     xn, yn = ip.perturb(x, np.eye(3)[y])
     assert yn.dtype == np.int32 and np.array_equal(yn, y)
     model = ip.make_linear_model()
     assert model.output_shape == (None, 3)
     ip.fit(model, xn, yn)
     assert "margin form" in ip.release.details["warning"]
-    ip2 = InputPerturbation(1.0, 1e-3, 2, seed=0)
+    ip2 = InputPerturbation(1.0, 1e-3, 2, seed=0, mode="reference")
     xb, yb = ip2.perturb(*synthetic(40, 4))
     with pytest.warns(UserWarning, match="MLP"):
         mlp = ip2.make_mlp()
@@ -261,7 +261,7 @@ def test_local_gaussian_is_proven():
     assert ip_lab.release.epsilon_provable == pytest.approx(0.2 + local_gaussian_epsilon(ip_lab.sigma, 1e-5))
     assert ip_lab.release.epsilon_provable <= 1.0 + 1e-9
     # the paper calibration's noise, read as a local mechanism, gives a (much larger) feature-level ε
-    paper = InputPerturbation(1.0, 1e-5, 5, seed=0)
+    paper = InputPerturbation(1.0, 1e-5, 5, seed=0, mode="reference")
     paper.perturb(x, y)
     assert paper.release.details["implied_local_epsilon"] > 1.0
     # mini-batches are fine for a post-processing guarantee
@@ -277,7 +277,7 @@ def test_integration_synthetic_logistic():
     _, L_star = erm_optimum(x, y, lam)
 
     def run(epsilon, seed):
-        ip = InputPerturbation(epsilon, 1.0 / n**2, T, l2=lam, seed=seed)
+        ip = InputPerturbation(epsilon, 1.0 / n**2, T, l2=lam, seed=seed, mode="reference")
         xn, yn = ip.perturb(x, y)
         model = ip.make_linear_model()
         ip.fit(model, xn, yn)

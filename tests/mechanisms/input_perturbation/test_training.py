@@ -49,7 +49,7 @@ def test_projection_after_every_step():
     with pytest.raises(ValueError, match="radius"):
         L2BallConstraint(0)
 
-    ip = InputPerturbation(1.0, 1e-3, 6, l2=20.0, seed=0)  # D = sqrt(2 ln2 / 20) = 0.263
+    ip = InputPerturbation(1.0, 1e-3, 6, l2=20.0, seed=0, mode="reference")  # D = sqrt(2 ln2 / 20) = 0.263
     xn, yn = ip.perturb(x, y)
     model = ip.make_linear_model()
     norms = []
@@ -67,7 +67,7 @@ def test_projection_after_every_step():
 def test_callback_stops_at_T_and_logs_epsilon():
     x, y = synthetic(100, 4)
     T = 4
-    ip = InputPerturbation(0.3, 1e-4, T, seed=0)
+    ip = InputPerturbation(0.3, 1e-4, T, seed=0, mode="reference")
     xn, yn = ip.perturb(x, y)
     model = ip.make_linear_model()
     history = ip.fit(model, xn, yn, epochs=T + 5)
@@ -84,7 +84,7 @@ def test_callback_stops_at_T_and_logs_epsilon():
 
 def test_callback_warns_for_non_sgd_and_requires_perturbation():
     x, y = synthetic(40, 3)
-    ip = InputPerturbation(0.3, 1e-3, 2, seed=0)
+    ip = InputPerturbation(0.3, 1e-3, 2, seed=0, mode="reference")
     with pytest.raises(RuntimeError, match="perturb"):
         ip.fit(linear_model(3), x, y)
     xn, yn = ip.perturb(x, y)

@@ -35,7 +35,7 @@ def _predictor(trained, acct, **kw):
 
 def test_predictor_answers_and_records_claimed_only_in_reference_mode(trained):
     acct = QueryBudgetAccountant(10.0, max_queries=100)
-    pred = _predictor(trained, acct, noise="laplace")
+    pred = _predictor(trained, acct, noise="laplace", mode="reference")
     probs = pred.predict_proba(trained[1][:5])
     assert probs.shape == (5, 3) and np.allclose(probs.sum(1), 1.0)
     assert pred.predict_labels(trained[1][:2]).shape == (2,)
@@ -85,7 +85,7 @@ def test_gaussian_answers_carry_their_event_and_the_ledger_composes_them(trained
 
 def test_refused_query_computes_and_releases_nothing(trained):
     acct = QueryBudgetAccountant(1.0, max_queries=3)
-    pred = _predictor(trained, acct)
+    pred = _predictor(trained, acct, mode="reference")
     calls = []
     original = pred._answer
     pred._answer = lambda x: calls.append(len(x)) or original(x)
@@ -97,7 +97,7 @@ def test_refused_query_computes_and_releases_nothing(trained):
 
 def test_bad_queries_refused_before_charging(trained):
     acct = QueryBudgetAccountant(1.0, max_queries=10)
-    pred = _predictor(trained, acct)
+    pred = _predictor(trained, acct, mode="reference")
     with pytest.raises(ValueError, match="outside the assumed range"):
         pred.predict_proba(np.full((1, 6), 1.5, np.float32))
     with pytest.raises(ValueError, match="NaN"):
@@ -125,7 +125,7 @@ def test_predictor_configuration_errors(trained):
 
 def test_cache_identical_queries_and_evaluation_mode(trained):
     acct = QueryBudgetAccountant(1.0, max_queries=3)
-    pred = _predictor(trained, acct, cache_identical_queries=True)
+    pred = _predictor(trained, acct, cache_identical_queries=True, mode="reference")
     x = trained[1][:2]
     a = pred.predict_proba(x)
     b = pred.predict_proba(np.concatenate([x, x]))
@@ -137,7 +137,7 @@ def test_cache_identical_queries_and_evaluation_mode(trained):
 
 
 def test_export_warns_that_budget_does_not_travel(trained, tmp_path):
-    pred = _predictor(trained, QueryBudgetAccountant(1.0, max_queries=3))
+    pred = _predictor(trained, QueryBudgetAccountant(1.0, max_queries=3), mode="reference")
     with pytest.warns(UserWarning, match="budget enforcement does NOT travel"):
         exported = pred.as_keras_model()
     assert "does NOT travel" in EXPORT_WARNING

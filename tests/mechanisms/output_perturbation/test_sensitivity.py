@@ -99,9 +99,9 @@ def test_noise_scale_table_at_eps_1():
     for name, (lap, g_paper, g_code) in expected.items():
         m, c, n = TABLE_3_13[name][:3]
         dz = bounds_from_architecture((m, 128, c), n, 0.001).delta_z
-        assert noise_calibration(1.0, dz, c, noise="laplace")["noise_scale"] == pytest.approx(lap, rel=1e-3)
-        assert noise_calibration(1.0, dz, c)["noise_scale"] == pytest.approx(g_paper, rel=1e-3)
-        assert noise_calibration(1.0, dz, c, gaussian_split="reference_code")["noise_scale"] == pytest.approx(
+        assert noise_calibration(1.0, dz, c, noise="laplace", mode="reference")["noise_scale"] == pytest.approx(lap, rel=1e-3)
+        assert noise_calibration(1.0, dz, c, mode="reference")["noise_scale"] == pytest.approx(g_paper, rel=1e-3)
+        assert noise_calibration(1.0, dz, c, gaussian_split="reference_code", mode="reference")["noise_scale"] == pytest.approx(
             g_code, rel=1e-3)
 
 

@@ -53,6 +53,7 @@ from ...validation import (
     check_epsilon,
     check_positive_int,
     check_positive_real,
+    warn_unproven_mode,
 )
 from .calibration import (
     CONDITIONS,
@@ -91,8 +92,9 @@ class InputPerturbation:
         l2: regularisation strength λ (strong convexity Δ = λ, see ``l2_convention``).
         l2_convention: ``"half"`` (λ of (λ/2)‖θ‖²) or ``"keras"`` (factor of ``keras.regularizers.L2``).
         feature_norm_bound: R, the public bound on every ‖x_i‖.
-        mode: ``"reference"`` (σ of Theorem 1 / 3, claimed) or ``"private"`` (a per-record Gaussian
-            mechanism on the features, proven).
+        mode: ``"private"`` (the default: a per-record Gaussian mechanism on the features, proven) or
+            ``"reference"`` (σ of Theorem 1 / 3, claimed only; warns
+            :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
         noise_structure: ``"per_record"`` (default) or ``"shared"`` (one z for all rows, Algorithm 1
             read literally; no per-record protection, refused with an unregularised intercept).
         condition: ``"strong_convexity"`` (Theorem 1) or ``"pl"`` (Theorem 3).
@@ -117,7 +119,7 @@ class InputPerturbation:
             outside ``mode="private"`` or not below ``epsilon``.
 
     Example:
-        >>> ip = InputPerturbation(epsilon=0.1, delta=1 / n**2, epochs=100, l2=0.01)   # doctest: +SKIP
+        >>> ip = InputPerturbation(epsilon=1.0, delta=1 / n**2, epochs=100, l2=0.01)   # doctest: +SKIP
         >>> x_priv, y_priv = ip.perturb(x_train, y_train); del x_train                # doctest: +SKIP
         >>> model = ip.make_linear_model()                                           # doctest: +SKIP
         >>> ip.fit(model, x_priv, y_priv)                                            # doctest: +SKIP
@@ -128,7 +130,7 @@ class InputPerturbation:
     """
 
     def __init__(self, epsilon, delta, epochs, *, n=None, num_classes: int = 2, l2: float = 0.01,
-                 l2_convention: str = "half", feature_norm_bound: float = 1.0, mode: str = "reference",
+                 l2_convention: str = "half", feature_norm_bound: float = 1.0, mode: str = "private",
                  noise_structure: str = "per_record", condition: str = "strong_convexity", pl_constant=None,
                  c=None, kappa: float = 1.0, paper_literal_pl: bool = False, g_convention: str = "full",
                  G=None, clip: bool = False, batch_size=None, label_epsilon=None, accountant: str = "analytic",
@@ -138,6 +140,8 @@ class InputPerturbation:
         self.epochs = check_positive_int(epochs, "epochs")
         self.n = None if n is None else check_positive_int(n, "n", minimum=2)
         self.mode = check_choice(mode, "mode", MODES)
+        if self.mode != "private":
+            warn_unproven_mode(type(self).__name__, self.mode)
         self.noise_structure = check_choice(noise_structure, "noise_structure", NOISE_STRUCTURES)
         self.condition = check_choice(condition, "condition", CONDITIONS)
         self.constants = logistic_constants(l2, feature_norm_bound, num_classes=num_classes,

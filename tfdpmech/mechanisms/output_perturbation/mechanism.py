@@ -41,7 +41,7 @@ from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant
 from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
 from ...models.convexified import logits_model_from
-from ...validation import check_array, check_choice, check_positive_int
+from ...validation import check_array, check_choice, check_positive_int, warn_unproven_mode
 from .sensitivity import OutputPerturbationBounds, describe_mlp
 
 __all__ = ["DPPredictor", "EXPORT_WARNING"]
@@ -64,8 +64,9 @@ class DPPredictor:
             for Gaussian noise).
         noise: ``"gaussian"`` or ``"laplace"``.
         gaussian_split: ``"paper"`` or ``"reference_code"``.
-        mode: ``"reference"`` (Algorithm 1: one sampled logit; claimed only) or ``"private"`` (every
-            logit; proven given Δz_T).
+        mode: ``"private"`` (the default: noise on every logit) or ``"reference"`` (Algorithm 1: one
+            sampled logit; claimed only; warns
+            :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
         seed: seed of the noise generator (None: OS entropy).
         cache_identical_queries: return the stored answer for a byte-identical repeated row at no
             extra budget (post-processing of a released answer).
@@ -82,7 +83,7 @@ class DPPredictor:
     """
 
     def __init__(self, logits_model, bounds: OutputPerturbationBounds, accountant, *, noise: str = "gaussian",
-                 gaussian_split: str = "paper", mode: str = "reference", seed: int | None = None,
+                 gaussian_split: str = "paper", mode: str = "private", seed: int | None = None,
                  cache_identical_queries: bool = False, ledger: PrivacyLedger | None = None):
         if not isinstance(bounds, OutputPerturbationBounds):
             raise TypeError(f"bounds must be OutputPerturbationBounds (from compute_bounds), got {type(bounds).__name__}")
@@ -92,6 +93,8 @@ class DPPredictor:
         self.noise = check_choice(noise, "noise", NOISE_TYPES)
         self.gaussian_split = check_choice(gaussian_split, "gaussian_split", GAUSSIAN_SPLITS)
         self.mode = check_choice(mode, "mode", OUTPUT_MODES)
+        if self.mode != "private":
+            warn_unproven_mode(type(self).__name__, self.mode)
         if self.noise == "laplace" and accountant.composition == "gdp":
             raise ValueError("GDP composition applies to Gaussian noise only; use composition='basic' with Laplace noise")
         self._logits_model = logits_model_from(logits_model)
