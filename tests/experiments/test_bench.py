@@ -59,4 +59,13 @@ def test_tiny_bench_writes_ratios_with_spread(tmp_path, capsys):
     assert result["methods"]["public_only"]["public_training_seconds"] == public
     assert result["methods"]["public_only"]["preprocessing_seconds"]["max"] == 0.0
     assert result["methods"]["ilm_per_record"]["public_training_seconds"] is None
-    assert "median [min–max]" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "median [min–max]" in printed
+    # every row shows claimed and provable ε and the neighbour relation; public_only is ε = 0, not "no privacy"
+    privacy = head["privacy"]
+    assert privacy["epsilon_claimed"] == privacy["epsilon_provable"] == 1.0 and privacy["delta"] == 1e-5
+    assert (privacy["neighbours"], privacy["protects"]) == ("replace_one", "record")
+    assert "| fm_head_gauss | 1 | 1 | replace-one, record |" in printed
+    assert "| public_only | 0 (private data unused) | 0 (private data unused) | – (private data unused) |" in printed
+    assert "| nonprivate | ∞ (no privacy) | ∞ (no privacy) | – (no privacy) |" in printed
+    assert "| method | claimed ε | provable ε | neighbours, protects |" in printed

@@ -13,6 +13,7 @@ SMALL = {"max_private": 2000, "max_test": 1000}
 
 @pytest.fixture(scope="module")
 def results():
+    # "outpert_private" is the old name of outpert_paper_bound: accepted, run and reported under the new one
     config = CompareConfig(methods=("nonprivate", "outpert_reference", "outpert_private"), epsilons=(0.01, 100.0),
                            seeds=(0,), epochs=2, verbose=0, options=SMALL)
     return run_comparison(config)
@@ -22,38 +23,43 @@ def _by(results):
     return {(r["method"], r["epsilon_target"]): r for r in results["runs"]}
 
 
-def test_epsilon_is_per_query_and_reference_mode_is_claimed_only(results):
+def test_epsilon_is_per_query_and_neither_lu_mode_is_proven(results):
     by = _by(results)
+    assert results["config"]["methods"] == ("nonprivate", "outpert_reference", "outpert_paper_bound")
+    assert not any(r["method"] == "outpert_private" for r in results["runs"])
     for eps in (0.01, 100.0):
-        reference, private = by[("outpert_reference", eps)], by[("outpert_private", eps)]
+        reference, private = by[("outpert_reference", eps)], by[("outpert_paper_bound", eps)]
         for run in (reference, private):
             assert run["per"] == "query"
             assert run["epsilon_claimed"] == pytest.approx(eps)  # one query
             (release,) = run["ledger"]["releases"]
             assert release["details"]["queries"] == 1 and release["mechanism"].endswith("/laplace")
-        assert reference["epsilon_provable"] is None and reference["mode"] == "reference"
+            assert run["epsilon_provable"] is None and run["mode"] == "reference"
+            assert release["neighbours"] == "add_remove"  # Lu et al. §3
         assert reference["provable_basis"]  # the reason there is no proof
-        assert private["epsilon_provable"] == pytest.approx(eps) and private["mode"] == "private"
-        assert private["ledger"]["releases"][0]["details"]["conditional_on"] == "sensitivity bound"
+        # noise on every logit would be ε-DP if Δz_T were a bound; it is not, and a conditional proof is none
+        assert "Δz_T" in private["provable_basis"] and "no proof" in private["provable_basis"]
+        assert private["ledger"]["releases"][0]["details"]["epsilon_if_the_bound_held"] == pytest.approx(eps)
     assert by[("nonprivate", None)]["per"] == "training" and by[("nonprivate", None)]["mode"] == "none"
 
 
 def test_noise_scales_with_epsilon(results):
     by = _by(results)
     # at ε = 0.01 per query the Laplace scale is thousands of logit units: near chance (10 classes)
-    assert by[("outpert_private", 0.01)]["accuracy"] < 0.3
-    assert by[("outpert_private", 100.0)]["accuracy"] > 0.6
+    assert by[("outpert_paper_bound", 0.01)]["accuracy"] < 0.3
+    assert by[("outpert_paper_bound", 100.0)]["accuracy"] > 0.6
     assert by[("outpert_reference", 100.0)]["accuracy"] > 0.6
 
 
-def test_report_marks_per_query_and_the_conditional_proof(results):
+def test_report_marks_per_query_none_proven_and_the_neighbour_relation(results):
     rows = summarize(results)
     table = markdown_table(rows)
-    assert "| 100 per query | none proven |" in table
-    assert "100 per query (given the sensitivity bound)" in table
+    assert "| outpert_paper_bound | reference | 100 | 100 per query | none proven | add/remove, record |" in table
+    assert "given the" not in table  # no proof conditional on an unproven bound is shown as a proof
+    assert "| nonprivate | none | – | ∞ (no privacy) | ∞ (no privacy) | – (no privacy) |" in table
     nonprivate = next(r for r in rows if r["method"] == "nonprivate")
     assert nonprivate["accuracy_loss"] == pytest.approx(0.0)
-    low = next(r for r in rows if r["method"] == "outpert_private" and r["epsilon_target"] == 0.01)
+    low = next(r for r in rows if r["method"] == "outpert_paper_bound" and r["epsilon_target"] == 0.01)
     assert low["accuracy_loss"] == pytest.approx(1 - low["accuracy_mean"] / nonprivate["accuracy_mean"])
 
 
@@ -71,7 +77,7 @@ def test_membership_inference_audit(results):
 
 
 def test_audit_can_be_switched_off():
-    res = run_comparison(CompareConfig(methods=("outpert_private",), epsilons=(1.0,), seeds=(0,), epochs=1, verbose=0,
+    res = run_comparison(CompareConfig(methods=("outpert_paper_bound",), epsilons=(1.0,), seeds=(0,), epochs=1, verbose=0,
                                        audit=(), options=SMALL))
     assert res["audit"] == {} and res["runs"][0]["mia_advantage"] is None
 

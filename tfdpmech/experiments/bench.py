@@ -33,8 +33,8 @@ from .registry import METHODS, available_methods
 
 __all__ = ["BENCH_METHODS", "main", "bench_config", "time_to_accuracy", "summarize_repeats"]
 
-BENCH_METHODS = ("nonprivate", "public_only", "dpsgd", "dpsgd_shuffled", "fm_head_gauss", "adlm_per_record",
-                 "ilm_per_record", "outpert_private")
+BENCH_METHODS = ("nonprivate", "public_only", "dpsgd", "dpsgd_shuffled", "fm_head_gauss", "outpert_head",
+                 "adlm_per_record", "ilm_per_record", "outpert_paper_bound")
 
 
 def time_to_accuracy(run: dict, target: float) -> float | None:
@@ -151,6 +151,7 @@ def run_bench(args, log=print, config: CompareConfig | None = None) -> dict:
         speedup = [d / t for t, d, p in zip(tta, tta_dpsgd, private) if t and d and p]
         speedup_public = [d / t for t, d in zip(tta_public, tta_dpsgd) if t and d]
         out["methods"][name] = {
+            "privacy": privacy_of(runs[name]),
             "examples_per_second": summarize_repeats([r["examples_per_second"] for r in runs[name]]),
             "throughput_ratio_to_baseline": summarize_repeats(ratios),
             "preprocessing_seconds": summarize_repeats([r["preprocessing_seconds"] for r in runs[name]]),
@@ -179,19 +180,38 @@ def run_bench(args, log=print, config: CompareConfig | None = None) -> dict:
     return out
 
 
+def privacy_of(runs: list[dict]) -> dict:
+    """Claimed and provable ε, δ, neighbour relation and protection of a method's bench runs (the
+    largest over repeats; provable None, i.e. none proven, if any repeat has none), as a summary row."""
+    from ..report.tables import summarize
+
+    (row,) = summarize({"runs": [{**r, "epsilon_target": runs[0]["epsilon_target"], "dataset": "bench"}
+                                 for r in runs]})
+    keys = ("private", "private_data_unused", "per", "epsilon_claimed", "epsilon_provable", "delta", "neighbours",
+            "protects")
+    out = {k: row[k] for k in keys}
+    if row["epsilon_claimed"] is not None:
+        out["epsilon_claimed"] = max(r["epsilon_claimed"] for r in runs)
+    return out
+
+
 def _print(out: dict, log=print) -> None:
+    from ..report.tables import epsilon_cells, scope_cell
+
     def cell(s, fmt=".3g"):
         return "–" if s is None else f"{s['median']:{fmt}} [{s['min']:{fmt}}–{s['max']:{fmt}}]"
 
-    log(f"\n| method | accuracy | examples/s | ratio to {out['baseline']} | private preprocessing s "
+    log(f"\n| method | claimed ε | provable ε | neighbours, protects | accuracy | examples/s | ratio to {out['baseline']} | private preprocessing s "
         f"(÷ one {out['baseline']} epoch) | time to DP-SGD's accuracy s | speed-up vs DP-SGD "
         "| public training s (once, ε = 0) | time to DP-SGD's accuracy with it s | speed-up with it "
         "| peak memory of the run MB (fresh process) |")
-    log("|---|---|---|---|---|---|---|---|---|---|---|")
+    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, m in out["methods"].items():
         mem = m.get("peak_memory")
         mem_mb = "–" if not mem else f"{mem['run_peak_bytes'] / 2**20:.0f}"
-        log(f"| {name} | {cell(m['accuracy'], '.4f')} | {cell(m['examples_per_second'], '.0f')} "
+        claimed, provable = epsilon_cells(m["privacy"])
+        log(f"| {name} | {claimed} | {provable} | {scope_cell(m['privacy'])} "
+            f"| {cell(m['accuracy'], '.4f')} | {cell(m['examples_per_second'], '.0f')} "
             f"| {cell(m['throughput_ratio_to_baseline'])} | {cell(m['preprocessing_seconds'])} "
             f"({cell(m['preprocessing_over_one_baseline_epoch'])}) | {cell(m['time_to_dpsgd_accuracy_seconds'])} "
             f"| {cell(m['time_to_accuracy_speedup_vs_dpsgd'])} | {cell(m['public_training_seconds'])} "

@@ -21,7 +21,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["MODES", "Method", "Prepared", "METHODS", "register_method", "method", "available_methods"]
+__all__ = ["MODES", "Method", "Prepared", "METHODS", "ALIASES", "register_method", "register_alias", "canonical_name",
+           "method", "available_methods"]
 
 MODES = ("reference", "private", "none")
 
@@ -98,6 +99,9 @@ class Method:
 
 
 METHODS: dict[str, Method] = {}
+# an old method name -> (its current name, why it changed): accepted wherever a method is named, run and
+# reported under the current name, listed by `tfdpmech methods`
+ALIASES: dict[str, tuple[str, str]] = {}
 
 
 def register_method(name: str, prepare: Callable, description: str, *, mode: str, paper: str | None = None,
@@ -121,8 +125,23 @@ def register_method(name: str, prepare: Callable, description: str, *, mode: str
     return METHODS[name]
 
 
+def register_alias(old: str, new: str, why: str) -> None:
+    """Accept ``old`` as a name of the registered method ``new`` (runs and reports say ``new``)."""
+    if new not in METHODS:
+        raise ValueError(f"alias {old!r} -> {new!r}: no method {new!r} is registered")
+    if old in METHODS:
+        raise ValueError(f"alias {old!r} would hide the registered method {old!r}; pick another name")
+    ALIASES[old] = (new, why)
+
+
+def canonical_name(name: str) -> str:
+    """The current name of ``name`` (itself unless it is an alias in :data:`ALIASES`)."""
+    return ALIASES[name][0] if isinstance(name, str) and name in ALIASES else name
+
+
 def method(name: str) -> Method:
-    """The registered method ``name``; ValueError naming the choices otherwise."""
+    """The registered method ``name`` (an alias gives its current method); ValueError naming the choices otherwise."""
+    name = canonical_name(name)
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)} (`tfdpmech methods` lists them)")
     return METHODS[name]

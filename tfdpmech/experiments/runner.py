@@ -29,14 +29,15 @@ from ..validation import check_delta, check_epsilon, check_positive_int
 from . import methods as _methods  # noqa: F401  (registers the built-in methods)
 from .context import MODEL_FAMILIES, TABULAR_MODELS, Context, build_context, dataset_kind
 from .progress import Progress
-from .registry import METHODS, Method, Prepared, method as get_method
+from .registry import METHODS, Method, Prepared, canonical_name, method as get_method
 
 __all__ = ["CompareConfig", "run_comparison", "AUDITS", "register_audit", "PeakMemory", "device_description"]
 
 # every method that uses the public records has DP-SGD with the same public pre-training beside it
 # (dpsgd_head, dpsgd_finetune) and the public model alone (public_only, added by the runner)
 DEFAULT_METHODS = ("nonprivate", "dpsgd", "dpsgd_head", "dpsgd_finetune", "adlm_per_record", "ilm_per_record",
-                   "adlm_shared", "outpert_reference", "outpert_private", "fm_head", "fm_head_gauss")
+                   "adlm_shared", "outpert_reference", "outpert_paper_bound", "outpert_head", "fm_head",
+                   "fm_head_gauss")
 
 
 @dataclasses.dataclass
@@ -80,6 +81,7 @@ class CompareConfig:
         """Check every setting before anything is trained; ValueError naming the setting and the fix."""
         if not self.methods:
             raise ValueError("no methods given; pass e.g. --methods nonprivate,dpsgd (`tfdpmech methods` lists them)")
+        self.methods = tuple(canonical_name(name) for name in self.methods)  # old names run under the current one
         for name in self.methods:
             get_method(name)
         if not self.datasets:
@@ -320,6 +322,18 @@ def _ledger_fields(ledger, epochs: int) -> dict:
                 delta=ledger.delta(epochs), ledger=ledger.to_dict(epochs), provable_basis=basis)
 
 
+def _epsilon_words(result: RunResult) -> str:
+    """Claimed and provable ε of a finished run with the neighbour relation, for the progress line."""
+    from ..accounting.ledger import PrivacyLedger, describe_scope, format_epsilon
+
+    if result.ledger is None:
+        return ("ε = 0 for the private set (private data unused)"
+                if (result.notes or {}).get("private_records_used") == 0 else "no privacy")
+    per = " per query" if result.per == "query" else ""
+    scope = describe_scope(*PrivacyLedger.from_dict(result.ledger).scope())
+    return f"{format_epsilon(result.epsilon_claimed, result.epsilon_provable, result.delta)}{per} [{scope}]"
+
+
 def _notes(prepared: Prepared, ctx: Context, method: Method, seed: int) -> dict:
     notes = dict(prepared.notes)
     public_seconds = ctx.public_training_seconds(seed) if method.uses_public else None
@@ -419,7 +433,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                                 "seed": seed, "reason": str(exc)})
                 continue
             progress.done = i
-            progress.finish_run(label, f"acc {result.accuracy:.4f}")
+            progress.finish_run(label, f"acc {result.accuracy:.4f}, {_epsilon_words(result)}")
             runs.append(result.to_dict())
     progress.close()
     return {

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..accounting.ledger import format_epsilon
+from ..accounting.ledger import describe_scope, format_epsilon
 
-__all__ = ["plot_accuracy_vs_epsilon", "plot_accuracy_vs_epoch", "plot_accuracy_vs_step", "has_step_curves"]
+__all__ = ["plot_accuracy_vs_epsilon", "plot_accuracy_vs_epoch", "plot_accuracy_vs_step", "has_step_curves", "scope_label",
+           "epoch_label"]
 
 
 def _pyplot():
@@ -16,6 +17,25 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+_SHORT = {"add_remove": "add/remove", "replace_one": "replace-one", "unstated": "neighbours unstated",
+          "mixed": "mixed neighbours"}
+
+
+def scope_label(row: dict) -> str:
+    """Legend words for a summary row's neighbour relation and protection, e.g. ``"[replace-one]"`` or
+    ``"[add/remove]"``, ``"[replace-one, features only]"``; ``"[ε = 0: private data unused]"`` for a method
+    that never touches the private records, ``"[no privacy]"`` for one without a ledger."""
+    if not row["private"]:
+        return "[ε = 0: private data unused]" if row.get("private_data_unused") else "[no privacy]"
+    neighbours = row.get("neighbours", "–")
+    words = _SHORT.get(neighbours, neighbours)
+    if row.get("protects") == "features":
+        words += ", features only"
+    elif row.get("protects") == "unstated":
+        words += ", protects unstated"
+    return f"[{words}]"
 
 
 def _audit_panel(ax, subset: list[dict], methods: list[str]) -> None:
@@ -28,7 +48,7 @@ def _audit_panel(ax, subset: list[dict], methods: list[str]) -> None:
         if not mine:
             continue
         ax.plot([r["epsilon_lower_bound"] for r in mine], [100 * r["accuracy_mean"] for r in mine], "o:",
-                color=f"C{i}", label=method)
+                color=f"C{i}", label=f"{method} {scope_label(mine[0])}")
         for r in mine:
             if r["audit_verdict"] == VERDICT_BUG:
                 ax.scatter(r["epsilon_lower_bound"], 100 * r["accuracy_mean"], marker="X", s=160, color="red",
@@ -39,7 +59,7 @@ def _audit_panel(ax, subset: list[dict], methods: list[str]) -> None:
     for r in subset:
         if not r["private"] and r["epsilon_lower_bound"] is not None:
             ax.scatter(r["epsilon_lower_bound"], 100 * r["accuracy_mean"], marker="*", s=140, color="gray",
-                       label=f"{r['method']} (no privacy)")
+                       label=f"{r['method']} {scope_label(r)}")
     ax.set_xlabel("audited ε lower bound (one-run canary audit, 95 %)")
     ax.set_xlim(left=-0.1)  # bounds of 0 stay visible
     ax.grid(alpha=0.3)
@@ -51,7 +71,10 @@ def _audit_panel(ax, subset: list[dict], methods: list[str]) -> None:
 def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
     """Per dataset, the same runs at their claimed (left) and provable (middle) ε, and audited (right).
 
-    Runs without a proof are absent from the middle panel and named under it. The right panel,
+    Runs without a proof are absent from the middle panel and named under it. Every legend entry
+    names the neighbour relation of its ε (and "features only" where labels are public); methods
+    without a ledger are horizontal lines, ``public_only`` labelled as ε = 0 for the private set
+    (it never touches it), ``nonprivate`` as no privacy. The right panel,
     drawn when the canary audit ran, places every run at its audited ε lower bound; a red ✕ marks
     a bound above the provable ε (a bug), "claim refuted" one above the claimed ε only.
     """
@@ -80,10 +103,11 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
                 x, y, e = map(np.array, zip(*pts))
                 per_query = mine[0]["per"] == "query"
                 ax.errorbar(x, 100 * y, yerr=100 * e, marker="s" if per_query else "o", ls=":" if per_query else "-",
-                            capsize=3, label=method + (" (ε per query)" if per_query else ""), color=f"C{i}")
+                            capsize=3, color=f"C{i}",
+                            label=f"{method} {scope_label(mine[0])}" + (" (ε per query)" if per_query else ""))
             for j, r in enumerate(r for r in subset if not r["private"]):  # nonprivate, public_only: told apart
                 ax.axhline(100 * r["accuracy_mean"], ls=("--", "-.", ":")[j % 3], color=("gray", "black")[j % 2],
-                           label=f"{r['method']} (no privacy)")
+                           label=f"{r['method']} {scope_label(r)}")
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -104,8 +128,20 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
     plt.close(fig)
 
 
+def epoch_label(row: dict) -> str:
+    """Legend of one accuracy-vs-epoch curve: the method, its claimed and provable ε side by side (per
+    query where so) and its neighbour relation; ε = 0 for a method that never touches the private data."""
+    if not row["private"]:
+        return f"{row['method']} " + ("(ε = 0: private data unused)" if row.get("private_data_unused")
+                                      else "(no privacy)")
+    per = " per query" if row["per"] == "query" else ""
+    eps = format_epsilon(row["epsilon_claimed"], row["epsilon_provable"], row["delta"] or 0.0)
+    return f"{row['method']}: {eps}{per} {scope_label(row)}"
+
+
 def plot_accuracy_vs_epoch(rows: list[dict], path: str) -> None:
-    """Test accuracy after every epoch, one panel per (dataset, target ε)."""
+    """Test accuracy after every epoch, one panel per (dataset, target ε); each curve's legend shows its
+    claimed and provable ε and neighbour relation (:func:`epoch_label`)."""
     plt = _pyplot()
     panels = sorted({(r["dataset"], r["epsilon_target"]) for r in rows if r["private"]},
                     key=lambda p: (p[0], p[1] or 0)) or sorted({(r["dataset"], None) for r in rows})
@@ -118,7 +154,7 @@ def plot_accuracy_vs_epoch(rows: list[dict], path: str) -> None:
                                                                           or not r["private"]):
                     curve = 100 * np.array(r["accuracy_curve_mean"])
                     ax.plot(np.arange(1, len(curve) + 1), curve, "--" if not r["private"] else "-", marker=".",
-                            label=method, color=f"C{i}")
+                            label=epoch_label(r), color=f"C{i}")
         ax.set_title(f"{dataset}, target ε = {eps:g}" if eps is not None else dataset, fontsize=9)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
@@ -139,6 +175,10 @@ def step_label(run: dict) -> str:
     reference modes), never the claim alone."""
     eps = "" if run["epsilon_target"] is None else ", " + format_epsilon(run["epsilon_claimed"],
                                                                            run["epsilon_provable"])
+    if run.get("ledger"):
+        from ..accounting.ledger import PrivacyLedger
+
+        eps += f" [{describe_scope(*PrivacyLedger.from_dict(run['ledger']).scope())}]"
     return f"{run['method']}{eps} (seed {run['seed']}, batch {run['notes'].get('batch_size', '?')})"
 
 

@@ -8,10 +8,10 @@ from collections import defaultdict
 import numpy as np
 
 from ..accounting.display import delta_text, epsilon_lower, epsilon_upper
-from ..accounting.ledger import NONE_PROVEN
+from ..accounting.ledger import NONE_PROVEN, PrivacyLedger, describe_scope
 from ..audit.canary import VERDICT_BUG, VERDICT_REFUTED, audit_verdict
 
-__all__ = ["summarize", "markdown_table", "run_verdict", "audit_findings"]
+__all__ = ["summarize", "markdown_table", "run_verdict", "audit_findings", "scope_cell"]
 
 
 def _mean_std(values):
@@ -21,9 +21,15 @@ def _mean_std(values):
     return float(np.mean(values)), float(np.std(values))
 
 
-def _conditions(runs) -> list:
-    return sorted({rel["details"]["conditional_on"] for r in runs if r["ledger"]
-                   for rel in r["ledger"]["releases"] if "conditional_on" in rel.get("details", {})})
+def _scope(runs) -> tuple:
+    """``(neighbours, protects)`` of the runs' ledgers (``"mixed"`` when seeds differ); ``("–", "–")`` without one."""
+    scopes = {PrivacyLedger.from_dict(r["ledger"]).scope() for r in runs if r.get("ledger")}
+    if not scopes:
+        return "–", "–"
+    if len(scopes) == 1:
+        return scopes.pop()
+    return ("mixed" if len({s[0] for s in scopes}) > 1 else next(iter(scopes))[0],
+            "features" if any(s[1] == "features" for s in scopes) else next(iter(scopes))[1])
 
 
 def run_verdict(run: dict) -> str | None:
@@ -78,7 +84,8 @@ def summarize(results: dict) -> list[dict]:
             "seeds": len(runs),
             "diverged": sum(bool(r["diverged"]) for r in runs),
             "per": runs[0]["per"],
-            "conditional_on": _conditions(runs),
+            # the neighbour relation the ε is stated for, and what it protects (the record, or the features only)
+            **dict(zip(("neighbours", "protects"), _scope(runs))),
             "mia_advantage": _mean_std([r["mia_advantage"] for r in runs])[0],
             "epsilon_lower_bound": (max(c["epsilon_lower_bound"] for c in canaries) if canaries else None),
             # the seed with the largest bound, for its counts
@@ -111,9 +118,15 @@ def epsilon_cells(row: dict) -> tuple[str, str]:
     per = " per query" if row["per"] == "query" else ""
     claimed = ("–" if row["epsilon_claimed"] is None else epsilon_upper(row["epsilon_claimed"])) + per
     provable = NONE_PROVEN if row["epsilon_provable"] is None else epsilon_upper(row["epsilon_provable"]) + per
-    if row["epsilon_provable"] is not None and row["conditional_on"]:
-        provable += f" (given the {', '.join(row['conditional_on'])})"
     return claimed, provable
+
+
+def scope_cell(row: dict) -> str:
+    """The neighbour relation and what the ε protects, e.g. ``"replace-one, record"``."""
+    if not row["private"]:
+        return "– (private data unused)" if row.get("private_data_unused") else "– (no privacy)"
+    neighbours, protects = row.get("neighbours", "–"), row.get("protects", "–")
+    return "–" if neighbours == "–" else describe_scope(neighbours, protects)
 
 
 def lower_bound_cell(row: dict) -> str:
@@ -132,7 +145,7 @@ def lower_bound_cell(row: dict) -> str:
 
 def markdown_table(rows: list[dict]) -> str:
     """The comparison table in Markdown (also printed to the terminal)."""
-    head = ("| dataset | method | mode | target ε | claimed ε | provable ε | ε lower bound (audit) | δ | test accuracy "
+    head = ("| dataset | method | mode | target ε | claimed ε | provable ε | neighbours, protects | ε lower bound (audit) | δ | test accuracy "
             "| acc loss | MIA adv. | train s | examples/s | preprocessing s | peak memory MB |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
@@ -141,7 +154,7 @@ def markdown_table(rows: list[dict]) -> str:
         if r["diverged"]:
             acc += f" ({r['diverged']} diverged: NaN outputs)"
         lines.append(
-            f"| {r['dataset']} | {r['method']} | {r['mode']} | {_fmt(r['epsilon_target'], 'g')} | {claimed} | {provable} "
+            f"| {r['dataset']} | {r['method']} | {r['mode']} | {_fmt(r['epsilon_target'], 'g')} | {claimed} | {provable} | {scope_cell(r)} "
             f"| {lower_bound_cell(r)} | {'–' if r['delta'] is None else delta_text(r['delta'])} | {acc} "
             f"| {_fmt(r['accuracy_loss'], '.3f')} | {_fmt(r['mia_advantage'], '.3f')} | {r['train_seconds']:.1f} "
             f"| {_fmt(r['examples_per_second'], '.0f')} | {r['preprocessing_seconds']:.1f} | {r['peak_memory_mb']:.0f} |")

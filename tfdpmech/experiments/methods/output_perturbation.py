@@ -1,7 +1,13 @@
-"""Output perturbation (Lu et al.) in the runner: a convexified MLP trained without noise, noisy answers.
+"""Output perturbation in the runner: Lu et al.'s per-query modes, and the proven head.
 
-Its ε is spent on every answered query (``per="query"``); the runner's accuracy is an evaluation
-harness in which every test row is one query at ε (not charged to a budget).
+``outpert_reference`` / ``outpert_paper_bound``: a convexified MLP trained without noise, noisy
+answers (Lu et al.). Their ε is spent on every answered query (``per="query"``); the runner's
+accuracy is an evaluation harness in which every test row is one query at ε (not charged to a
+budget). Neither is proven: the sensitivity Δz_T they are calibrated with is not a bound for an MLP.
+
+``outpert_head``: output perturbation that is proven (Chaudhuri, Monteleoni & Sarwate 2011): a
+one-vs-rest L2-regularised logistic regression on the public model's bounded features, noise on its
+weights once, then any number of queries (:class:`~tfdpmech.heads.OutputPerturbationHead`).
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger
+from ...heads import OutputPerturbationHead
 from ...accounting.query_budget import QueryBudgetAccountant
 from ...mechanisms.output_perturbation import DPPredictor, compute_bounds
 from ...models import convexified_mlp
-from ..registry import Prepared, register_method
+from ..registry import Prepared, register_alias, register_method
+from .functional_head import _features
 
 L2 = 0.001  # Lu et al. Table 4
 
@@ -46,7 +54,32 @@ register_method("outpert_reference", _output_perturbation("reference"),
                 "Lu et al. Algorithm 1 (one noisy output neuron per query, Laplace): ε per query, claimed only "
                 "(its sensitivity argument does not cover three or more classes: docs/mechanisms/output_perturbation.md)", mode="reference",
                 paper="output_perturbation", data=("image", "tabular"))
-register_method("outpert_private", _output_perturbation("private"),
-                "output perturbation with Laplace noise on every logit: ε per query, proven given the Δz_T "
-                "sensitivity bound (Lu et al. Eq. 18)", mode="private", paper="output_perturbation",
-                data=("image", "tabular"))
+register_method("outpert_paper_bound", _output_perturbation("private"),
+                "output perturbation with Laplace noise on every logit, calibrated with Lu et al.'s Δz_T (Eq. 18–19): "
+                "ε per query, claimed only — Δz_T is not a bound for an MLP, so none proven "
+                "(docs/mechanisms/output_perturbation.md); the proven variant is outpert_head", mode="reference",
+                paper="output_perturbation", data=("image", "tabular"))
+register_alias("outpert_private", "outpert_paper_bound",
+               "its old name; renamed because its proof rested on Lu et al.'s unproven sensitivity bound (Eq. 18)")
+
+
+def _outpert_head(ctx, epsilon, seed) -> Prepared:
+    feats = _features(ctx, seed)  # the public model is trained (and cached) here, outside the private timing
+    start = time.perf_counter()
+    head = OutputPerturbationHead(feats, ctx.num_classes, epsilon=epsilon, delta=ctx.config.delta, seed=seed)
+    head.fit(ctx.x_private, ctx.y_private)
+    seconds = time.perf_counter() - start
+    return Prepared(head.model, ledger=head.ledger, preprocessing_seconds=seconds, epochs=1,
+                    notes={"public": ctx.public_source, "features": feats.name, "noise_scale": head.noise_scale,
+                           "sensitivity": head.sensitivity, "l2": head.l2, "private_seconds": seconds,
+                           "features_seconds": head.seconds["features"],
+                           "solve_release_seconds": head.seconds["solve_release"],
+                           "training": "L-BFGS + Newton to the exact minimiser, noise on the weights once (no epochs)"})
+
+
+register_method("outpert_head", _outpert_head,
+                "output perturbation that is proven (Chaudhuri, Monteleoni & Sarwate 2011, Corollary 8): one-vs-rest "
+                "L2-regularised logistic regression on the public model's bounded features mapped to the unit sphere, "
+                "solved to the minimiser, Gaussian noise on the weights once (σ from dp_accounting for the K classes "
+                "together); then any number of queries: (ε, δ) proven", mode="private", paper="output_perturbation",
+                uses_public=True)

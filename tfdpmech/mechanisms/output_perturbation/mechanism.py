@@ -18,10 +18,12 @@ The recipe, as the paper's steps:
 Ledger honesty: ``mode="reference"`` (Algorithm 1, one sampled logit) is recorded as *claimed*
 only: Theorem 6 does not hold for C ≥ 3 (the proof's Eqs. 26–27 treat exact ratios of unperturbed
 logits as noisy) and the sensitivity bound (Eq. 18, Corollary 1) is not proven either.
-``mode="private"`` (noise on every logit) is recorded with a provable ε *conditional on the
-sensitivity bound*; the release's basis names the bound used and states that the bound itself is
-not proven for a full MLP. The Gaussian variant's "ε" is a GDP μ (§3.1, Theorems 2–3); its provable
-ε is the (ε, δ) equivalent.
+``mode="private"`` (noise on every logit) is recorded with provable ε **none** as well: its noise
+would give the claimed ε if Δz_T bounded one record's effect on a logit, but no bound offered here is
+proven for a full MLP, and a proof conditional on an unproven bound is no proof; the release's
+details keep the ε the bound would give (``epsilon_if_the_bound_held``). The Gaussian variant's "ε"
+is a GDP μ (§3.1, Theorems 2–3). Proven output perturbation is
+:class:`tfdpmech.heads.OutputPerturbationHead` (Chaudhuri et al. 2011, on public features).
 """
 
 from __future__ import annotations
@@ -35,8 +37,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...accounting.events import self_composed
-from ...accounting.gaussian import gdp_epsilon, require_dp_accounting
+from ...accounting.gaussian import gdp_epsilon
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant
 from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
@@ -160,8 +161,6 @@ class DPPredictor:
         bound_name = f"sensitivity_mode={self.bounds.sensitivity_mode!r}, λ convention {self.bounds.lambda_convention!r}"
         details = {"mode": self.mode, "queries": k, "epsilon_query": eps_q, "composition": composition,
                    "sensitivity_bound": bound_name, "delta_z": self.bounds.delta_z, "delta_p": self.bounds.delta_p}
-        delta = 0.0
-        event = None
         if self.mode == "reference":
             provable = None
             basis = (
@@ -172,33 +171,35 @@ class DPPredictor:
             )
             if gaussian:
                 basis += "; the Gaussian 'ε' is a GDP μ (Theorems 2-3)"
-        elif not gaussian:
-            provable = claimed
-            basis = (
-                f"Laplace mechanism on all C logits, b = C·Δz_T/ε (L1 sensitivity C·Δz_T); proven ONLY GIVEN the "
-                f"sensitivity bound Δz_T={self.bounds.delta_z:.6g} ({bound_name}), which is not itself proven for a "
-                "full MLP (Eq. 18, Corollary 1; docs/mechanisms/output_perturbation.md); basic composition over "
-                "queries"
-            )
-            details["conditional_on"] = "sensitivity bound"
         else:
-            mu = math.sqrt(k) * eps_q if composition == "gdp" else k * eps_q
-            delta = getattr(self.accountant, "delta_for_report", 1e-5)
-            provable = gdp_epsilon(mu, delta)
-            # k answers, each a Gaussian mechanism with noise multiplier σ/Δ₂ = 1/μ_query: the ledger composes them
-            event = self_composed(require_dp_accounting("the output-perturbation ledger").GaussianDpEvent(1.0 / eps_q), k)
-            details.update(mu=mu, conditional_on="sensitivity bound")
+            # noise on every logit: the Laplace / Gaussian mechanism WOULD give the ε below if Δz_T bounded
+            # how far one record moves a logit; it does not (Eq. 18 and Corollary 1 are not bounds), and a
+            # proof that rests on an unproven bound is no proof: provable none
+            provable = None
+            if gaussian:
+                mu = math.sqrt(k) * eps_q if composition == "gdp" else k * eps_q
+                report_delta = getattr(self.accountant, "delta_for_report", 1e-5)
+                details.update(mu=mu, epsilon_if_the_bound_held=gdp_epsilon(mu, report_delta),
+                               delta_if_the_bound_held=report_delta)
+                how = "Gaussian mechanism on all C logits, σ = √C·Δz_T/μ (μ-GDP if √C·Δz_T bounded their L2 change)"
+            else:
+                details.update(epsilon_if_the_bound_held=claimed)
+                how = "Laplace mechanism on all C logits, b = C·Δz_T/ε (ε-DP if C·Δz_T bounded their L1 change)"
+            details["unproven_premise"] = "sensitivity bound Δz_T"
             basis = (
-                f"Gaussian mechanism on all C logits, σ = √C·Δz_T/μ (L2 sensitivity √C·Δz_T) gives μ-GDP, reported "
-                f"as (ε, δ) by Dong–Roth–Su; proven ONLY GIVEN the sensitivity bound Δz_T={self.bounds.delta_z:.6g} "
-                f"({bound_name}), which is not itself proven for a full MLP (Eq. 18, Corollary 1; "
-                "docs/mechanisms/output_perturbation.md)"
+                f"none proven: {how}, but Δz_T={self.bounds.delta_z:.6g} ({bound_name}) is not a bound on a full "
+                "MLP: Eq. 18 divides an L2 bound by √|W| (one weight may take the whole change), Corollary 1 ignores "
+                "the hidden layers and the output bias, and Theorem 4 needs the exact minimiser of a strongly convex "
+                "objective (docs/mechanisms/output_perturbation.md). A proof that rests on an unproven bound is no "
+                "proof. Proven output perturbation: tfdpmech.heads.OutputPerturbationHead (runner: outpert_head)"
             )
         return Release(
             component="query_answers", mechanism=f"output_perturbation/{self.mode}/{self.noise}",
-            epsilon_claimed=claimed, epsilon_provable=provable, basis=basis, delta=delta,
+            epsilon_claimed=claimed, epsilon_provable=provable, basis=basis,
             sensitivity=self.bounds.delta_z, noise_scale=self._layer.noise_scale,
-            reproduction=self.mode == "reference", details=details, event=event,
+            reproduction=self.mode == "reference", details=details,
+            # Lu et al. §3: neighbours differ by adding or removing one row (Theorem 4 compares X and X^(−i))
+            neighbours="add_remove", protects="record",
         )
 
     def _record(self, k: int) -> None:
