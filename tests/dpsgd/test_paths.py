@@ -1,23 +1,26 @@
 """Tests for tfdpmech.dpsgd.paths: the training-path choice and the model checks.
 
-Needs tensorflow-privacy (TensorFlow 2.15 stack); skipped with a reason elsewhere.
+The path choice is tested for every engine that imports (tfdpmech's everywhere, tensorflow-privacy's on the
+TensorFlow 2.15 stack); the model checks run with ``engine="auto"``. Only the checks of tensorflow-privacy's
+own layer registry skip where it does not import.
 """
 
 from __future__ import annotations
 
+import keras
 import pytest
 
+from tfdpmech import models
+from tfdpmech.dpsgd import DPSGD, fast_clipping_layers, supports_fast_clipping
+from tfdpmech.dpsgd.clipping import ghost_unsupported_layers
+from tfdpmech.dpsgd.paths import tf_privacy_available
+
 pytestmark = pytest.mark.dpsgd
-pytest.importorskip(
-    "tensorflow_privacy",
-    reason="tensorflow-privacy is not installed or does not import (it needs TensorFlow 2.15 / Keras 2)",
+ENGINES = ["tfdpmech"] + (["tensorflow_privacy"] if tf_privacy_available() else [])
+TF_PRIVACY_CROSS_CHECK = pytest.mark.skipif(
+    not tf_privacy_available(),
+    reason="tensorflow-privacy cross-check: its fast-clipping layer registry imports on the TensorFlow 2.15 stack only",
 )
-
-import keras  # noqa: E402
-from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras  # noqa: E402
-
-from tfdpmech import models  # noqa: E402
-from tfdpmech.dpsgd import DPSGD, fast_clipping_layers, supports_fast_clipping  # noqa: E402
 
 N, BATCH, DELTA = 300, 50, 1e-3
 
@@ -38,6 +41,7 @@ def tiny_conv():
 
 # --- path choice ----------------------------------------------------------------------------
 
+@TF_PRIVACY_CROSS_CHECK
 def test_supports_fast_clipping():
     assert supports_fast_clipping(models.standard_mlp())
     assert not supports_fast_clipping(models.standard_cnn())  # Conv2D is not in 0.9.0's registry
@@ -59,21 +63,47 @@ def test_supports_fast_clipping():
         DPSGD(2.0, DELTA, BATCH, 1, N, path="vectorized").compile(sub)
 
 
-def test_auto_picks_vectorized_for_unsupported_layer_and_fast_refuses_it():
-    dp = DPSGD(2.0, DELTA, BATCH, 1, N)
+def test_ghost_norms_cover_the_standard_models_and_name_what_they_cannot():
+    """tfdpmech's fast-clipping check (every engine's ``"auto"`` on Keras 3): Conv2D has ghost norms here."""
+    assert ghost_unsupported_layers(models.standard_mlp()) == []
+    assert ghost_unsupported_layers(models.standard_cnn()) == []
+    normed = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Flatten(), keras.layers.LayerNormalization(),
+                               keras.layers.Dense(10)], name="normed")
+    assert ghost_unsupported_layers(normed) == [f"{normed.layers[1].name} (LayerNormalization)"]
+    dp = DPSGD(2.0, DELTA, BATCH, 1, N, path="fast_clipping", engine="tfdpmech")
+    with pytest.raises(ValueError, match=r"\(ghost norms\).*LayerNormalization.*path='vectorized'"):
+        dp.compile(normed)
+    assert dp.release is None and not dp.ledger.releases
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_auto_path_for_a_conv_net_and_the_paths_each_engine_refuses(engine):
+    base = tiny_conv()
+    dp = DPSGD(2.0, DELTA, BATCH, 1, N, engine=engine)
+    model = dp.compile(base)
+    assert dp.requested_path == "auto" and dp.engine == engine
+    if engine == "tensorflow_privacy":
+        from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras
+
+        assert dp.path == "vectorized"  # Conv2D is not in tensorflow-privacy 0.9.0's registry
+        assert model is not base and not model._enable_fast_peg_computation  # pylint: disable=protected-access
+        dp = DPSGD(2.0, DELTA, BATCH, 1, N, path="microbatch", engine=engine)
+        model = dp.compile(tiny_conv())
+        assert isinstance(model.optimizer, dp_optimizer_keras.GenericDPAdamOptimizer)
+        assert model.loss.reduction == "none"
+        with pytest.raises(ValueError, match=r"Conv2D.*path='vectorized'"):
+            DPSGD(2.0, DELTA, BATCH, 1, N, path="fast_clipping", engine=engine).compile(tiny_conv())
+    else:
+        assert dp.path == "fast_clipping"  # tfdpmech has ghost norms for Conv2D
+        assert model is base  # the user's own model, with the DP train step installed
+        with pytest.raises(ValueError, match="engine='tfdpmech' clips every example.*engine='tensorflow_privacy'"):
+            DPSGD(2.0, DELTA, BATCH, 1, N, path="microbatch", engine=engine)
+    dp = DPSGD(2.0, DELTA, BATCH, 1, N, path="vectorized", engine=engine)
     model = dp.compile(tiny_conv())
-    assert dp.path == "vectorized"
-    assert dp.requested_path == "auto"
-    assert not model._enable_fast_peg_computation  # pylint: disable=protected-access
-    dp = DPSGD(2.0, DELTA, BATCH, 1, N, path="microbatch")
-    model = dp.compile(tiny_conv())
-    assert isinstance(model.optimizer, dp_optimizer_keras.GenericDPAdamOptimizer)
-    assert model.loss.reduction == "none"
-    with pytest.raises(ValueError, match=r"Conv2D.*path='vectorized'"):
-        DPSGD(2.0, DELTA, BATCH, 1, N, path="fast_clipping").compile(tiny_conv())
-    dp = DPSGD(2.0, DELTA, BATCH, 1, N, path="vectorized")
-    model = dp.compile(tiny_conv())
-    assert dp.path == "vectorized" and not model._enable_fast_peg_computation  # pylint: disable=protected-access
+    assert dp.path == "vectorized" and dp.release.details["path"] == "vectorized"
+    assert dp.release.details["engine"] == engine
+    if engine == "tensorflow_privacy":
+        assert not model._enable_fast_peg_computation  # pylint: disable=protected-access
 
 
 def test_bad_models_are_refused(mnist_small):

@@ -1,6 +1,7 @@
 """Tests for tfdpmech.dpsgd.poisson: Poisson batches, the proven ledger ε, masked rows, training, bad input.
 
-Needs tensorflow-privacy (TensorFlow 2.15 stack). Everything is small (n <= 300, tiny MLPs).
+``engine="auto"`` (tensorflow-privacy on the TensorFlow 2.15 stack, tfdpmech's own engine on Keras 3); the
+train-step tests run for every engine that imports. Everything is small (n <= 300, tiny MLPs).
 """
 
 from __future__ import annotations
@@ -10,21 +11,17 @@ import math
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.dpsgd
-pytest.importorskip(
-    "tensorflow_privacy",
-    reason="tensorflow-privacy is not installed or does not import (it needs TensorFlow 2.15 / Keras 2)",
-)
+import dp_accounting
+import keras
+import tensorflow as tf
+from scipy import stats
 
-import dp_accounting  # noqa: E402
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from scipy import stats  # noqa: E402
-
-from tfdpmech import data  # noqa: E402
-from tfdpmech.accounting.dpsgd import poisson_epsilon, poisson_noise_multiplier  # noqa: E402
-from tfdpmech.accounting.ledger import PrivacyLedger  # noqa: E402
-from tfdpmech.dpsgd.poisson import (  # noqa: E402
+from tfdpmech import data
+from tfdpmech.accounting.dpsgd import poisson_epsilon, poisson_noise_multiplier
+from tfdpmech.accounting.ledger import PrivacyLedger
+from tfdpmech.dpsgd.clipping import resolve_clipping
+from tfdpmech.dpsgd.paths import tf_privacy_available
+from tfdpmech.dpsgd.poisson import (
     PoissonDPSGD,
     PoissonSampler,
     pad_batch,
@@ -32,6 +29,10 @@ from tfdpmech.dpsgd.poisson import (  # noqa: E402
     poisson_dataset,
     poisson_model_classes,
 )
+from tfdpmech.dpsgd.train_step import install_dp_train_step
+
+pytestmark = pytest.mark.dpsgd
+ENGINES = ["tfdpmech"] + (["tensorflow_privacy"] if tf_privacy_available() else [])
 
 N, DELTA = 300, 1e-3
 
@@ -208,20 +209,28 @@ def test_noise_multiplier_given_records_its_epsilon():
 
 # --- the train step ---------------------------------------------------------------------------
 
-def _raw_model(path, cls_index, *, expected_batch_size, clip=0.5):
-    sequential_cls, model_cls = poisson_model_classes()
+def _raw_model(engine, path, cls_index, *, expected_batch_size, clip=0.5, noise_multiplier=0.0, units=8):
+    """One engine's Poisson train step on a tiny MLP (Sequential for cls_index 0, functional for 1)."""
     keras.utils.set_random_seed(0)
-    base = tiny_mlp(8)  # no layer registry: tensorflow-privacy's vectorized per-example gradients
+    base = tiny_mlp(units)
+    loss = keras.losses.CategoricalCrossentropy(from_logits=True)
+    if engine == "tfdpmech":
+        model = base if cls_index == 0 else keras.Model(base.inputs, base.outputs)
+        assert resolve_clipping(model, path) == path
+        model.compile(keras.optimizers.SGD(1.0), loss=loss)
+        return install_dp_train_step(model, loss=loss, l2_norm_clip=clip, noise_multiplier=noise_multiplier,
+                                     divisor=expected_batch_size, clipping=path, noise_seed=1, require_mask=True)
+    sequential_cls, model_cls = poisson_model_classes()
     from tensorflow_privacy.privacy.fast_gradient_clipping import layer_registry as lr
     registry = lr.make_default_layer_registry() if path == "fast_clipping" else None
-    kwargs = dict(l2_norm_clip=clip, noise_multiplier=0.0, num_microbatches=None, use_xla=False,
-                  layer_registry=registry, expected_batch_size=expected_batch_size, noise_seed=0)
+    kwargs = dict(l2_norm_clip=clip, noise_multiplier=noise_multiplier, num_microbatches=None, use_xla=False,
+                  layer_registry=registry, expected_batch_size=expected_batch_size, noise_seed=1)
     if cls_index == 0:
         model = sequential_cls(layers=[keras.Input(batch_shape=base.input_shape)] + list(base.layers), **kwargs)
     else:
         model = model_cls(inputs=base.inputs, outputs=base.outputs, **kwargs)
     assert model._enable_fast_peg_computation == (path == "fast_clipping")  # pylint: disable=protected-access
-    model.compile(keras.optimizers.SGD(1.0), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    model.compile(keras.optimizers.SGD(1.0), loss=loss)
     return model
 
 
@@ -247,10 +256,11 @@ def _manual_clipped_mean(model, x, y, clip, divisor):
     return [t / divisor for t in total]
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("path,cls_index", [("fast_clipping", 0), ("fast_clipping", 1), ("vectorized", 0)])
-def test_masked_rows_contribute_exactly_zero(path, cls_index, mnist_small):
+def test_masked_rows_contribute_exactly_zero(engine, path, cls_index, mnist_small):
     x, y = mnist_small
-    model = _raw_model(path, cls_index, expected_batch_size=10.0)
+    model = _raw_model(engine, path, cls_index, expected_batch_size=10.0)
     rng = np.random.default_rng(0)
     garbage_x = (rng.random((6,) + x.shape[1:]) * 50).astype(np.float32)  # far outside the data: huge gradients
     garbage_y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 6)]
@@ -268,14 +278,10 @@ def test_masked_rows_contribute_exactly_zero(path, cls_index, mnist_small):
         np.testing.assert_allclose(a, m, atol=1e-5)
 
 
-def test_noise_is_added_with_std_sigma_c_over_expected_batch(mnist_small):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_noise_is_added_with_std_sigma_c_over_expected_batch(engine, mnist_small):
     x, y = mnist_small
-    sequential_cls, _ = poisson_model_classes()
-    base = tiny_mlp(8)
-    model = sequential_cls(layers=[keras.Input(batch_shape=base.input_shape)] + list(base.layers),
-                           l2_norm_clip=0.5, noise_multiplier=3.0, num_microbatches=None, use_xla=False,
-                           layer_registry=None, expected_batch_size=20.0, noise_seed=1)
-    model.compile(keras.optimizers.SGD(1.0), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    model = _raw_model(engine, "vectorized", 0, expected_batch_size=20.0, noise_multiplier=3.0)
     deltas = _step(model, x[:4], y[:4], np.zeros(4, np.float32))  # empty batch: pure noise
     flat = np.concatenate([d.ravel() for d in deltas])
     assert flat.std() == pytest.approx(3.0 * 0.5 / 20.0, rel=0.05)  # 8·784 + ... ≈ 6400 draws
@@ -308,11 +314,16 @@ def test_vectorized_path_trains(mnist_small):
     dp = PoissonDPSGD(4.0, DELTA, expected_batch_size=100, epochs=1, n=N, path="vectorized", accountant="rdp",
                       seed=0)
     model = dp.compile(tiny_mlp(8))
-    assert dp.path == "vectorized" and not model._enable_fast_peg_computation  # pylint: disable=protected-access
+    assert dp.path == "vectorized" and dp.release.details["path"] == "vectorized"
+    if dp.engine == "tensorflow_privacy":
+        assert not model._enable_fast_peg_computation  # pylint: disable=protected-access
     model.fit(dp.dataset(x, y), epochs=1, verbose=0)
     assert int(model.optimizer.iterations.numpy()) == dp.steps == 3
-    assert PoissonDPSGD(4.0, DELTA, expected_batch_size=100, epochs=1, n=N, accountant="rdp")._resolve_path(
-        tiny_conv()) == "vectorized"  # auto: Conv2D is not in the fast-clipping registry
+    auto = PoissonDPSGD(4.0, DELTA, expected_batch_size=100, epochs=1, n=N, accountant="rdp")
+    auto.compile(tiny_conv())
+    # auto on a Conv2D net: tensorflow-privacy 0.9.0's registry has no Conv2D (per-example gradients),
+    # tfdpmech has ghost norms for it
+    assert auto.path == ("vectorized" if auto.engine == "tensorflow_privacy" else "fast_clipping")
 
 
 def test_batches_without_a_mask_are_refused(mnist_small):
@@ -365,13 +376,25 @@ def test_models_the_poisson_path_cannot_train():
             return self.dense(self.flat(x))
 
     sub = Subclassed()
-    sub.build((None, 28, 28, 1))
-    with pytest.raises(ValueError, match="Sequential or functional model.*rebuild it"):
-        PoissonDPSGD(1.0, DELTA, expected_batch_size=30, epochs=1, n=N).compile(sub)
+    sub(np.zeros((1, 28, 28, 1), np.float32))  # builds its weights on Keras 2 and 3 alike
     with pytest.raises(ValueError, match="path='microbatch'.*cannot run Poisson"):
         PoissonDPSGD(1.0, DELTA, expected_batch_size=30, epochs=1, n=N, path="microbatch")
-    with pytest.raises(ValueError, match="path='fast_clipping' cannot train"):
-        PoissonDPSGD(1.0, DELTA, expected_batch_size=30, epochs=1, n=N, path="fast_clipping").compile(tiny_conv())
+    if PoissonDPSGD(1.0, DELTA, expected_batch_size=30, epochs=1, n=N).engine == "tensorflow_privacy":
+        # tensorflow-privacy rebuilds the model as a DPSequential / DPModel: a subclassed model cannot be,
+        # and its registry has no Conv2D
+        with pytest.raises(ValueError, match="Sequential or functional model.*rebuild it"):
+            PoissonDPSGD(1.0, DELTA, expected_batch_size=30, epochs=1, n=N).compile(sub)
+        with pytest.raises(ValueError, match="path='fast_clipping' cannot train"):
+            PoissonDPSGD(1.0, DELTA, expected_batch_size=30, epochs=1, n=N, path="fast_clipping").compile(tiny_conv())
+    else:  # tfdpmech's engine trains the model itself (a subclassed one too); a layer without ghost norms is refused
+        dp = PoissonDPSGD(1.0, DELTA, expected_batch_size=30, epochs=1, n=N)
+        assert dp.compile(sub) is sub and dp.path == "fast_clipping"
+        normed = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Flatten(),
+                                   keras.layers.LayerNormalization(), keras.layers.Dense(10)])
+        dp = PoissonDPSGD(1.0, DELTA, expected_batch_size=30, epochs=1, n=N, path="fast_clipping")
+        with pytest.raises(ValueError, match=r"path='fast_clipping' \(ghost norms\).*LayerNormalization"):
+            dp.compile(normed)
+        assert not dp.ledger.releases
     batch_mixing = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Flatten(),
                                      keras.layers.BatchNormalization(), keras.layers.Dense(10)])
     with pytest.raises(ValueError, match="mixes the examples of a batch"):
