@@ -82,6 +82,10 @@ MODELS = {
     "cnn_valid_strided": lambda: _cnn(padding="valid", strides=2),
     "cnn_dilated": lambda: _cnn(dilation=2),
     "dense_einsum_sequence": _functional_sequence_model,
+    # T·(d_in + d_out) = 6·32 <= d_in·d_out = 256: the ghost Gram-matrix branch
+    "dense_ghost_gram": lambda: keras.Sequential([keras.Input((6, 16)), keras.layers.Dense(16, activation="tanh"),
+                                                  keras.layers.Flatten(), keras.layers.Dense(5)]),
+    # 6·12 > 32: the materialised a_iᵀ g_i branch
     "dense_over_positions": lambda: keras.Sequential([keras.Input((6, 4)), keras.layers.Dense(8, activation="tanh"),
                                                       keras.layers.Flatten(), keras.layers.Dense(5)]),
     "embedding": _embedding_model,

@@ -3,7 +3,7 @@
 DP-SGD needs ``Σ_i clip_C(∇θ ℓ_i)`` with ``clip_C(g) = g · min(1, C / ‖g‖)`` (Abadi et al. 2016,
 Algorithm 1). Two ways to compute it, both exact:
 
-``"fast_clipping"`` (ghost norms, two backward passes in all)
+``"fast_clipping"`` (ghost norms, one backward pass through the network)
     1. Forward pass with every trainable Dense, EinsumDense, Embedding and Conv2D layer run by
        this module, which keeps the layer's input ``a`` and its pre-activation output ``z``.
     2. One backward pass of ``Σ_i w_i ℓ_i`` to the ``z``'s gives every layer's per-example output
@@ -11,12 +11,13 @@ Algorithm 1). Two ways to compute it, both exact:
     3. Per-example squared norms without per-example gradients where that is cheaper
        (Goodfellow 2015, arXiv:1510.01799; Li et al. 2022 "ghost clipping"; Bu et al. 2023
        "Book-Keeping"): for a linear map ``z = a W`` over ``T`` positions,
-       ``‖∇W ℓ_i‖² = ⟨a_i a_iᵀ, g_i g_iᵀ⟩`` (cost T²) or ``‖a_iᵀ g_i‖²`` materialised (cost
-       T·d_in·d_out), whichever is smaller; ``T = 1`` gives ``‖a_i‖²‖g_i‖²``. Conv2D is the
+       ``‖∇W ℓ_i‖² = ⟨a_i a_iᵀ, g_i g_iᵀ⟩`` (cost T²·(d_in + d_out)) or ``‖a_iᵀ g_i‖²`` materialised
+       (cost T·d_in·d_out), whichever is smaller; ``T = 1`` gives ``‖a_i‖²‖g_i‖²``. Conv2D is the
        same linear map on its unfolded input (``tf.image.extract_patches``; Rochette et al. 2019).
        Embedding: ``Σ_{s,t} [id_s = id_t] ⟨g_s, g_t⟩``. Biases: ``‖Σ_t g_it‖²``.
-    4. The second backward pass, of ``Σ_i w_i c_i ℓ_i`` with ``c_i = min(1, C/‖∇θ ℓ_i‖)`` held
-       constant, is the clipped sum (``output_gradients``: no second forward pass).
+    4. With ``c_i = min(1, C/‖∇θ ℓ_i‖)``, each layer's clipped sum ``Σ_i c_i ∇W ℓ_i`` is its local
+       weight gradient from the output gradients ``c_i g_i`` (Bu et al. 2023 "book-keeping": the
+       weight gradient is linear in ``g``), so no second backward pass through the network runs.
 ``"vectorized"``
     Per-example gradients of single-record losses (``tf.vectorized_map`` on TensorFlow 2.15, a
     graph loop from 2.16 on: see :data:`_VECTORIZED_MAP_IS_EXACT`), each clipped and summed. Any
@@ -226,7 +227,8 @@ def _linear_sq_norms(a, g, d_in: int, d_out: int):
     positions = a.shape[1]
     if positions == 1:
         return tf.reduce_sum(tf.square(a[:, 0]), 1) * tf.reduce_sum(tf.square(g[:, 0]), 1)
-    if positions is not None and positions * positions <= d_in * d_out:  # ghost: ⟨a aᵀ, g gᵀ⟩
+    # ghost ⟨a aᵀ, g gᵀ⟩ costs T²·(d_in + d_out) per record, materialising a_iᵀ g_i costs T·d_in·d_out
+    if positions is not None and positions * (d_in + d_out) <= d_in * d_out:
         return tf.reduce_sum(tf.matmul(a, a, transpose_b=True) * tf.matmul(g, g, transpose_b=True), axis=[1, 2])
     return tf.reduce_sum(tf.square(tf.einsum("bti,bto->bio", a, g)), axis=[1, 2])
 
@@ -277,21 +279,28 @@ def _clip_factors(sq_norms, l2_norm_clip: float):
 
 
 def _ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training):
-    layers = [(layer, _ghost_kind(layer)) for layer in _leaf_layers(model) if layer.trainable_variables]
-    variables = model.trainable_variables
+    records_for = [(layer, _ghost_kind(layer)) for layer in _leaf_layers(model) if layer.trainable_variables]
     with tf.GradientTape(persistent=True) as tape:
-        with _recording(layers, tape) as records:
+        with _recording(records_for, tape) as records:
             y_pred = model(x, training=training)
         losses = loss_fn(y, y_pred) * tf.cast(weights, y_pred.dtype)
         total = tf.reduce_sum(losses)
-    output_grads = tape.gradient(total, [r.z for r in records],
-                                 unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    # the one backward pass through the network: every recorded layer's per-record output gradients
+    output_grads = tape.gradient(total, [r.z for r in records], unconnected_gradients=tf.UnconnectedGradients.ZERO)
     sq_norms = tf.add_n([_record_sq_norms(r, g) for r, g in zip(records, output_grads)])
     factors, norms = _clip_factors(sq_norms, l2_norm_clip)
-    grads = tape.gradient(losses, variables, output_gradients=tf.stop_gradient(tf.cast(factors, losses.dtype)),
-                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    # Book-keeping (Bu et al. 2023): a layer's weight gradient is linear in its output gradient, so
+    # Σ_i c_i ∇W ℓ_i is the layer's own local weight gradient with g_i scaled by c_i; no second
+    # backward pass through the network.
+    by_variable = {}
+    for record, g in zip(records, output_grads):
+        scaled = g * tf.reshape(tf.cast(factors, g.dtype), [-1] + [1] * (g.shape.rank - 1))
+        local = record.layer.trainable_variables
+        for v, grad in zip(local, tape.gradient(record.z, local, output_gradients=scaled,
+                                                unconnected_gradients=tf.UnconnectedGradients.ZERO)):
+            by_variable[id(v)] = tf.convert_to_tensor(grad)
     del tape
-    return [tf.convert_to_tensor(g) for g in grads], y_pred, norms
+    return [by_variable[id(v)] for v in model.trainable_variables], y_pred, norms
 
 
 # tf.vectorized_map returns wrong per-example gradients of a broadcast matmul (a Dense layer over

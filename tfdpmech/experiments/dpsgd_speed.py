@@ -1,0 +1,160 @@
+"""DP-SGD training speed and memory per engine and clipping path, on the same model and batch.
+
+For each model (the demo's tanh MLP at the recipe's padded Poisson batch, the standard MNIST CNN
+at a batch of 250) and each variant — non-private training, tfdpmech's ghost-norm and per-record
+paths, tensorflow-privacy's fast-clipping and vectorized paths where it imports — one Keras
+``fit`` of ``steps`` optimizer steps on one fixed batch is timed after a warm-up fit (tracing
+excluded). Repeats are interleaved (repeat r runs every variant once, in a rotated order) and every
+ratio is taken within a repeat; the table gives median and min–max over repeats. Peak memory: the
+growth of the process's peak RSS during a fresh process's warm-up and timed fits
+(``resource.getrusage``), one process per variant.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..dpsgd import RECIPE, PoissonDPSGD, tanh_mlp
+from ..dpsgd.paths import tf_privacy_available
+from ..dpsgd.poisson import padded_batch_size
+from ..models import standard_cnn
+
+__all__ = ["MODELS", "variants", "measure", "run", "format_table"]
+
+N = 7000  # the demo's private records
+MODELS = {
+    # model builder, expected batch L, padded rows
+    "mlp": (tanh_mlp, RECIPE.expected_batch_size, padded_batch_size(N, RECIPE.expected_batch_size / N)),
+    "cnn": (standard_cnn, 250, padded_batch_size(N, 250 / N)),
+}
+
+
+def variants(model: str) -> list[tuple[str, str | None, str | None]]:
+    """``(label, engine, path)`` of every variant that runs here (engine None: non-private)."""
+    out = [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
+           ("tfdpmech vectorized", "tfdpmech", "vectorized")]
+    if tf_privacy_available():
+        if model == "mlp":  # tensorflow-privacy has no ghost-norm rule for Conv2D
+            out.append(("tensorflow_privacy fast_clipping", "tensorflow_privacy", "fast_clipping"))
+        out.append(("tensorflow_privacy vectorized", "tensorflow_privacy", "vectorized"))
+    return out
+
+
+def _batch(model_name: str, seed: int = 0):
+    _, expected, rows = MODELS[model_name]
+    rng = np.random.default_rng(seed)
+    x = rng.random((rows, 28, 28, 1), dtype=np.float32)
+    y = keras.utils.to_categorical(rng.integers(0, 10, rows), 10).astype(np.float32)
+    mask = (np.arange(rows) < expected).astype(np.float32)
+    return x, y, mask
+
+
+def _trainable(model_name: str, engine, path):
+    build, expected, _ = MODELS[model_name]
+    keras.utils.set_random_seed(0)
+    model = build()
+    if engine is None:
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+        return model
+    dp = PoissonDPSGD(1.0, 1e-5, expected_batch_size=expected, epochs=10_000, n=N, engine=engine, path=path, seed=0)
+    return dp.compile(model)
+
+
+def measure(model_name: str, engine, path, steps: int) -> tuple[object, float]:
+    """A compiled model and the seconds of one timed ``fit`` of ``steps`` steps (after a warm-up fit)."""
+    model = _trainable(model_name, engine, path)
+    x, y, mask = _batch(model_name)
+    data = (x, y, mask)  # the mask is the non-private run's sample weight: the same rows count
+    ds = tf.data.Dataset.from_tensors(data).repeat(steps).prefetch(2)
+    model.fit(tf.data.Dataset.from_tensors(data).repeat(2), epochs=1, verbose=0)  # trace and warm up
+    start = time.perf_counter()
+    model.fit(ds, epochs=1, verbose=0)
+    return model, time.perf_counter() - start
+
+
+def _peak_rss_growth(model_name: str, label: str, steps: int) -> float | None:
+    code = (f"import resource; from tfdpmech.experiments import dpsgd_speed as s; "
+            f"v = {{l: (e, p) for l, e, p in s.variants({model_name!r})}}[{label!r}]; "
+            f"before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+            f"s.measure({model_name!r}, *v, {steps}); "
+            f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    try:
+        return int(out.stdout.strip().splitlines()[-1]) / 1024.0  # ru_maxrss is in KiB on Linux
+    except (IndexError, ValueError):
+        return None
+
+
+def run(models=("mlp", "cnn"), repeats: int = 5, steps: dict | None = None, memory: bool = True, log=print) -> dict:
+    """Interleaved timing of every variant of every model; see the module docstring."""
+    steps = steps or {"mlp": 20, "cnn": 6}
+    result = {"tensorflow": tf.__version__, "keras": keras.__version__,
+              "python": ".".join(map(str, sys.version_info[:3])), "repeats": repeats, "models": {}}
+    for name in models:
+        labels = variants(name)
+        rows = MODELS[name][1]
+        seconds = {label: [] for label, _, _ in labels}
+        for r in range(repeats):
+            order = labels[r % len(labels):] + labels[:r % len(labels)]
+            for label, engine, path in order:
+                _, t = measure(name, engine, path, steps[name])
+                seconds[label].append(t)
+            log(f"  {name} repeat {r + 1}/{repeats}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in seconds.items()))
+        table = {}
+        for label, _, _ in labels:
+            ex_s = [steps[name] * rows / t for t in seconds[label]]
+            table[label] = {"examples_per_second": _summary(ex_s),
+                            "ratio_to_nonprivate": _summary([a / b for a, b in zip(seconds["nonprivate"],
+                                                                                   seconds[label])])}
+            fastest_tfp = _fastest(seconds, "tensorflow_privacy")
+            if fastest_tfp and label.startswith("tfdpmech"):
+                table[label]["ratio_to_tensorflow_privacy"] = _summary(
+                    [min(seconds[k][i] for k in fastest_tfp) / t for i, t in enumerate(seconds[label])])
+            if memory:
+                table[label]["peak_memory_mib"] = _peak_rss_growth(name, label, steps[name])
+        result["models"][name] = {"expected_batch": rows, "padded_rows": MODELS[name][2], "steps": steps[name],
+                                  "variants": table}
+    return result
+
+
+def _fastest(seconds: dict, prefix: str) -> list[str]:
+    return [k for k in seconds if k.startswith(prefix)]
+
+
+def _summary(values) -> dict:
+    v = np.asarray(values, float)
+    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
+
+
+def format_table(result: dict) -> str:
+    """A markdown table of :func:`run`'s result."""
+    lines = [f"DP-SGD speed on TensorFlow {result['tensorflow']}, Keras {result['keras']}, Python {result['python']} "
+             f"({result['repeats']} interleaved repeats; median [min–max])", "",
+             "| model | variant | examples/s | ÷ non-private | ÷ tensorflow-privacy's fastest | peak memory (MiB) |",
+             "|---|---|---|---|---|---|"]
+
+    def cell(s):
+        return "–" if not s else f"{s['median']:.3g} [{s['min']:.3g}–{s['max']:.3g}]"
+
+    for name, m in result["models"].items():
+        for label, row in m["variants"].items():
+            memory = row.get("peak_memory_mib")
+            lines.append(f"| {name} (batch {m['expected_batch']}) | {label} | {cell(row['examples_per_second'])} | "
+                         f"{cell(row['ratio_to_nonprivate'])} | {cell(row.get('ratio_to_tensorflow_privacy'))} | "
+                         f"{'–' if memory is None else f'{memory:.0f}'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m tfdpmech.experiments.dpsgd_speed [out.json]
+    res = run()
+    print(format_table(res))
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w", encoding="utf-8") as fh:
+            json.dump(res, fh, indent=2)
