@@ -49,6 +49,8 @@ def add_bench_arguments(parser) -> None:
     parser.add_argument("--max-private", type=int, default=0, help="cap the private set (0: all 7,000)")
     parser.add_argument("--methods", type=_strings, default=None, help="comma-separated methods (default: the bench's)")
     parser.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory probes")
+    parser.add_argument("--no-dpsgd-speed", action="store_true",
+                        help="skip the DP-SGD engine speed table (examples/s per engine and clipping path)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,7 +96,7 @@ def usage_error(exc: Exception) -> int:
 
 def _compare(args) -> int:
     from .experiments import preset_config, run_comparison
-    from .experiments.registry import available_methods
+    from .experiments.registry import available_methods, method as get_method
     from .report import check_writable, markdown_table, summarize, write_report
 
     try:
@@ -104,7 +106,9 @@ def _compare(args) -> int:
                                learning_rate=args.learning_rate, audit=args.audit, out=args.out,
                                verbose=0 if args.quiet else 1)
         if args.methods is None:  # the preset's list: skip what this installation cannot run, visibly
-            config.methods = available_methods(config.methods, note)
+            kept = available_methods(config.methods, note)
+            config.left_out = {name: get_method(name).unavailable() for name in config.methods if name not in kept}
+            config.methods = kept
         config.validate()
         check_writable(args.out)
     except (ValueError, TypeError) as exc:

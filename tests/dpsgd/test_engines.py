@@ -135,3 +135,28 @@ def test_the_shuffled_run_trains_with_tfdpmech_and_records_its_engine(mnist_samp
     assert release.details["engine"] == "tfdpmech" and release.details["path"] == "fast_clipping"
     with pytest.raises(tf.errors.InvalidArgumentError, match="privacy budget spent"):
         model.fit(dp.dataset(x, y, seed=1), epochs=1, verbose=0)
+
+
+@pytest.mark.slow
+@NEEDS_TF_PRIVACY
+def test_accuracy_at_epsilon_one_agrees_with_tensorflow_privacy_within_the_seeds_spread(mnist_sample):
+    """Same model, data, σ and steps (the recipe at 10 epochs, ε = 1), 5 seeds per engine."""
+    from tfdpmech.dpsgd import RECIPE, make_dpsgd
+
+    x, y = np.asarray(mnist_sample.x_train[1000:]), np.asarray(mnist_sample.y_train[1000:])
+    x_test, y_test = np.asarray(mnist_sample.x_test), np.asarray(mnist_sample.y_test)
+    recipe = RECIPE.replace(epochs=10)
+    accuracy = {}
+    for engine in ("tfdpmech", "tensorflow_privacy"):
+        accuracy[engine] = []
+        for seed in range(5):
+            keras.utils.set_random_seed(seed)
+            dp = make_dpsgd(1.0, 1e-5, len(x), recipe=recipe, seed=seed, engine=engine)
+            model = dp.compile(tanh_mlp())
+            model.fit(dp.dataset(x, y), epochs=dp.epochs, verbose=0, callbacks=[dp.callback(verbose=0)])
+            accuracy[engine].append(model.evaluate(x_test, y_test, verbose=0)[1])
+            assert dp.release.epsilon_provable <= 1.0
+    ours, theirs = np.array(accuracy["tfdpmech"]), np.array(accuracy["tensorflow_privacy"])
+    spread = max(np.ptp(ours), np.ptp(theirs))
+    assert min(ours.mean(), theirs.mean()) > 0.6, accuracy  # both learn
+    assert abs(ours.mean() - theirs.mean()) <= spread, accuracy

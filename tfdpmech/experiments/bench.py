@@ -233,6 +233,12 @@ def main(args, config: CompareConfig | None = None) -> int:
     :func:`bench_config`, which the CLI calls first to refuse bad flags in one line)."""
     out = run_bench(args, config=config)
     _print(out)
+    if not getattr(args, "no_dpsgd_speed", False):
+        from . import dpsgd_speed
+
+        print("\nDP-SGD engines on the same model and batch:")
+        out["dpsgd_speed"] = dpsgd_speed.run(repeats=args.repeats, memory=not args.no_memory)
+        print(dpsgd_speed.format_table(out["dpsgd_speed"]))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(out, fh, indent=2)

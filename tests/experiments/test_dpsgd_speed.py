@@ -1,0 +1,28 @@
+"""The DP-SGD engine speed table: every variant that runs here, ratios taken within a repeat."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfdpmech.dpsgd.paths import tf_privacy_available
+from tfdpmech.experiments import dpsgd_speed
+
+
+def test_variants_name_tensorflow_privacy_only_where_it_imports():
+    labels = [label for label, _, _ in dpsgd_speed.variants("cnn")]
+    assert labels[:3] == ["nonprivate", "tfdpmech fast_clipping", "tfdpmech vectorized"]
+    assert any(label.startswith("tensorflow_privacy") for label in labels) == tf_privacy_available()
+    assert "tensorflow_privacy fast_clipping" not in labels  # no Conv2D rule in tensorflow-privacy
+
+
+@pytest.mark.slow
+def test_a_tiny_run_reports_every_variant_with_ratios():
+    result = dpsgd_speed.run(models=("mlp",), repeats=1, steps={"mlp": 2}, memory=False, log=lambda *_: None)
+    rows = result["models"]["mlp"]["variants"]
+    assert set(rows) == {label for label, _, _ in dpsgd_speed.variants("mlp")}
+    assert rows["nonprivate"]["ratio_to_nonprivate"]["median"] == pytest.approx(1.0)
+    for label, row in rows.items():
+        assert row["examples_per_second"]["median"] > 0
+        assert ("ratio_to_tensorflow_privacy" in row) == (label.startswith("tfdpmech") and tf_privacy_available())
+    table = dpsgd_speed.format_table(result)
+    assert "tfdpmech fast_clipping" in table and result["tensorflow"] in table
