@@ -72,7 +72,8 @@ def _config(args, methods) -> CompareConfig:
     # the sampling; throughput is per example, so the epoch counts do not bias the ratios.
     options = {"max_private": args.max_private} if args.max_private else {}
     return CompareConfig(methods=methods, epsilons=(args.epsilon,), seeds=(0,), epochs=args.epochs,
-                         batch_size=200, model="mlp", audit=(), verbose=0, options=options, preset="bench").validate()
+                         batch_size=200, model="mlp", audit=(), verbose=0, options=options, preset="bench",
+                         public=getattr(args, "public", 1000)).validate()
 
 
 def bench_config(args, note=lambda text: None) -> CompareConfig:
@@ -94,7 +95,8 @@ def bench_config(args, note=lambda text: None) -> CompareConfig:
 def _memory_probe(method: str, args) -> dict:
     """Peak RSS of a fresh process running one run of ``method`` ("load" = data and imports only)."""
     cmd = [sys.executable, "-m", "tfdpmech.experiments.bench", "--memory-probe", method, "--epochs", str(args.epochs),
-           "--epsilon", str(args.epsilon), "--max-private", str(args.max_private or 0)]
+           "--epsilon", str(args.epsilon), "--max-private", str(args.max_private or 0),
+           "--public", str(getattr(args, "public", 1000))]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout.strip().splitlines()[-1]
     return json.loads(out)
