@@ -24,8 +24,8 @@ This tutorial: public features → the head at several ε → the same head thro
 what is refused → DP-SGD at the same provable ε. See `docs/mechanisms/functional_head.md` for the derivations."""),
 code("""# Install tfdpmech as a Colab user would (skipped when it is already importable).
 # tfdpmech is not on PyPI: set TFDPMECH_SOURCE to the git URL (or wheel) of your copy of the repository.
-# The [dpsgd] extra pins TensorFlow 2.15 (tensorflow-privacy does not import on newer TensorFlow), so on Colab
-# pip replaces the preinstalled TensorFlow; restart the runtime once after this cell if it asks you to.
+# Colab's own TensorFlow stays: on Python 3.13 the [dpsgd] extra adds nothing (tensorflow-privacy installs only on
+# Python 3.11 with TensorFlow 2.15) and DP-SGD runs on tfdpmech's own engine; on TF 2.15 it uses tensorflow-privacy.
 import os
 TFDPMECH_SOURCE = os.environ.get("TFDPMECH_SOURCE", "git+https://github.com/<owner>/tfdpmech.git")
 try:
