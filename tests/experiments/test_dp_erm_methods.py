@@ -14,7 +14,10 @@ def test_input_perturbation_reference_is_claimed_private_is_proven():
     runs = _runs(("ip_reference", "ip_private"), epochs=5)
     assert runs["ip_reference"]["epsilon_provable"] is None and runs["ip_reference"]["epsilon_claimed"] == 1.0
     assert runs["ip_private"]["epsilon_provable"] == pytest.approx(1.0, rel=1e-6)
-    assert runs["ip_private"]["delta"] == pytest.approx(1 / 120**2)  # δ = 1/n², n = 120 Iris training rows
+    # δ = 1/n², n = 108 private Iris rows: the 120 training rows less the 12 public ones that standardise them
+    assert runs["ip_private"]["delta"] == pytest.approx(1 / 108**2)
+    # labels are public in ip_private: its ε protects the features only; Kang et al.'s claim, too
+    assert {r["protects"] for run in runs.values() for r in run["ledger"]["releases"]} == {"features"}
 
 
 @pytest.mark.dpsgd

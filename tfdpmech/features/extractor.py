@@ -115,6 +115,7 @@ class FeatureExtractor:
         self._public_hashes = None if trained_on is None else record_hashes(trained_on, "trained_on")
         self.release = Release(
             component=f"features:{self.name}", mechanism="none", epsilon_claimed=0.0, epsilon_provable=0.0,
+            neighbours="replace_one", protects="record",  # ε = 0: holds under either relation
             basis=str(provenance),
             details={"weights_fingerprint": self.fingerprint, "bounds": [low, high],
                      "public_records": None if self._public_hashes is None else len(self._public_hashes)},

@@ -59,12 +59,14 @@ __all__ = ["OutputPerturbationHead", "OUTPUT_HEAD_MECHANISMS", "DEFAULT_L2", "er
            "logistic_objective", "solve_logistic", "gamma_noise"]
 
 OUTPUT_HEAD_MECHANISMS = ("gaussian", "gamma")
-# λ of the head. The noise on a logit is about Δ·(noise per unit sensitivity) ∝ 1/(nλ) and the weights are
-# at most 1/λ, so λ trades the regulariser's bias against nothing on the noise side once λ is large; 1e-2 was
-# the best of {1e-3, 3e-3, 1e-2, 3e-2, 1e-1} on a simulation with public records only (features from a model
-# trained on 600 public images, the head fitted on 200 others with ε scaled by n/200, accuracy on the last
-# 200 public images), for ε in {0.5, 1, 2}.
-DEFAULT_L2 = 1e-2
+# λ of the head, chosen on public records only (the runner's public split of mnist_sample): features from
+# the MLP family's public recipe trained on 600 public images, the head fitted on 200 other public images with
+# ε scaled by n/200 (n = 7,000 private records, so the noise relative to the weights is the one the private run
+# gets), accuracy on the last 200 public images, mean of 5 noise seeds. λ ∈ {1e-3, 3e-3, 1e-2, 3e-2, 1e-1}:
+# 3e-2 had the best mean over ε ∈ {0.5, 1, 2} (60.2 / 70.3 / 76.7 %; 1e-2: 52.0 / 68.5 / 78.2 %). The noise on a
+# weight scales as 1/(nλ) and the weights as at most 1/λ, so a larger λ stops helping once the regulariser's
+# bias dominates.
+DEFAULT_L2 = 3e-2
 _NORM_SLACK = 1e-9  # rounding of ‖x‖ = 1 in float64; within it a record counts as in the unit ball
 
 
@@ -167,8 +169,8 @@ class OutputPerturbationHead:
         delta: δ of the Gaussian calibration (must be None for ``mechanism="gamma"``).
         mechanism: ``"gaussian"`` ((ε, δ), σ from dp_accounting) or ``"gamma"`` (pure ε, Chaudhuri
             et al.'s noise).
-        l2: λ > 0 of the regulariser ``(λ/2)‖w‖²`` (:data:`DEFAULT_L2`; a public choice, never tuned on
-            the private records).
+        l2: λ > 0 of the regulariser ``(λ/2)‖w‖²`` (:data:`DEFAULT_L2` = 0.03, chosen on public records
+            only, never on the private or test records).
         tolerance: gradient norm each class's solve must reach; None: ``10⁻⁶/n``. It enters the
             sensitivity (``+ 2·tolerance/λ``).
         seed: seed of the once-only noise draw (None: OS entropy).
@@ -203,7 +205,7 @@ class OutputPerturbationHead:
             if delta is None:
                 raise ValueError("mechanism='gaussian' needs delta in (0, 1), e.g. delta=1e-5 (below 1/n)")
             self.delta = check_delta(delta)
-        self.l2 = check_positive_real(l2, "l2", hint="the regulariser (λ/2)‖w‖² must be strongly convex, e.g. l2=1e-2")
+        self.l2 = check_positive_real(l2, "l2", hint="the regulariser (λ/2)‖w‖² must be strongly convex, e.g. l2=3e-2")
         if tolerance is not None:
             tolerance = check_positive_real(tolerance, "tolerance", hint="e.g. tolerance=1e-10")
         self._tolerance_arg = tolerance

@@ -137,6 +137,8 @@ def private_relevance(
 def _relevance_release(epsilon, sensitivity, scale, trained_on_private, noise, n, d, mu, start) -> Release:
     return Release(
         component="relevance",
+        neighbours="replace_one",
+        protects="record",
         mechanism="laplace",
         epsilon_claimed=epsilon,
         epsilon_provable=None if trained_on_private else epsilon,

@@ -96,7 +96,7 @@ def _public_release(ctx) -> Release:
         component="public_pretraining", mechanism="none", epsilon_claimed=0.0, epsilon_provable=0.0,
         basis=(f"the public model was trained on the public records only ({ctx.public_source}), disjoint from the "
                "private set: using it on private records is post-processing of public data"),
-        details={"public_records": len(ctx.x_public)},
+        details={"public_records": len(ctx.x_public)}, neighbours="add_remove", protects="record",  # ε = 0, as DP-SGD
     )
 
 

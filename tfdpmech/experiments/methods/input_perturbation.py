@@ -56,6 +56,7 @@ def _kifer(ctx, epsilon, seed) -> Prepared:
     epochs = int(min(100, max(1, math.ceil(steps / math.ceil(n / 32)))))  # the library's recipe: batch 32
     release = Release(
         component="objective", mechanism="gaussian", epsilon_claimed=epsilon, epsilon_provable=None,
+        neighbours="replace_one", protects="record",
         basis=("none proven for the released model: Kifer et al. 2012 (Algorithm 1) prove (ε, δ) for the exact "
                "minimiser of the perturbed objective; it is minimised approximately (mini-batch SGD, "
                f"{epochs} epochs), with ζ = R although the softmax gradient norm reaches √2·R, and the Dense bias "

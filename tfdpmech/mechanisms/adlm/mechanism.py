@@ -452,6 +452,7 @@ class AdLM:
         )
         self.ledger.record(Release(
             component="first_layer_inputs", mechanism="laplace", epsilon_claimed=self.eps2,
+            neighbours="replace_one", protects="record",
             epsilon_provable=feat_provable, basis=feat_basis, sensitivity=delta_h0,
             noise_scale=float(np.min(scales)), per_epoch=self.noise_mode == "shared_per_step",
             reproduction=reproduction,
@@ -465,6 +466,7 @@ class AdLM:
         coef_provable = 2.0 / coef_scale if per_record else None
         self.ledger.record(Release(
             component="loss_coefficients", mechanism="laplace", epsilon_claimed=self.eps3,
+            neighbours="replace_one", protects="record",
             epsilon_provable=coef_provable,
             basis=("Laplace mechanism on each record's label coefficients, L1 sensitivity 2 "
                    "(orders 0 and 2 do not depend on the data)") if per_record else

@@ -367,6 +367,7 @@ class AdLMReference:
                                   "noise_fingerprint": noise_fingerprint(noise)}
         self.ledger.record(Release(
             component="relevance", mechanism="laplace", epsilon_claimed=self.eps1, epsilon_provable=None,
+            neighbours="replace_one", protects="record",
             basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; in this step the sharpening "
                    "((R-min)/(max-min))^4 uses the data's min and max before the noise, and the scale 2d/(eps1*|D|) "
                    f"divides by the training-set size while the mean is over {min(samples, n)} records"),
@@ -436,6 +437,7 @@ class AdLMReference:
                   "shared by the batch, redrawn every step", "allocation": self._allocation_name()}
         self.ledger.record(Release(
             component="first_layer_inputs", mechanism="laplace", epsilon_claimed=self.eps2, epsilon_provable=None,
+            neighbours="replace_one", protects="record",
             basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; a fresh map each step (the draws compose over "
                    "steps), then clipped to [-10, 10]; the map only bounds the batch sum"),
             sensitivity=self.delta2, noise_scale=float(np.min(self.scales)), reproduction=True,
@@ -444,6 +446,7 @@ class AdLMReference:
         ))
         self.ledger.record(Release(
             component="loss_coefficients", mechanism="laplace", epsilon_claimed=self.eps3, epsilon_provable=None,
+            neighbours="replace_one", protects="record",
             basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; the once-drawn noise N/L only enters through "
                    "-B*M*sum(N/L*W_out), the Taylor loss itself uses the clean labels"),
             sensitivity=self.delta3, noise_scale=self.delta3 / self.eps3, reproduction=True,

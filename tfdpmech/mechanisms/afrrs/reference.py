@@ -91,6 +91,7 @@ class AFRRSReference(AdLMReference):
                                   **self.region_allocation.summary()}
         self.ledger.record(Release(
             component="relevance", mechanism="laplace", epsilon_claimed=self.eps1, epsilon_provable=None,
+            neighbours="replace_one", protects="record",
             basis=(f"none proven (AFRRS has no public code; {CODE_PATH} with AFRRS's allocation): "
                    f"{REFERENCE_REASON}; in this step the min-max standardisation uses the data's min and max "
                    "before the noise, which the 2d/|D| bound does not cover"),

@@ -348,6 +348,7 @@ class InputPerturbation:
                 component="training_features", mechanism="gaussian", epsilon_claimed=self.epsilon,
                 epsilon_provable=None, basis=basis, delta=self.delta, sensitivity=2.0 * self.G / self.n_effective,
                 noise_scale=self.sigma, reproduction=self.noise_structure == "shared", details=details,
+                neighbours="replace_one", protects="features",  # the noise is on the features; labels are public
             )
         eps_x = local_gaussian_epsilon(self.sigma, self.delta, self.feature_norm_bound, accountant=self.accountant)
         provable = eps_x + (self.label_epsilon or 0.0)
@@ -368,6 +369,7 @@ class InputPerturbation:
                    + "); the model is post-processing of the noisy data for any optimizer, batch size and "
                    f"model{labels}"),
             delta=self.delta, sensitivity=2.0 * self.feature_norm_bound, noise_scale=self.sigma, details=details,
+            neighbours="replace_one", protects="record" if self.label_epsilon is not None else "features",
             # the features' Gaussian mechanism as a dp_accounting event, so that a ledger composes it with other
             # (ε, δ) releases by PLD/RDP; with randomized labels the pure label ε adds (no event)
             event=(require_dp_accounting("the input-perturbation ledger").GaussianDpEvent(

@@ -193,6 +193,7 @@ class ChebyshevEnergy:
         fingerprint = noise_fingerprint(np.concatenate([np.ravel(noisy[k]) for k in noisy]))
         self.release = Release(
             component=self.component, mechanism="laplace", epsilon_claimed=self.epsilon,
+            neighbours="replace_one", protects="record",
             epsilon_provable=self.epsilon,
             basis=("functional mechanism (Zhang et al. 2012, Lemma 1) on the monomial coefficients of the "
                    "Chebyshev-expanded energy with constant Z over the full dataset, perturbed once; Δ from the "

@@ -209,7 +209,7 @@ class PrivateCDBN:
             flat = _predict(fc, flat)
             if self.private:
                 self.ledger.record(Release("random_fc", "none", 0.0, 0.0, "weights drawn independently of the data "
-                                           "and frozen: no release"))
+                                           "and frozen: no release", neighbours="replace_one", protects="record"))
         head = self._fit_head(flat, y, verbose)  # step 4
         model = keras.Sequential([keras.Input(self.layers[0].visible_hw + (self.layers[0].in_channels,)),
                                   *self.layers, keras.layers.Flatten(), *extra, head], name=f"cdbn_{self.mode}")

@@ -336,6 +336,7 @@ class PCDBNReference:
         comps = [f"crbm_layer_{i + 1}" for i in range(len(self.maps))] + ["output_layer"]
         self.ledger.record(Release(
             component="pcdbn_reference", mechanism="laplace", epsilon_claimed=self.epsilon, epsilon_provable=None,
+            neighbours="replace_one", protects="record",
             basis=(f"none proven ({PCDBN_CODE_PATH}): {REFERENCE_REASON} (η redrawn every batch); the pre-training "
                    "noise sits on five shared polynomial coefficients scaled by a Δ computed from each batch; the "
                    f"paper reports one ε per experiment, the code gives every component ({', '.join(comps)}) that ε"),
