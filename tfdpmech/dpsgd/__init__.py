@@ -8,6 +8,8 @@
 - :mod:`.recipe`: the stated recipe (:data:`RECIPE`, :func:`tanh_mlp`, :func:`make_dpsgd`).
 - :mod:`.paths`: the engines (``engine="auto"``: tensorflow-privacy where it imports, else
   tfdpmech's own), the training paths and the model checks.
+- :func:`make_private` (:mod:`.private_model`): the one entry point for an ordinary Keras model,
+  which then trains with Poisson DP-SGD through its own ``compile`` / ``fit``, on every stack.
 - :mod:`.train_step` and :mod:`.clipping`: tfdpmech's own engine, the train step installed on the
   user's model and the per-example clipped gradient sums (ghost norms for Dense, EinsumDense,
   Embedding and Conv2D; per-record gradients for any other layer).
@@ -20,9 +22,10 @@ from .dpsgd import DPSGD, OPTIMIZERS, DPSGDBudget
 from .clipping import GHOST_LAYERS, clipped_gradient_sum, ghost_unsupported_layers
 from .paths import ENGINES, PATHS, fast_clipping_layers, resolve_engine, supports_fast_clipping, tf_privacy_available
 from .poisson import PoissonDPSGD, PoissonSampler, padded_batch_size, poisson_dataset
+from .private_model import make_private
 from .recipe import FINETUNE_RECIPE, HEAD_RECIPE, RECIPE, SAMPLINGS, Recipe, make_dpsgd, tanh_mlp
 
-__all__ = ["DPSGD", "DPSGDBudget", "OPTIMIZERS", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
+__all__ = ["make_private", "DPSGD", "DPSGDBudget", "OPTIMIZERS", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
            "ghost_unsupported_layers", "resolve_engine", "tf_privacy_available", "fast_clipping_layers",
            "supports_fast_clipping",
            "PoissonDPSGD", "PoissonSampler", "padded_batch_size", "poisson_dataset", "RECIPE", "HEAD_RECIPE",

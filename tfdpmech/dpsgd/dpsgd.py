@@ -259,11 +259,13 @@ class DPSGD:
     def _noise_seed_for_engine(self):
         return None  # shuffled DP-SGD draws its noise from OS entropy
 
-    def _compile_tfdpmech(self, model, loss, metrics):
+    def _compile_tfdpmech(self, model, loss, metrics, optimizer=None):
         """tfdpmech's engine: the user's model itself, compiled, with the DP train step installed."""
         self.path = resolve_clipping(model, self.requested_path)
         loss = self._loss(loss, "sum_over_batch_size")
-        model.compile(optimizer=self._optimizer(None), loss=loss, metrics=list(metrics) if metrics else None)
+        # the class's compile: tfdpmech.dpsgd.make_private replaces the instance's compile with one that comes here
+        type(model).compile(model, optimizer=optimizer if optimizer is not None else self._optimizer(None), loss=loss,
+                            metrics=list(metrics) if metrics else None)
         install_dp_train_step(model, loss=loss, l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
                               divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
                               require_mask=self._poisson)
@@ -388,7 +390,7 @@ class DPSGD:
 
         model.train_step = train_step
 
-    def compile(self, model, *, loss=None, metrics=("accuracy",)) -> keras.Model:
+    def compile(self, model, *, loss=None, metrics=("accuracy",), optimizer=None) -> keras.Model:
         """Compile ``model`` for DP-SGD, record the release, and return the model to ``fit``.
 
         Args:
@@ -397,11 +399,14 @@ class DPSGD:
             loss: a ``keras.losses.Loss`` (its reduction is overridden); None means
                 ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels.
             metrics: Keras metrics for ``compile``.
+            optimizer: a ``keras.optimizers.Optimizer`` instead of the run's own (``optimizer`` /
+                ``learning_rate`` arguments); not with ``path="microbatch"``.
 
         Returns:
-            On the microbatch path, ``model`` itself, compiled with a DP optimizer. On the
+            With ``engine="tfdpmech"``, ``model`` itself with the DP train step. With tensorflow-privacy:
+            on the microbatch path, ``model`` itself, compiled with a DP optimizer; on the
             fast_clipping and vectorized paths, a new ``DPSequential`` / ``DPModel`` sharing
-            ``model``'s layers (and so its weights): fit the returned model.
+            ``model``'s layers (and so its weights). Fit the returned model.
 
         Raises:
             RuntimeError: this DPSGD already compiled a model (its budget is taken).
@@ -424,8 +429,16 @@ class DPSGD:
             self.num_classes = int(model.output_shape[-1])
         except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
             self.num_classes = None
+        if optimizer is not None:
+            if not isinstance(optimizer, keras.optimizers.Optimizer) or self.requested_path == "microbatch":
+                raise TypeError(
+                    f"optimizer must be a keras.optimizers.Optimizer instance (e.g. keras.optimizers.Adam(1e-3)) on the "
+                    f"per-example paths, got {type(optimizer).__name__} with path={self.requested_path!r}; the DP "
+                    "optimizers of path='microbatch' are built by DPSGD itself"
+                )
+            self.optimizer_name = type(optimizer).__name__
         if self.engine == "tfdpmech":
-            model = self._compile_tfdpmech(model, loss, metrics)
+            model = self._compile_tfdpmech(model, loss, metrics, optimizer)
             self._guard_train_step(model)
             self.model = model
             self.release = self.ledger.record(self._make_release())
@@ -437,7 +450,8 @@ class DPSGD:
             reduction = "sum_over_batch_size"  # DPModel needs a reduced (mean) loss
         else:
             reduction = "none"  # the DP optimizers need one loss per example
-        model.compile(optimizer=self._optimizer(dp_optimizer_keras), loss=self._loss(loss, reduction),
+        model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
+                      loss=self._loss(loss, reduction),
                       metrics=list(metrics) if metrics else None)
         self._guard_train_step(model)
         self.model = model
