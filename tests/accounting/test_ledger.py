@@ -390,8 +390,8 @@ def test_ledger_with_events_round_trips_through_json(tmp_path):
     ledger = PrivacyLedger(target_delta=DELTA)
     ledger.record(Release("relevance", "laplace", 0.1, 0.1, "Laplace", event=dp_accounting.LaplaceDpEvent(10.0)))
     ledger.record(_gauss(3.0, per_epoch=True))
-    ledger.record(Release("dpsgd", "dpsgd", 2.0, 2.0, "Poisson DP-SGD", delta=1e-6,
-                          event=dp_accounting.SelfComposedDpEvent(step, 100)))
+    ledger.record(Release("dpsgd", "dpsgd", 2.0, 2.0, "Poisson DP-SGD", delta=1e-6, neighbours="replace_one",
+                          event=dp_accounting.SelfComposedDpEvent(step, 100)))  # one relation: the total exists
     ledger.record(Release("nested", "gaussian", 1.0, 50.0, "composed", delta=1e-7, event=dp_accounting.ComposedDpEvent(
         [dp_accounting.GaussianDpEvent(1.0), dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 3)])))
     path = tmp_path / "ledger.json"
@@ -399,6 +399,7 @@ def test_ledger_with_events_round_trips_through_json(tmp_path):
     back = PrivacyLedger.load(path)
     assert back.releases == ledger.releases  # events included (dp_accounting events compare by value)
     assert back.target_delta == DELTA and back.accountant == "best"
+    assert ledger.epsilon_provable(epochs=4) is not None
     assert back.epsilon_provable(epochs=4) == pytest.approx(ledger.epsilon_provable(epochs=4), rel=1e-12)
     data = json.loads(path.read_text())
     assert data["releases"][2]["event"] == {

@@ -100,7 +100,7 @@ class Method:
 
 METHODS: dict[str, Method] = {}
 # an old method name -> (its current name, why it changed): accepted wherever a method is named, run and
-# reported under the current name, listed by `tfdpmech methods`
+# reported under the current name (the configuration maps it before anything runs)
 ALIASES: dict[str, tuple[str, str]] = {}
 
 
