@@ -830,17 +830,10 @@ case("validation.check_epsilon-epsilon-huge", "epsilon", lambda led: validation.
 case("validation.check_delta-delta-str", "delta", lambda led: validation.check_delta("0.1"), "validation")
 
 
-# DP-SGD (tensorflow-privacy): constructor, compile, dataset -- the release is recorded at compile
-try:
-    import tensorflow_privacy  # noqa: F401
-    HAS_TF_PRIVACY = True
-except Exception:  # tensorflow-privacy raises non-ImportErrors on Keras 3
-    HAS_TF_PRIVACY = False
-NEEDS_TFP = pytest.mark.skipif(not HAS_TF_PRIVACY, reason="tensorflow-privacy does not import (needs TF 2.15)")
-
-
+# DP-SGD (engine "auto": tensorflow-privacy on TF 2.15, tfdpmech's own on Keras 3): constructor, compile,
+# dataset -- the release is recorded at compile
 def dp_case(case_id, arg, thunk):
-    case(case_id, arg, thunk, "dpsgd", marks=NEEDS_TFP)
+    case(case_id, arg, thunk, "dpsgd")
 
 
 def _dpsgd(led, **kw):

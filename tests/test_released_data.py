@@ -168,8 +168,7 @@ def test_adlm_divisible_batch_drops_nothing(raw):
 
 # --- DP-SGD: the callback's ε holds for the n examples the noise was calibrated for ------------------------------
 @pytest.fixture(scope="module")
-def dpsgd_module():
-    pytest.importorskip("tensorflow_privacy", reason="tensorflow-privacy does not import (needs TF 2.15 / Keras 2)")
+def dpsgd_module():  # engine "auto": tensorflow-privacy on TF 2.15, tfdpmech's own on Keras 3
     from tfdpmech.dpsgd import DPSGD
     return DPSGD
 

@@ -10,7 +10,9 @@ This tutorial trains the same MNIST network three ways and compares them at a fe
 * **non-private**: no noise, the upper bound on accuracy;
 * **AdLM** (Phan et al., ICDM'17): Laplace noise drawn *once*, before training, on the inputs of the first layer
   (scaled by each feature's relevance) and on the coefficients of a Taylor-expanded loss;
-* **DP-SGD** (Abadi et al., CCS'16) through `tensorflow-privacy`: clipped per-example gradients plus Gaussian noise at every step.
+* **DP-SGD** (Abadi et al., CCS'16): clipped per-example gradients plus Gaussian noise at every step, with Poisson
+  sampling. It runs through `tensorflow-privacy` on the TensorFlow 2.15 stack and on tfdpmech's own DP-SGD engine on
+  Colab (TensorFlow 2.16+ / Keras 3, where tensorflow-privacy does not import); the report names the engine.
 
 Every private method records its releases in a `tfdpmech.PrivacyLedger` with two numbers:
 **claimed ε** (what the paper states) and **provable ε** (what a correct argument gives per record, or *none proven*).
@@ -19,8 +21,9 @@ For AdLM they differ: the paper's proof covers a batch *sum* with one shared noi
 On Colab, switch to a GPU runtime (*Runtime → Change runtime type*) for the full-size run."""),
     new_code_cell("""# Install tfdpmech as a Colab user would (skipped when it is already importable).
 # tfdpmech is not on PyPI: set TFDPMECH_SOURCE to the git URL (or wheel) of your copy of the repository.
-# The [dpsgd] extra pins TensorFlow 2.15 (tensorflow-privacy does not import on newer TensorFlow), so on Colab
-# pip replaces the preinstalled TensorFlow; restart the runtime once after this cell if it asks you to.
+# The [dpsgd] extra adds tensorflow-privacy on Python 3.11 with TensorFlow 2.15, where DP-SGD runs through it; on
+# Colab (Python 3.12+, TensorFlow 2.16+ / Keras 3) it adds nothing, Colab's TensorFlow stays, and DP-SGD runs on
+# tfdpmech's own engine (the same algorithm: tfdpmech.dpsgd, engine="auto").
 import os
 TFDPMECH_SOURCE = os.environ.get("TFDPMECH_SOURCE", "git+https://github.com/<owner>/tfdpmech.git")
 try:
@@ -60,9 +63,11 @@ results = run_comparison(config)"""),
 `claimed ε` is the paper's number; `provable ε` is what holds per record. `adlm_per_record` is Algorithm 1 taken literally
 (noise per record, drawn once): its per-record bound is proven, and the noise that buys it is huge.
 `adlm_shared` shares one noise draw across all records, as the authors' code does: the paper claims ε for it, but
-one known record reveals the noise, so **none is proven**. DP-SGD's ε comes from tensorflow-privacy's RDP accountant."""),
+one known record reveals the noise, so **none is proven**. DP-SGD's ε is proven: dp_accounting's PLD accountant over its
+Poisson-subsampled Gaussian steps, whichever engine trained it."""),
     new_code_cell("""rows = summarize(results)
 print(markdown_table(rows))
+print("DP-SGD engine:", ", ".join(sorted({r["notes"]["engine"] for r in results["runs"] if r["method"] == "dpsgd"})))
 files = write_report(results, config.out)"""),
     new_code_cell("""from IPython.display import Image, display
 display(Image(files["accuracy_vs_epsilon.png"]))

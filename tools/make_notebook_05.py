@@ -29,8 +29,9 @@ How to read the result:
 * **lower bound below both**: nothing is proven either way. The audit can refute a claim; it can never certify one."""),
     new_code_cell("""# Install tfdpmech as a Colab user would (skipped when it is already importable).
 # tfdpmech is not on PyPI: set TFDPMECH_SOURCE to the git URL (or wheel) of your copy of the repository.
-# The [dpsgd] extra pins TensorFlow 2.15 (tensorflow-privacy does not import on newer TensorFlow), so on Colab
-# pip replaces the preinstalled TensorFlow; restart the runtime once after this cell if it asks you to.
+# The [dpsgd] extra adds tensorflow-privacy on Python 3.11 with TensorFlow 2.15, where DP-SGD runs through it; on
+# Colab (Python 3.12+, TensorFlow 2.16+ / Keras 3) it adds nothing, Colab's TensorFlow stays, and DP-SGD runs on
+# tfdpmech's own engine (the same algorithm: tfdpmech.dpsgd, engine="auto").
 import os
 TFDPMECH_SOURCE = os.environ.get("TFDPMECH_SOURCE", "git+https://github.com/<owner>/tfdpmech.git")
 try:
@@ -61,8 +62,8 @@ for eps in (0.5, 1.0, 2.0, 4.0):
     print(f"true ε = {eps}:  {result}")"""),
     new_markdown_cell("""## 2. A provable mode and a claimed-only mode, side by side
 
-* **`dpsgd`** (`private` mode): DP-SGD through tensorflow-privacy. Its provable ε comes from a proof about clipped,
-  noised gradients.
+* **`dpsgd`** (`private` mode): DP-SGD (tensorflow-privacy on the TensorFlow 2.15 stack, tfdpmech's own engine on
+  Colab's Keras 3). Its provable ε comes from a proof about clipped, noised gradients.
 * **`outpert_reference`** (`reference` mode): Lu et al.'s output perturbation as the paper runs it. The network is
   trained **without** noise; each answer to a query gets Laplace noise, and the paper claims ε *per query*. Its
   proof does not hold for three or more classes, so its provable ε is *none proven*.

@@ -5,26 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 
+import keras
 import numpy as np
 import pytest
 
+from tfdpmech import models
+from tfdpmech.dpsgd import DPSGD, RECIPE, PoissonDPSGD, make_dpsgd
+from tfdpmech.dpsgd.paths import resolve_engine
+from tfdpmech.experiments import preset_config, run_comparison
+from tfdpmech.experiments.bench import main as bench_main
+from tfdpmech.experiments.methods.dpsgd import _trainable_copy
+from tfdpmech.experiments.registry import METHODS
+from tfdpmech.report.writer import report_markdown
+
 pytestmark = pytest.mark.dpsgd
-pytest.importorskip(
-    "tensorflow_privacy",
-    reason="tensorflow-privacy is not installed or does not import (it needs TensorFlow 2.15 / Keras 2)",
-)
-
-import keras  # noqa: E402
-
-from tfdpmech import models  # noqa: E402
-from tfdpmech.dpsgd import DPSGD, RECIPE, PoissonDPSGD, make_dpsgd  # noqa: E402
-from tfdpmech.experiments import preset_config, run_comparison  # noqa: E402
-from tfdpmech.experiments.bench import main as bench_main  # noqa: E402
-from tfdpmech.experiments.methods.dpsgd import _trainable_copy  # noqa: E402
-from tfdpmech.experiments.registry import METHODS  # noqa: E402
 
 
 def test_registration():
+    for name in ("dpsgd", "dpsgd_shuffled", "dpsgd_head", "dpsgd_finetune"):
+        assert METHODS[name].unavailable() is None  # engine "auto": tensorflow-privacy or tfdpmech's own, everywhere
     assert METHODS["dpsgd"].mode == "private" and not METHODS["dpsgd"].uses_public
     assert "Poisson" in METHODS["dpsgd"].description
     assert "any-order" in METHODS["dpsgd_shuffled"].description
@@ -63,7 +62,14 @@ def test_finetune_copy_is_the_public_model_with_per_example_layers():
 def test_quick_demo_rows():
     config = preset_config("demo", quick=True, methods=("dpsgd", "dpsgd_shuffled", "dpsgd_head", "dpsgd_finetune"),
                            audit=(), verbose=0)
-    runs = {r["method"]: r for r in run_comparison(config)["runs"]}
+    results = run_comparison(config)
+    runs = {r["method"]: r for r in results["runs"]}
+    engine = resolve_engine("auto")  # tensorflow_privacy on the TensorFlow 2.15 stack, tfdpmech on Keras 3
+    dpsgd_runs = [runs[name] for name in ("dpsgd", "dpsgd_shuffled", "dpsgd_head", "dpsgd_finetune")]
+    assert {run["notes"]["engine"] for run in dpsgd_runs} == {engine}
+    assert [release["details"]["engine"] for run in dpsgd_runs for release in run["ledger"]["releases"]
+            if release["mechanism"] == "dpsgd"] == [engine] * 4
+    assert f"DP-SGD engine: {engine}" in report_markdown(results)
     poisson, shuffled = runs["dpsgd"], runs["dpsgd_shuffled"]
     # proven: the ledger's dp_accounting composition of the run's event, at most the calibrated ε
     assert poisson["epsilon_provable"] <= poisson["epsilon_claimed"] <= 1.0

@@ -43,31 +43,51 @@ def test_bad_arguments_one_line_no_traceback(args, message, tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["a_file"]  # the writability probe left nothing
 
 
-def test_dpsgd_without_tensorflow_privacy_is_refused(tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tensorflow_privacy", None)  # makes the import fail
-    assert main(["compare", "--methods", "dpsgd", "--out", str(tmp_path / "r")]) == 2
+def _without_tensorflow_privacy(monkeypatch):
+    """As on Keras 3: every tensorflow-privacy import fails (submodules already loaded included)."""
+    for name in [m for m in list(sys.modules) if m.startswith("tensorflow_privacy.")] + ["tensorflow_privacy"]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_kifer_without_tensorflow_privacy_is_refused_and_dpsgd_is_not(tmp_path, capsys, monkeypatch):
+    from tfdpmech.experiments import CompareConfig
+
+    _without_tensorflow_privacy(monkeypatch)
+    assert main(["compare", "--methods", "kifer", "--dataset", "iris", "--model", "linear", "--public", "0",
+                 "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
-    assert "needs tensorflow_privacy" in err and "pip install" in err
+    assert "needs tensorflow_privacy" in err and "pip install 'tfdpmech[dpsgd]'" in err
     assert not (tmp_path / "r").exists()
+    # DP-SGD runs with tfdpmech's own engine where tensorflow-privacy does not import
+    CompareConfig(methods=("dpsgd",), verbose=0).validate()
 
 
-def test_preset_methods_skip_dpsgd_visibly_without_tensorflow_privacy(monkeypatch, capsys):
+def test_preset_methods_skip_kifer_visibly_without_tensorflow_privacy(monkeypatch, capsys):
     from tfdpmech.experiments.registry import available_methods
 
-    monkeypatch.setitem(sys.modules, "tensorflow_privacy", None)
+    _without_tensorflow_privacy(monkeypatch)
     notes = []
-    kept = available_methods(("nonprivate", "dpsgd", "outpert_private"), notes.append)
-    assert kept == ("nonprivate", "outpert_private")
-    assert len(notes) == 1 and "skipping dpsgd" in notes[0] and "pip install" in notes[0]
+    kept = available_methods(("nonprivate", "dpsgd", "kifer", "outpert_paper_bound"), notes.append)
+    assert kept == ("nonprivate", "dpsgd", "outpert_paper_bound")
+    assert len(notes) == 1 and "skipping kifer" in notes[0] and "pip install" in notes[0]
+
+
+@pytest.mark.slow  # the quick dp_erm preset (four small tabular trainings)
+def test_a_preset_method_left_out_is_listed_in_results_md(tmp_path, monkeypatch, capsys):
+    _without_tensorflow_privacy(monkeypatch)
+    out = tmp_path / "r"
+    assert main(["compare", "--preset", "dp_erm", "--quick", "--quiet", "--out", str(out)]) == 0
+    assert "skipping kifer" in capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert "kifer" not in {r["method"] for r in results["runs"]} and "dpsgd" in {r["method"] for r in results["runs"]}
+    assert "needs tensorflow_privacy" in results["config"]["left_out"]["kifer"]
+    report = (out / "results.md").read_text()
+    assert "- **left out** kifer: method 'kifer' needs tensorflow_privacy" in report
+    assert "DP-SGD engine: tfdpmech" in report
 
 
 def test_tiny_comparison_writes_the_four_files(tmp_path):
-    methods = "nonprivate,adlm_per_record,adlm_shared,outpert_reference,outpert_private"
-    try:
-        import tensorflow_privacy  # noqa: F401
-        methods += ",dpsgd"
-    except ImportError:
-        pass
+    methods = "nonprivate,adlm_per_record,adlm_shared,outpert_reference,outpert_private,dpsgd"  # DP-SGD: engine auto
     out = tmp_path / "run"
     result = run_cli("compare", "--quick", "--methods", methods, "--epsilons", "1,8", "--audit", "none",
                      "--out", str(out))
@@ -78,7 +98,7 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
     results = json.loads((out / "results.json").read_text())
     runs = results["runs"]
     # + public_only: added because adlm_per_record uses the public records
-    assert len(runs) == 1 + 4 * 2 + (2 if "dpsgd" in methods else 0) + 1
+    assert len(runs) == 1 + 5 * 2 + 1
     by = {(r["method"], r["epsilon_target"]): r for r in runs}
     assert by[("public_only", None)]["mode"] == "none"
     runs = [r for r in runs if r["method"] != "public_only"]  # trained once on the public records, no epochs here
@@ -89,6 +109,7 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
         assert len(r["accuracy_curve"]) == 2 and 0 <= r["accuracy"] <= 1
         assert r["examples_per_second"] > 0
     assert by[("outpert_reference", 8.0)]["per"] == "query"
+    assert by[("dpsgd", 8.0)]["notes"]["engine"] in ("tensorflow_privacy", "tfdpmech")
     table = (out / "results.md").read_text()
     assert "none proven" in table and "claimed ε" in table and "provable ε" in table
     assert "8 per query (given the sensitivity bound)" in table

@@ -57,6 +57,8 @@ class CompareConfig:
         l2: the L2 coefficient of the tabular DP-ERM methods.
         audit: audits to run after each training: ``"mia"`` and any registered in :data:`AUDITS`.
         options: preset-specific settings (e.g. ``pretrain_epochs`` for pCDBN).
+        left_out: methods of the preset's list this installation cannot run, ``{name: reason}`` (set by
+            ``tfdpmech compare``; results.md lists them).
         out, verbose, preset: where the report goes, progress on/off, the preset's name.
     """
 
@@ -73,6 +75,7 @@ class CompareConfig:
     l2: float = 0.01
     audit: tuple = ("mia",)
     options: dict = dataclasses.field(default_factory=dict)
+    left_out: dict = dataclasses.field(default_factory=dict)
     out: str = "results"
     verbose: int = 1
     preset: str = "demo"
@@ -155,28 +158,30 @@ def _mia_members(ctx: Context) -> int:
 
 
 def _mia_status(config, ctx) -> str:
-    from ..audit.membership_inference import TF_PRIVACY_MIA_HINT, tf_privacy_attacks_available
+    from ..audit.membership_inference import mia_attacks_available
 
-    return "run" if tf_privacy_attacks_available() else TF_PRIVACY_MIA_HINT
+    return ("run" if mia_attacks_available() else
+            "the membership-inference attacks need tensorflow-privacy or scikit-learn: pip install scikit-learn")
 
 
 def _mia_run(ctx: Context, method: Method, epsilon, seed, prepared: Prepared) -> float:
-    """tensorflow-privacy's threshold and logistic-regression attacks: the larger advantage.
+    """The threshold and logistic-regression attacks (tensorflow-privacy's where it imports, else
+    tfdpmech's scikit-learn ones): the larger advantage.
 
     Members: the first ``len(x_test)`` private records; non-members: the test set.
     """
-    from ..audit.membership_inference import run_tf_privacy_attacks
+    from ..audit.membership_inference import run_mia_attacks
 
     m = _mia_members(ctx)
-    attacks = run_tf_privacy_attacks(prepared.probabilities(ctx.x_private[:m]), prepared.probabilities(ctx.x_test),
-                                     ctx.y_private[:m], ctx.y_test)
+    attacks = run_mia_attacks(prepared.probabilities(ctx.x_private[:m]), prepared.probabilities(ctx.x_test),
+                              ctx.y_private[:m], ctx.y_test, seed=seed)
     return max(a["advantage"] for a in attacks.values())
 
 
 def _mia_floor(ctx: Context) -> dict:
-    from ..audit.membership_inference import tf_privacy_attack_floor
+    from ..audit.membership_inference import mia_attack_floor
 
-    return tf_privacy_attack_floor(_mia_members(ctx), len(ctx.x_test), ctx.num_classes)
+    return mia_attack_floor(_mia_members(ctx), len(ctx.x_test), ctx.num_classes)
 
 
 register_audit(Audit("mia", "mia_advantage", _mia_run, _mia_status, _mia_floor))
@@ -408,6 +413,10 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
         for name in config.audit:
             status = AUDITS[name].status(config, ctx)
             audit_report.setdefault(name, {"status": status, "floor": {}})
+            if name == "mia" and status == "run":
+                from ..audit.membership_inference import mia_implementation
+
+                audit_report[name]["implementation"] = mia_implementation()
             if status == "run":
                 audits.append(AUDITS[name])
                 if AUDITS[name].floor is not None:

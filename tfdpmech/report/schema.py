@@ -33,7 +33,9 @@ class RunResult:
         diverged: the model's test outputs contain NaN/inf.
         train_seconds, seconds_per_epoch, examples_per_second, preprocessing_seconds: costs.
         peak_memory_bytes, peak_memory_kind: the run's peak memory and how it was measured.
-        mia_advantage: tensorflow-privacy's membership-inference advantage (None if not run).
+        mia_advantage: the larger advantage of the threshold / logistic-regression attacks (membership
+            inference; tensorflow-privacy's where it imports, else tfdpmech's scikit-learn ones; the
+            implementation is in ``audit["mia"]["implementation"]``); None if not run.
         canary: the one-run canary audit record (None if not run).
         ledger: the run's privacy ledger as a dict (None for non-private methods).
         notes: further facts a method reports.

@@ -32,7 +32,7 @@ EXPLANATION = (
     "The ε lower bound is the one-run canary audit's (when run): a value above the "
     "provable ε is a bug, above the claimed ε it refutes the claim. Accuracy loss is 1 − acc/acc of the "
     "non-private row of the same dataset (Lu et al. Eq. 31). MIA adv. is the larger TPR − FPR of "
-    "tensorflow-privacy's threshold and logistic-regression attacks on the trained model's answers "
+    "the threshold and logistic-regression membership-inference attacks on the trained model's answers "
     "(members: private training records; non-members: the test set; mean over seeds); '–' where the "
     "attack is off, not installed, or the outputs are NaN (diverged). Peak memory is the growth of the "
     "process RSS during the run on a CPU and the allocator's peak on a GPU.")
@@ -58,6 +58,12 @@ def check_writable(out: str) -> None:
         raise ValueError(f"--out {out!r} cannot be written ({exc}); choose another path") from None
 
 
+MIA_IMPLEMENTATION_WORDS = {
+    "tensorflow_privacy": "tensorflow-privacy (privacy_tests.membership_inference_attack)",
+    "tfdpmech": "tfdpmech (tfdpmech.audit.mia_attacks, scikit-learn), tensorflow-privacy not importing here",
+}
+
+
 def _audit_notes(results: dict) -> list[str]:
     notes = []
     for name, info in results["audit"].items():
@@ -73,6 +79,10 @@ def _audit_notes(results: dict) -> list[str]:
                 "log-probability of the canary's label; k₊ = k₋ = m/4 guesses; 95 % confidence; δ = the run's δ. "
                 "Above the provable ε: a bug; above the claimed ε only: the claim is refuted; ε per query is "
                 "compared as m·ε. A small lower bound proves nothing.")
+        if name == "mia":
+            impl = info.get("implementation")
+            notes.append(f"- audit mia: the threshold and logistic-regression attacks of "
+                         f"{MIA_IMPLEMENTATION_WORDS.get(impl, impl or 'an unrecorded implementation')}")
         for dataset, floor in info.get("floor", {}).items():
             notes.append(f"- audit {name} on {dataset}: on outputs of the same sizes that carry no membership signal "
                          f"the attacks reach {floor['mean']:.3f} on average (max {floor['max']:.3f} over "
@@ -119,8 +129,27 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
                      f"{d['test']} test records. {d['note']}")
     lines += ["", *findings_markdown(results), markdown_table(rows), "", *skipped_markdown(results), EXPLANATION, "", *_audit_notes(results), ""]
     lines += [f"- **{name}** ({m['mode']}): {m['description']}{_own_setting(results, name)}"
-              for name, m in results["methods"].items()]
+              f"{_engine(results, name)}" for name, m in results["methods"].items()]
+    lines += left_out_markdown(results)
     return "\n".join(lines) + "\n"
+
+
+ENGINE_WORDS = {"tensorflow_privacy": "tensorflow-privacy's DPModel / DP optimizers",
+                "tfdpmech": "tfdpmech's own Keras train step (tfdpmech.dpsgd.train_step)"}
+
+
+def _engine(results: dict, method: str) -> str:
+    """The DP-SGD engine(s) a method's runs used (``notes["engine"]``), or nothing for other methods."""
+    engines = sorted({(r.get("notes") or {}).get("engine") for r in results["runs"] if r["method"] == method} - {None})
+    if not engines:
+        return ""
+    return ". DP-SGD engine: " + ", ".join(f"{e} ({ENGINE_WORDS.get(e, e)})" for e in engines)
+
+
+def left_out_markdown(results: dict) -> list[str]:
+    """The methods of the preset's list this installation could not run (``config["left_out"]``), with why."""
+    left_out = (results.get("config") or {}).get("left_out") or {}
+    return ["", *(f"- **left out** {name}: {reason}" for name, reason in left_out.items())] if left_out else []
 
 
 def _own_setting(results: dict, method: str) -> str:

@@ -1,4 +1,8 @@
-"""DP-SGD (Abadi et al., CCS 2016) through tensorflow-privacy, with Poisson sampling by default.
+"""DP-SGD (Abadi et al., CCS 2016), with Poisson sampling by default.
+
+Every method runs with ``engine="auto"``: tensorflow-privacy where it imports (the TensorFlow 2.15
+stack), tfdpmech's own DP-SGD train step elsewhere (Keras 3, e.g. Colab); the run's notes record the
+engine (``notes["engine"]``) and the report states it.
 
 - ``dpsgd``: Poisson-sampled DP-SGD (:mod:`tfdpmech.dpsgd.poisson`), its ε **proven**; on the MLP
   family with the stated recipe (:data:`tfdpmech.dpsgd.recipe.RECIPE`: tanh MLP, L = q·n with
@@ -33,7 +37,6 @@ from ...models import linear_model as erm_linear_model
 from ..registry import Prepared, register_method
 from .baselines import tabular_labels, tabular_loss
 
-TF_PRIVACY = (("tensorflow_privacy", "pip install 'tfdpmech[dpsgd]' (needs TensorFlow 2.15)"),)
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model (as the functional head)
 
 
@@ -45,7 +48,8 @@ def _prepared(dp, model, train, start, **notes) -> Prepared:
     per_epoch = getattr(dp, "steps_per_epoch", dp.steps // dp.epochs) * dp.batch_size
     return Prepared(model, train, dp.ledger, [dp.callback(verbose=0)], epochs=dp.epochs,
                     preprocessing_seconds=time.perf_counter() - start, examples_per_epoch=per_epoch,
-                    notes={"path": dp.path, "sampling": "poisson" if isinstance(dp, PoissonDPSGD) else "shuffled",
+                    notes={"engine": dp.engine, "path": dp.path,
+                           "sampling": "poisson" if isinstance(dp, PoissonDPSGD) else "shuffled",
                            "noise_multiplier": dp.noise_multiplier, "steps": dp.steps, **notes})
 
 
@@ -69,7 +73,7 @@ def _image(ctx, epsilon, seed, sampling):
         model = tanh_mlp(ctx.num_classes, input_shape=ctx.x_private.shape[1:], activation=recipe.activation,
                          input_scaling=recipe.input_scaling)
         notes = {"recipe": "tfdpmech.dpsgd.recipe.RECIPE", "network": model.name}
-    else:  # CNN family: the comparison's shared settings on the standard CNN (vectorized clipping)
+    else:  # CNN family: the comparison's shared settings on the standard CNN
         recipe = RECIPE.replace(expected_batch_size=min(cfg.batch_size, ctx.n_private), reference_n=ctx.n_private,
                                 epochs=_epochs(ctx, cfg.epochs), learning_rate=cfg.learning_rate)
         model = ctx.build("standard")
@@ -189,17 +193,17 @@ def _finetune(ctx, epsilon, seed) -> Prepared:
 
 
 register_method("dpsgd", _dpsgd("poisson"),
-                "DP-SGD (Abadi et al. 2016) through tensorflow-privacy with Poisson sampling (noisy sum / expected "
+                "DP-SGD (Abadi et al. 2016) with Poisson sampling (noisy sum / expected "
                 "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe (tfdpmech.dpsgd.recipe)",
-                mode="private", paper="dpsgd", data=("image", "tabular"), requires=TF_PRIVACY)
+                mode="private", paper="dpsgd", data=("image", "tabular"))
 register_method("dpsgd_shuffled", _dpsgd("shuffled"),
                 "DP-SGD with shuffled fixed-size batches, same hyper-parameters as dpsgd: the Poisson ε is claimed, "
                 "the any-order ε (no amplification by sampling) is provable",
-                mode="private", paper="dpsgd", data=("image", "tabular"), requires=TF_PRIVACY)
+                mode="private", paper="dpsgd", data=("image", "tabular"))
 register_method("dpsgd_head", _head,
                 "DP-SGD (Poisson) on a linear head over the public model's bounded features (the functional head's "
                 "extractor, trained on public records only): proven",
-                mode="private", paper="dpsgd", uses_public=True, requires=TF_PRIVACY)
+                mode="private", paper="dpsgd", uses_public=True)
 register_method("dpsgd_finetune", _finetune,
                 "DP-SGD (Poisson) on the whole public model, initialised from its public weights: proven",
-                mode="private", paper="dpsgd", uses_public=True, requires=TF_PRIVACY)
+                mode="private", paper="dpsgd", uses_public=True)
