@@ -65,23 +65,23 @@ class UnprovenModeWarning(PrivacyLeakWarning):
     (``mode="reference"``, the paper's algorithm as published); once per class per process."""
 
 
-_UNPROVEN_WARNED: set = set()  # the classes already warned about in this process
+_UNPROVEN_WARNED: set = set()  # the (class, mode) pairs already warned about in this process
 
 
-def warn_unproven_mode(owner: str, mode: str) -> None:
+def warn_unproven_mode(owner: str, mode: str, why: str | None = None) -> None:
     """Warn :class:`UnprovenModeWarning` the first time ``owner`` is built in ``mode`` (no proof) in this process.
 
     The proven mode is every mechanism's default; choosing another one must be explicit and visible.
+    ``why`` replaces the default explanation for a class whose every mode is unproven.
     """
-    if owner in _UNPROVEN_WARNED:
+    if (owner, mode) in _UNPROVEN_WARNED:
         return
-    _UNPROVEN_WARNED.add(owner)
-    warnings.warn(
-        f"{owner}(mode={mode!r}) runs the paper's algorithm as published: its ε is claimed, none proven (the "
-        "ledger records it so). The default mode='private' is the sound construction (the class's documentation "
-        "states what it proves); this warning is shown once per class and process",
-        UnprovenModeWarning, stacklevel=3,
-    )
+    _UNPROVEN_WARNED.add((owner, mode))
+    why = why or ("runs the paper's algorithm as published: its ε is claimed, none proven (the ledger records it "
+                  "so). The default mode='private' is the proven construction (the class's documentation states "
+                  "what it proves)")
+    warnings.warn(f"{owner}(mode={mode!r}) {why}; this warning is shown once per class, mode and process",
+                  UnprovenModeWarning, stacklevel=3)
 
 
 def _describe(value) -> str:

@@ -38,11 +38,20 @@ def fresh_warnings(monkeypatch):
         yield caught
 
 
-@pytest.mark.parametrize("name", list(BUILDERS))
+@pytest.mark.parametrize("name", ["InputPerturbation", "NoisyOutputNeuron"])
 def test_the_default_mode_is_the_proven_one_and_does_not_warn(name, fresh_warnings):
     assert BUILDERS[name]().mode == "private"
     assert not [w for w in fresh_warnings if issubclass(w.category, UnprovenModeWarning)]
     assert noise_calibration(1.0, 0.3, 3)["epsilon_step"] is None  # every logit, no sampling step
+
+
+def test_the_predictor_has_no_proven_mode_and_its_default_says_where_the_proven_one_is(fresh_warnings):
+    """Lu et al.'s output perturbation rests on Δz_T, which is not a proven bound: even its default warns."""
+    assert _predictor().mode == "private"
+    _predictor()
+    mine = [w for w in fresh_warnings if issubclass(w.category, UnprovenModeWarning)]
+    assert len(mine) == 1
+    assert "none proven" in str(mine[0].message) and "OutputPerturbationHead" in str(mine[0].message)
 
 
 @pytest.mark.parametrize("name", list(BUILDERS))

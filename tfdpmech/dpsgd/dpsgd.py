@@ -471,7 +471,9 @@ class DPSGD:
             f"steps assuming {SAMPLING} (q={self.sampling_probability:.6g}), as tensorflow-privacy's "
             "compute_dp_sgd_privacy_statement. Provable ε: training uses shuffled fixed-size batches, for which "
             "amplification by sampling is not proven; each example is used once per epoch whatever the order, "
-            f"so {self.epochs} Gaussian mechanisms compose by RDP to ε={self._epsilon_any_order():.4g}.{doubling}"
+            f"so {self.epochs} Gaussian mechanisms compose by RDP to ε={self._epsilon_any_order():.4g} for add/remove "
+            "neighbours in the zero-out sense (the record's clipped gradient is in its one batch per epoch or not; "
+            f"for replace-one neighbours the sensitivity doubles).{doubling}"
         )
         return self._release(basis, self._epsilon_any_order(), {
             "epsilon_any_order": self._epsilon_any_order(),
@@ -491,6 +493,7 @@ class DPSGD:
         return Release(
             component="dpsgd_training", mechanism="dpsgd", epsilon_claimed=self.epsilon_achieved,
             epsilon_provable=epsilon_provable, event=event, basis=basis, delta=self.delta,
+            neighbours="add_remove", protects="record",
             sensitivity=self.l2_norm_clip, noise_scale=self.noise_multiplier, per_epoch=False,
             details={"epsilon_target": self.epsilon, "epsilon_achieved": self.epsilon_achieved, **details,
                      "l2_norm_clip": self.l2_norm_clip, "engine": self.engine, "path": self.path,

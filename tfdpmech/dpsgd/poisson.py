@@ -6,7 +6,7 @@ each example with probability q = L/N"; Mironov, Talwar & Zhang, "Rényi Differe
 the Sampled Gaussian Mechanism", 2019, §3) holds for **Poisson sampling**: at every step each of
 the n records joins the batch independently with probability q. Shuffled fixed-size batches
 (``tf.data.shuffle().batch()``) are a different sampling scheme for which that bound is not
-proven; :class:`~tfdpmech.baselines.dpsgd.DPSGD` therefore records its Poisson ε as *claimed* and
+proven; :class:`~tfdpmech.dpsgd.DPSGD` therefore records its Poisson ε as *claimed* and
 the any-order bound as *provable*. This module trains with real Poisson batches, so the Poisson ε
 is **proven**.
 
@@ -234,7 +234,7 @@ def poisson_model_classes():
                 raise ValueError(
                     f"{type(self).__name__} trains on padded Poisson batches (x, y, mask); got batches without a "
                     "mask. Feed PoissonDPSGD.dataset(x, y) to fit (shuffled fixed-size batches are the "
-                    "tfdpmech DPSGD(..., sampling='shuffled') option, with a weaker provable ε)"
+                    "tfdpmech.dpsgd.DPSGD (shuffled fixed-size batches), with a weaker provable ε)"
                 )
             if self._clipping_loss is None:
                 self._make_clipping_loss()
@@ -287,7 +287,7 @@ def poisson_model_classes():
 class PoissonDPSGD(DPSGD):
     """DP-SGD with Poisson sampling, σ calibrated to a target (ε, δ), the ε recorded as **proven**.
 
-    One object is one training run, as for :class:`~tfdpmech.baselines.dpsgd.DPSGD` (same model
+    One object is one training run, as for :class:`~tfdpmech.dpsgd.DPSGD` (same model
     checks, loss handling, ``compile``, ``callback``): construction validates every argument and
     computes σ before any training; :meth:`compile` wraps the model in tensorflow-privacy's
     ``DPSequential`` / ``DPModel`` with the Poisson train step and records the release;
@@ -380,7 +380,7 @@ class PoissonDPSGD(DPSGD):
             raise ValueError(
                 "path='microbatch' (tensorflow-privacy's DP Keras optimizers) divides the noisy sum by the "
                 "number of microbatches of each batch, not by the expected batch size, so it cannot run Poisson "
-                "DP-SGD; use path='auto' (a Sequential or functional model) or sampling='shuffled'"
+                "DP-SGD; use path='auto', or tfdpmech.dpsgd.DPSGD (shuffled fixed-size batches, weaker provable ε)"
             )
         self.requested_path = self.path = path
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
@@ -439,7 +439,8 @@ class PoissonDPSGD(DPSGD):
             raise ValueError(
                 f"Poisson DP-SGD needs a Sequential or functional model (tensorflow-privacy's DPSequential / "
                 f"DPModel), got the subclassed {type(model).__name__} {model.name!r}; rebuild it with "
-                "keras.Sequential or the functional API, or use sampling='shuffled' with path='microbatch'"
+                "keras.Sequential or the functional API, or pass engine='tfdpmech' (any model whose layers are called "
+                "through Keras)"
             )
         return super()._resolve_path(model)
 

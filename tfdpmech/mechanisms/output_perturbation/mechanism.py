@@ -65,7 +65,8 @@ class DPPredictor:
             for Gaussian noise).
         noise: ``"gaussian"`` or ``"laplace"``.
         gaussian_split: ``"paper"`` or ``"reference_code"``.
-        mode: ``"private"`` (the default: noise on every logit) or ``"reference"`` (Algorithm 1: one
+        mode: ``"private"`` (the default: noise on every logit; none proven either, see above, and it
+            warns so once) or ``"reference"`` (Algorithm 1: one
             sampled logit; claimed only; warns
             :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
         seed: seed of the noise generator (None: OS entropy).
@@ -96,6 +97,11 @@ class DPPredictor:
         self.mode = check_choice(mode, "mode", OUTPUT_MODES)
         if self.mode != "private":
             warn_unproven_mode(type(self).__name__, self.mode)
+        else:  # Lu et al.'s output perturbation has no proven mode: say so, and where the proven one is
+            warn_unproven_mode(type(self).__name__, self.mode, why=(
+                "adds noise on every logit scaled to Δz_T, which is not a proven bound for a trained MLP, so its ε "
+                "is none proven (the ledger records it so); tfdpmech.heads.OutputPerturbationHead is the proven "
+                "output perturbation (Chaudhuri et al. 2011, on public features)"))
         if self.noise == "laplace" and accountant.composition == "gdp":
             raise ValueError("GDP composition applies to Gaussian noise only; use composition='basic' with Laplace noise")
         self._logits_model = logits_model_from(logits_model)
