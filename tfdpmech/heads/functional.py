@@ -42,6 +42,7 @@ import time
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from ..accounting.ledger import PrivacyLedger, Release
 from ..losses.taylor_cross_entropy import PHI2, TaylorCrossEntropy
@@ -179,6 +180,7 @@ class FunctionalHead:
             if not (math.isfinite(float(ridge)) and float(ridge) >= 0):
                 raise ValueError(f"ridge must be finite and >= 0, got {ridge}; or pass None for the default rule")
         self._ridge_arg = None if ridge is None else float(ridge)
+        self._ridge_per_record = None
         self.ridge_factor = check_positive_real(ridge_factor, "ridge_factor")
         if quadratic_weight is None:
             quadratic_weight = DEFAULT_QUADRATIC_WEIGHT[self.mechanism]
@@ -190,6 +192,7 @@ class FunctionalHead:
         if features is not None:
             self.ledger.record(features.release)
         self.release: Release | None = None
+        self.received_release = False  # a non-chief worker holding the chief's release (no release of its own)
         self.kernel = None
         self.model = None
         self._s1_bar = self._s2_bar = self._s2_psd = None
@@ -197,7 +200,8 @@ class FunctionalHead:
     # -- the one release ------------------------------------------------------------------
     @property
     def released(self) -> bool:
-        return self.release is not None
+        """The statistics were released (here, or on the chief and received: :attr:`received_release`)."""
+        return self.release is not None or self.received_release
 
     def _features_of(self, x) -> np.ndarray:
         if self.features is None:
@@ -205,12 +209,25 @@ class FunctionalHead:
         self.features.check_disjoint(x, "x")
         return self.features(x, batch_size=self.batch_size, name="x")  # frozen weights, per-record features checked
 
-    def fit(self, x, y) -> "FunctionalHead":
+    def fit(self, x, y=None, *, strategy=None) -> "FunctionalHead":
         """Compute (S1, S2) over the private set, release them once with noise, and solve for W.
 
+        ``x`` may be a ``tf.data.Dataset`` of ``(x, y)`` batches of any length (``y=None`` then): the
+        statistics are accumulated in float64 in one pass, memory independent of n, every record
+        checked as it streams (a record that breaks a check stops the pass with its index; nothing is
+        released). n is counted in the pass and the release comes after it, so a dataset of infinite
+        cardinality (``dataset.cardinality() == tf.data.INFINITE_CARDINALITY``, e.g. ``.repeat()``
+        without a count) is refused before anything is read. Under ``tf.distribute`` (``strategy``, or an
+        open ``strategy.scope()``) each replica sums its shard, the sums are all-reduced (SUM), and the
+        release happens once, on the chief, with one noise draw; the other workers receive the released
+        statistics and record no release (:mod:`tfdpmech.heads.streaming`).
+
         Args:
-            x: private records (inputs of the extractor, or feature arrays when ``features`` is None).
-            y: labels, one-hot ``(n, C)`` or integer ``(n,)``.
+            x: private records (inputs of the extractor, or feature arrays when ``features`` is None), or a
+                finite ``tf.data.Dataset`` of ``(x, y)`` batches.
+            y: labels, one-hot ``(n, C)`` or integer ``(n,)``; None for a dataset.
+            strategy: None (one process; the ambient ``tf.distribute`` strategy if a scope is open), or a
+                ``tf.distribute.MirroredStrategy`` / ``MultiWorkerMirroredStrategy``.
 
         Returns:
             self, with :attr:`model` (a Keras model, logits), :attr:`kernel`, :attr:`release` and
@@ -221,13 +238,19 @@ class FunctionalHead:
                 once per budget.
             ValueError / TypeError: labels that are not one-hot/in range, lengths that differ, NaN/inf,
                 features outside [0, 1] (Laplace) or negative when ``nonnegative`` (Gaussian), an
-                extractor whose weights changed, or private records shared with its public data.
+                extractor whose weights changed, or private records shared with its public data; a dataset of
+                infinite cardinality, labels passed next to a dataset, an unsupported strategy (TPU, parameter
+                server, central storage).
         """
         if self.released:
             raise StatisticsReleasedError(
                 f"{self.component}: the statistics were already released once (ε={self.epsilon:g}); releasing them "
                 "again would spend a second budget. Build a new FunctionalHead (and account for both) instead"
             )
+        from .streaming import check_strategy  # noqa: PLC0415 (tf.distribute only when asked for)
+        strategy = check_strategy(strategy)
+        if isinstance(x, tf.data.Dataset) or strategy is not None:
+            return self._fit_stream(x, y, strategy)
         y = check_labels(y, "y", num_classes=self.num_classes).astype(np.float64)
         x_arr = check_array(x, "x", ndim_min=2)
         if len(x_arr) != len(y):
@@ -251,13 +274,58 @@ class FunctionalHead:
         del f, x_arr
         s1, s2 = functional_statistics(p, y)
         del p, y
-        d = d_real + 1
-        tri = np.triu_indices(d)
+        return self._release_and_solve(s1, s2, n, d_real, started, features_done)
+
+    def _fit_stream(self, x, y, strategy):
+        """:meth:`fit` on a ``tf.data.Dataset`` and/or under a ``tf.distribute`` strategy."""
+        from . import streaming  # noqa: PLC0415
+
+        if isinstance(x, tf.data.Dataset):
+            if y is not None:
+                raise ValueError("y must be None when x is a tf.data.Dataset: the dataset yields (x, y) batches; pass "
+                                 "tf.data.Dataset.from_tensor_slices((x, y)).batch(1024) alone")
+            dataset = x
+        else:  # arrays under a strategy: the same distributed pass (one release, on the chief)
+            if y is None:
+                raise ValueError("y (the labels) is required when x is an array")
+            x_arr = check_array(x, "x", ndim_min=2)
+            y_arr = check_array(y, "y")
+            if len(x_arr) != len(y_arr):
+                raise ValueError(f"x has {len(x_arr)} records but y has {len(y_arr)}; pass one label per record")
+            dataset = tf.data.Dataset.from_tensor_slices((x_arr, y_arr)).batch(streaming.DEFAULT_RECORDS_PER_REPLICA)
+        started = time.perf_counter()
+        if strategy is None:
+            s1, s2, n, d_real = streaming.stream_statistics(self, dataset)
+            return self._release_and_solve(s1, s2, n, d_real, started, time.perf_counter())
+        s1, s2, n, d_real = streaming.distributed_statistics(self, dataset, strategy)
+        done = time.perf_counter()
+        if streaming.is_chief(strategy):
+            self._release_and_solve(s1, s2, n, d_real, started, done, finish=False)
+            streaming.broadcast_from_chief(strategy, [self._s1_bar, self._s2_bar], True)
+        else:  # no noise drawn, nothing recorded here: receive the chief's release (post-processing)
+            del s1, s2
+            d = d_real + 1
+            self._s1_bar, self._s2_bar = streaming.broadcast_from_chief(
+                strategy, [np.zeros((d, self.num_classes)), np.zeros((d, d))], False)
+            _, _, noise_std, _ = self._calibration(d_real)
+            self.n, self.num_features = n, d
+            self.ridge = self._ridge_for(noise_std, d, n)
+            self.received_release = True
+        return self._solve_and_build(started, done)
+
+    def _ridge_for(self, noise_std: float, d: int, n: int) -> float:
+        """ρ from public quantities: the given ridge, ``ridge_per_record·n``, or the default rule."""
+        if self._ridge_per_record is not None:  # pCDBN's head: ρ relative to n, known after a streamed pass
+            return self._ridge_per_record * n
+        if self._ridge_arg is not None:
+            return self._ridge_arg
+        return self.ridge_factor * default_ridge(noise_std / self.quadratic_weight, d, n)
+
+    def _calibration(self, d_real: int):
+        """``(sensitivity, noise scale, noise std, basis)`` of the release for ``d_real`` features (public)."""
         if self.mechanism == "laplace":
             sens = laplace_sensitivity(d_real, self.num_classes, quadratic_weight=self.quadratic_weight)
             scale = laplace_scale(sens, self.epsilon)
-            noise1 = laplace(scale, s1.shape, self._rng)  # drawn once, here only
-            noise2 = laplace(scale, (len(tri[0]),), self._rng)
             noise_std = math.sqrt(2.0) * scale
             basis = (
                 f"Laplace mechanism (Dwork et al. 2006) on (vec S1, upper triangle of S2) of the order-2 Taylor "
@@ -270,8 +338,6 @@ class FunctionalHead:
             sens = gaussian_sensitivity(self.num_classes, nonnegative=self.nonnegative,
                                         quadratic_weight=self.quadratic_weight)
             scale = gaussian_sigma(sens, self.epsilon, self.delta)
-            noise1 = gaussian(scale, s1.shape, self._rng)  # drawn once, here only
-            noise2 = gaussian(scale, (len(tri[0]),), self._rng)
             noise_std = scale
             basis = (
                 f"Gaussian mechanism on (vec S1, upper triangle of S2) of the order-2 Taylor cross-entropy: each "
@@ -280,16 +346,26 @@ class FunctionalHead:
                 "features; tfdpmech.heads.sensitivity); σ from dp_accounting's exact Gaussian privacy curve "
                 "(analytic Gaussian); released once; PSD projection, ridge and solve are post-processing"
             )
+        return sens, scale, noise_std, basis
+
+    def _release_and_solve(self, s1, s2, n: int, d_real: int, started: float, features_done: float, *,
+                           finish: bool = True):
+        """The one release of the exact (S1, S2) of n records (noise drawn once, here only), then the solve."""
+        d = d_real + 1
+        tri = np.triu_indices(d)
+        sens, scale, noise_std, basis = self._calibration(d_real)
+        draw = laplace if self.mechanism == "laplace" else gaussian
+        noise1 = draw(scale, s1.shape, self._rng)  # drawn once, here only
+        noise2 = draw(scale, (len(tri[0]),), self._rng)
         lam = self.quadratic_weight
         s1_bar = s1 + noise1
         s2_bar = (lam * s2 + _symmetric_from_triangle(noise2, d)) / lam  # released λ·S2, rescaled (post-processing)
         del s1, s2, noise1, noise2
-        ridge = self.ridge_factor * default_ridge(noise_std / lam, d, n) if self._ridge_arg is None else self._ridge_arg
+        ridge = self._ridge_for(noise_std, d, n)
         self._s1_bar, self._s2_bar, self.n, self.num_features, self.ridge = s1_bar, s2_bar, n, d, ridge
         self.release = Release(
             component=self.component, mechanism=self.mechanism, epsilon_claimed=self.epsilon,
             epsilon_provable=self.epsilon, delta=self.delta, sensitivity=sens, noise_scale=scale, basis=basis,
-            neighbours="replace_one", protects="record",  # (S1, S2) sensitivities are for replacing one record
             details={
                 "n": n, "features": d_real, "classes": self.num_classes, "released_numbers": int(s1_bar.size + len(tri[0])),
                 "ridge": ridge, "quadratic_weight": lam,
@@ -299,7 +375,10 @@ class FunctionalHead:
             },
         )
         self.ledger.record(self.release)
-        self._s2_psd = project_psd(s2_bar)  # post-processing: a bounded-below quadratic
+        return self._solve_and_build(started, features_done) if finish else self
+
+    def _solve_and_build(self, started: float, features_done: float):
+        self._s2_psd = project_psd(self._s2_bar)  # post-processing: a bounded-below quadratic
         self.kernel = self.solve()
         solved = time.perf_counter()
         # wall-clock seconds of the two parts (measured, for the benchmark): the private set's features,

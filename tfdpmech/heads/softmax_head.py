@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from ..accounting.ledger import Release
 from ..losses.taylor_cross_entropy import LOG2, PHI2
@@ -98,11 +99,13 @@ class FunctionalSoftmaxHead:
         self.kernel = self.bias = None
         self._s1 = self._s2_psd = None
 
-    def fit(self, features, y) -> "FunctionalSoftmaxHead":
+    def fit(self, features, y=None) -> "FunctionalSoftmaxHead":
         """Compute the statistics once, release them (functional mode), project and solve.
 
         Args:
-            features: frozen top-layer features, shape (n, |p|) (flattened); in [0, 1] for Laplace.
+            features: frozen top-layer features, shape (n, |p|) (flattened); in [0, 1] for Laplace; or a
+                finite ``tf.data.Dataset`` of ``(features, y)`` batches (functional mode; ``y=None``), streamed
+                once as in :meth:`tfdpmech.heads.FunctionalHead.fit`.
             y: one-hot labels (n, C).
 
         Raises:
@@ -113,6 +116,17 @@ class FunctionalSoftmaxHead:
             if self.head is not None:
                 self.head.fit(features, y)  # raises StatisticsReleasedError
             raise RuntimeError("fit() already ran: the head's statistics are computed once")
+        if isinstance(features, tf.data.Dataset):  # one streamed pass; ρ·n with n counted in it
+            if self.mode != "functional":
+                raise ValueError("a tf.data.Dataset is accepted in mode='functional' (a private release); the "
+                                 "noiseless TCDBN head takes feature arrays")
+            self.head = FunctionalHead(None, self.num_classes, **self._head_args)
+            self.head._ridge_per_record = self.ridge  # noqa: SLF001 - None keeps the head's default rule
+            self.head.fit(features, y)
+            self.release = self.head.release
+            w = self.head.kernel
+            self.kernel, self.bias = w[:-1].astype(np.float32), w[-1].astype(np.float32)
+            return self
         p = check_array(features, "features", ndim_min=2).reshape(len(features), -1).astype(np.float64)
         y = check_one_hot(y, "y", num_classes=self.num_classes).astype(np.float64)
         if len(p) != len(y):
