@@ -366,6 +366,7 @@ class FunctionalHead:
         self.release = Release(
             component=self.component, mechanism=self.mechanism, epsilon_claimed=self.epsilon,
             epsilon_provable=self.epsilon, delta=self.delta, sensitivity=sens, noise_scale=scale, basis=basis,
+            neighbours="replace_one", protects="record",  # (S1, S2) sensitivities are for replacing one record
             details={
                 "n": n, "features": d_real, "classes": self.num_classes, "released_numbers": int(s1_bar.size + len(tri[0])),
                 "ridge": ridge, "quadratic_weight": lam,
