@@ -10,6 +10,7 @@ import tensorflow as tf
 from tfdpmech.dpsgd.clipping import (
     clipped_gradient_sum,
     ghost_unsupported_layers,
+    gradients,
     per_example_loss,
     resolve_clipping,
 )
@@ -25,9 +26,7 @@ def _loop_reference(model, loss, x, y, weights, clip):
     for i in range(len(x)):
         with tf.GradientTape() as tape:
             li = tf.reduce_sum(fn(y[i:i + 1], model(x[i:i + 1], training=True)))
-        grads = [np.asarray(tf.convert_to_tensor(g), np.float64)
-                 for g in tape.gradient(li, model.trainable_variables,
-                                        unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+        grads = [np.asarray(g, np.float64) for g in gradients(tape, li, model.trainable_variables)]
         norm = np.sqrt(sum(float(np.sum(g * g)) for g in grads))
         norms.append(norm)
         factor = weights[i] * min(1.0, clip / max(norm, 1e-12))
@@ -168,3 +167,25 @@ def test_a_layer_called_twice_is_refused_by_ghost_norms():
 def test_per_example_loss_refuses_a_function():
     with pytest.raises(TypeError, match="keras.losses.Loss instance"):
         per_example_loss(lambda a, b: a)
+
+
+def test_a_trainable_layer_the_forward_pass_does_not_reach_gets_a_zero_gradient():
+    class PartlyUsed(keras.Model):  # a subclassed model: tfdpmech's engine trains it too
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = keras.layers.Dense(2), keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.used(x)
+
+    model = PartlyUsed()
+    model(np.ones((1, 4), np.float32))
+    model.unused.build((None, 4))
+    assert len(model.trainable_variables) == 4
+    x, y = np.ones((3, 4), np.float32), np.eye(2, dtype=np.float32)[[0, 1, 0]]
+    unused = {id(v) for v in model.unused.trainable_variables}
+    for method in ("fast_clipping", "vectorized"):
+        got, _, _ = clipped_gradient_sum(model, per_example_loss(LOSS), x, y, np.ones(3, np.float32), 1.0, method)
+        assert len(got) == 4
+        for v, g in zip(model.trainable_variables, got):
+            assert (np.abs(g.numpy()).sum() == 0) == (id(v) in unused), v.name

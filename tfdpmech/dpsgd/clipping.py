@@ -37,7 +37,7 @@ import string
 import keras
 import tensorflow as tf
 
-__all__ = ["CLIPPING_METHODS", "GHOST_LAYERS", "clipped_gradient_sum", "ghost_unsupported_layers",
+__all__ = ["CLIPPING_METHODS", "GHOST_LAYERS", "clipped_gradient_sum", "ghost_unsupported_layers", "gradients",
            "per_example_loss", "resolve_clipping"]
 
 CLIPPING_METHODS = ("auto", "fast_clipping", "vectorized")
@@ -107,6 +107,16 @@ def resolve_clipping(model, method: str) -> str:
             "any layer) or path='auto'"
         )
     return "fast_clipping"
+
+
+def gradients(tape, target, variables, output_gradients=None):
+    """``tape.gradient`` as dense tensors, zeros for variables ``target`` does not reach.
+
+    (``unconnected_gradients=ZERO`` fails on Keras 3 variables, whose ``dtype`` is a string.)
+    """
+    grads = tape.gradient(target, variables, output_gradients=output_gradients)
+    return [tf.zeros(v.shape, tf.as_dtype(v.dtype)) if g is None else tf.convert_to_tensor(g)
+            for v, g in zip(variables, grads)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,11 +306,12 @@ def _ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training):
     for record, g in zip(records, output_grads):
         scaled = g * tf.reshape(tf.cast(factors, g.dtype), [-1] + [1] * (g.shape.rank - 1))
         local = record.layer.trainable_variables
-        for v, grad in zip(local, tape.gradient(record.z, local, output_gradients=scaled,
-                                                unconnected_gradients=tf.UnconnectedGradients.ZERO)):
-            by_variable[id(v)] = tf.convert_to_tensor(grad)
+        for v, grad in zip(local, gradients(tape, record.z, local, output_gradients=scaled)):
+            by_variable[id(v)] = grad
     del tape
-    return [by_variable[id(v)] for v in model.trainable_variables], y_pred, norms
+    # a trainable layer the forward pass did not reach has a zero gradient
+    return ([by_variable.get(id(v), tf.zeros(v.shape, tf.as_dtype(v.dtype))) for v in model.trainable_variables],
+            y_pred, norms)
 
 
 # tf.vectorized_map returns wrong per-example gradients of a broadcast matmul (a Dense layer over
@@ -317,8 +328,7 @@ def _vectorized_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, trainin
         xi, yi, wi = tf.nest.map_structure(lambda t: t[None], record)
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(loss_fn(yi, model(xi, training=training)) * tf.cast(wi, tf.float32))
-        grads = [tf.convert_to_tensor(g) for g in
-                 tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+        grads = gradients(tape, loss, variables)
         sq = tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g in grads])
         factor, norm = _clip_factors(sq, l2_norm_clip)
         return [g * tf.cast(factor, g.dtype) for g in grads], norm

@@ -9,6 +9,15 @@
 3. ``÷ L``, a public divisor fixed in advance (the expected batch size ``q·n`` for Poisson
    sampling, the batch size for shuffled batches) — never the realised batch size, which depends
    on the data;
+
+Under ``tf.distribute.MirroredStrategy`` each replica computes step 1 on its slice of the global
+batch, and only replica 0 (``replica_id_in_sync_group == 0``) adds the noise; every replica divides by
+the **global** L. The Keras optimizers of both stacks then all-reduce the gradients with
+``ReduceOp.SUM`` (Keras 2.15 ``Optimizer.aggregate_gradients`` → ``all_reduce_sum_gradients``; Keras 3
+``TFOptimizer._all_reduce_sum_gradients``; the replica scaling of Keras 3's
+``scale_loss_for_distribution`` touches the logged loss only, never these gradients), so the update is
+exactly ``(Σ_all replicas clipped + one N(0, σ²C²I) draw) / L``: the same as on one device. Noise added
+on every replica and averaged would divide its standard deviation by √replicas; that cannot happen here.
 4. plus the gradient of the model's weight regularisers (data-independent), then one step of the
    compiled Keras optimizer.
 
@@ -22,7 +31,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from .clipping import clipped_gradient_sum, per_example_loss
+from .clipping import clipped_gradient_sum, gradients, per_example_loss
 
 __all__ = ["KERAS_3", "install_dp_train_step"]
 
@@ -31,6 +40,14 @@ KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
 
 def _noise_generator(seed):
     return tf.random.Generator.from_non_deterministic_state() if seed is None else tf.random.Generator.from_seed(seed)
+
+
+def _on_first_replica():
+    """True on replica 0 of a ``tf.distribute`` strategy (and without one): the one replica that adds the noise."""
+    context = tf.distribute.get_replica_context()
+    if context is None:  # cross-replica context: not a per-replica step
+        return tf.constant(True)
+    return tf.equal(tf.cast(context.replica_id_in_sync_group, tf.int32), 0)
 
 
 def _log_loss_and_metrics(model, x, y, y_pred, sample_weight):
@@ -59,7 +76,12 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
         require_mask: batches must be ``(x, y, mask)`` (Poisson batches).
     """
     loss_fn = per_example_loss(loss)
-    generator = _noise_generator(noise_seed)
+    strategy = getattr(model, "distribute_strategy", None)
+    if strategy is not None:
+        with strategy.scope():  # a generator the replicas may call (each gets its own stream; only replica 0's counts)
+            generator = _noise_generator(noise_seed)
+    else:  # pragma: no cover - every Keras model has a strategy (the default one)
+        generator = _noise_generator(noise_seed)
     std = float(l2_norm_clip) * float(noise_multiplier)
 
     def train_step(data):
@@ -74,13 +96,13 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
             mask = tf.ones(tf.shape(first)[:1], tf.float32)
         summed, y_pred, _ = clipped_gradient_sum(model, loss_fn, x, y, tf.cast(mask, tf.float32), l2_norm_clip,
                                                  clipping)
-        grads = [(g + generator.normal(tf.shape(g), stddev=std, dtype=g.dtype)) / tf.cast(divisor, g.dtype)
-                 for g in summed]
+        first_replica = _on_first_replica()
+        grads = [(g + generator.normal(tf.shape(g), stddev=std, dtype=g.dtype) * tf.cast(first_replica, g.dtype))
+                 / tf.cast(divisor, g.dtype) for g in summed]
         if model.losses:  # weight regularisers (activity regularisers are refused by check_model)
             with tf.GradientTape() as tape:
                 regularisation = tf.add_n(model.losses)
-            grads = [g + r for g, r in zip(grads, tape.gradient(
-                regularisation, model.trainable_variables, unconnected_gradients=tf.UnconnectedGradients.ZERO))]
+            grads = [g + r for g, r in zip(grads, gradients(tape, regularisation, model.trainable_variables))]
         model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return _log_loss_and_metrics(model, x, y, y_pred, mask)
 
