@@ -45,6 +45,7 @@ from ..accounting.dpsgd import (
     epsilon_for_noise_multiplier,
     noise_multiplier_for_epsilon,
 )
+from ..distribute import check_strategy, strategy_of
 from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new, format_epsilon
 from ..validation import (
     check_array,
@@ -246,7 +247,52 @@ class DPSGD:
         return self._eps_any_order
 
     # -- model preparation -------------------------------------------------------------------
+    replicas = 1  # replicas of the tf.distribute strategy the model trains under (set by compile)
+
+    def _global_batch_rows(self) -> int:
+        """Rows of one global batch, split across the replicas (shuffled: the batch size)."""
+        return self.batch_size
+
+    def _check_distribution(self, model) -> None:
+        """Refuse a strategy, engine or per-replica batch the accounting does not cover (before any release).
+
+        Under ``MirroredStrategy`` tfdpmech's engine clips on every replica, sums across them (the optimizer's SUM
+        all-reduce) and adds one noise draw per global step on replica 0 (:mod:`tfdpmech.dpsgd.train_step`).
+        """
+        strategy = check_strategy(strategy_of(model), f"{type(self).__name__}.compile")
+        if strategy is None:
+            self.replicas = 1
+            return
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            raise ValueError(
+                f"{type(self).__name__} does not support strategy=MultiWorkerMirroredStrategy: every worker would "
+                "need the same secret sampling/shuffling stream for each record to be used as the accounting assumes. "
+                "Train on the devices of one machine with tf.distribute.MirroredStrategy(), or without a strategy "
+                "(the functional head, tfdpmech.heads.FunctionalHead, does support several workers)"
+            )
+        if self.engine != "tfdpmech":
+            if getattr(self, "_engine_argument", None) != "auto":
+                raise ValueError(
+                    f"engine={self.engine!r} cannot train under tf.distribute ({type(strategy).__name__}): "
+                    "tensorflow-privacy's DP models add their noise on every replica. Pass engine='tfdpmech' (its "
+                    "train step adds the noise once per global step, on replica 0)"
+                )
+            self.engine = "tfdpmech"  # engine='auto' under a strategy: the engine that supports it
+            self._checked_engine("tfdpmech")
+        replicas = int(strategy.num_replicas_in_sync)
+        rows = self._global_batch_rows()
+        if rows % replicas:
+            raise ValueError(self._replica_split_message(rows, replicas))
+        self.replicas = replicas
+
+    def _replica_split_message(self, rows: int, replicas: int) -> str:
+        return (f"batch_size={rows} does not split evenly across the strategy's {replicas} replicas (each replica "
+                f"checks that its slice is batch_size / replicas records); pass a batch_size that is a multiple of "
+                f"{replicas}, e.g. {replicas * max(1, rows // replicas)}, or a strategy with a number of replicas "
+                f"dividing {rows}")
+
     def _checked_engine(self, engine) -> str:
+        self._engine_argument = engine
         engine = resolve_engine(check_choice(engine, "engine", ("auto", "tfdpmech", "tensorflow_privacy")))
         if engine == "tfdpmech" and (self.requested_path == "microbatch" or self.num_microbatches not in (None, self.batch_size)):
             raise ValueError(
@@ -354,7 +400,7 @@ class DPSGD:
     def _guard_train_step(self, model) -> None:
         """Refuse partial batches and steps beyond the accounted budget, inside the train step."""
         inner = model.train_step
-        batch_size, max_steps = self.batch_size, self.max_train_steps
+        batch_size, max_steps = self.batch_size // self.replicas, self.max_train_steps  # per replica
         one_hot = self._one_hot_labels
 
         def train_step(data):
@@ -424,6 +470,7 @@ class DPSGD:
         check_model(model)
         if loss is None:
             check_logits(model)
+        self._check_distribution(model)  # before any release
         self._one_hot_labels = loss is None
         try:
             self.num_classes = int(model.output_shape[-1])

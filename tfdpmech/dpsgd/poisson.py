@@ -426,6 +426,16 @@ class PoissonDPSGD(DPSGD):
 
     _poisson = True  # batches are padded Poisson batches (x, y, mask)
 
+    def _global_batch_rows(self) -> int:
+        """The padded Poisson batch P: sampled once over the whole dataset, then split across the replicas."""
+        return self.padded_batch_size
+
+    def _replica_split_message(self, rows: int, replicas: int) -> str:
+        return (f"the padded Poisson batch of {rows} rows (from expected_batch_size={self.expected_batch_size:g} and "
+                f"n={self.n}) does not split evenly across the strategy's {replicas} replicas; pass an "
+                f"expected_batch_size whose padded size is a multiple of {replicas} (padded sizes are multiples of 8 "
+                f"unless capped at n), or a strategy with a number of replicas dividing {rows}")
+
     def _divisor(self) -> float:
         """The public L the noisy sum is divided by: the expected batch size q·n."""
         return float(self.expected_batch_size)

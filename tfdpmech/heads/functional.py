@@ -52,6 +52,7 @@ from ..validation import (
 )
 from ..features.extractor import FeatureExtractor
 from .calibration import gaussian_sigma, laplace_scale
+from . import streaming
 from .feature_map import FeatureMap, feature_map
 from .sensitivity import gaussian_sensitivity, laplace_sensitivity
 
@@ -247,8 +248,7 @@ class FunctionalHead:
                 f"{self.component}: the statistics were already released once (ε={self.epsilon:g}); releasing them "
                 "again would spend a second budget. Build a new FunctionalHead (and account for both) instead"
             )
-        from .streaming import check_strategy  # noqa: PLC0415 (tf.distribute only when asked for)
-        strategy = check_strategy(strategy)
+        strategy = streaming.check_strategy(strategy)
         if isinstance(x, tf.data.Dataset) or strategy is not None:
             return self._fit_stream(x, y, strategy)
         y = check_labels(y, "y", num_classes=self.num_classes).astype(np.float64)
@@ -278,8 +278,6 @@ class FunctionalHead:
 
     def _fit_stream(self, x, y, strategy):
         """:meth:`fit` on a ``tf.data.Dataset`` and/or under a ``tf.distribute`` strategy."""
-        from . import streaming  # noqa: PLC0415
-
         if isinstance(x, tf.data.Dataset):
             if y is not None:
                 raise ValueError("y must be None when x is a tf.data.Dataset: the dataset yields (x, y) batches; pass "
