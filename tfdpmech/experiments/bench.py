@@ -246,6 +246,12 @@ def main(args, config: CompareConfig | None = None) -> int:
         print("\nDP-SGD engines on the same model and batch:")
         out["dpsgd_speed"] = dpsgd_speed.run(repeats=args.repeats, memory=not args.no_memory)
         print(dpsgd_speed.format_table(out["dpsgd_speed"]))
+    if not getattr(args, "no_scale", False):
+        from . import scale_bench
+
+        print("\nThe functional head's private step at scale (fresh process per size):")
+        out["scale"] = scale_bench.run()
+        print(scale_bench.format_table(out["scale"]))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(out, fh, indent=2)
