@@ -112,7 +112,9 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
     assert by[("dpsgd", 8.0)]["notes"]["engine"] in ("tensorflow_privacy", "tfdpmech")
     table = (out / "results.md").read_text()
     assert "none proven" in table and "claimed ε" in table and "provable ε" in table
-    assert "8 per query (given the sensitivity bound)" in table
+    # outpert_private is the old name of outpert_paper_bound: Lu et al.'s Δz_T is no proven bound, so none proven
+    assert by[("outpert_paper_bound", 8.0)]["epsilon_provable"] is None and by[("outpert_paper_bound", 8.0)]["per"] == "query"
+    assert "given the" not in table
 
 
 def test_methods_lists_modes_and_presets(capsys):
