@@ -36,12 +36,13 @@ def noise_of_one_step(strategy, sigma=1.7, clip=0.3, divisor=5.0):
 
 
 def clipped_update(strategy):
-    """The noise-free update of one step on the same batch (the clipped sum / L)."""
+    """The noise-free update of one step on the same batch (the clipped sum / L, plus the weight
+    regulariser's gradient, which must enter once per global step, not once per replica)."""
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(8, 4)).astype(np.float32), rng.normal(size=(8, 3)).astype(np.float32)
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, kernel_regularizer=keras.regularizers.L2(0.5))])
         model.compile(optimizer=keras.optimizers.SGD(1.0), loss=keras.losses.MeanSquaredError())
     before = [v.numpy().copy() for v in model.trainable_variables]
     install_dp_train_step(model, loss=keras.losses.MeanSquaredError(), l2_norm_clip=0.1, noise_multiplier=0.0,

@@ -102,7 +102,9 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
         if model.losses:  # weight regularisers (activity regularisers are refused by check_model)
             with tf.GradientTape() as tape:
                 regularisation = tf.add_n(model.losses)
-            grads = [g + r for g, r in zip(grads, gradients(tape, regularisation, model.trainable_variables))]
+            # once per global step, like the noise: the optimizer sums the replicas' gradients
+            grads = [g + r * tf.cast(first_replica, r.dtype)
+                     for g, r in zip(grads, gradients(tape, regularisation, model.trainable_variables))]
         model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return _log_loss_and_metrics(model, x, y, y_pred, mask)
 
