@@ -24,7 +24,7 @@ from ..accounting.ledger import Release
 from ..validation import check_array, check_positive_int
 from .public_data import check_disjoint, record_hashes
 
-__all__ = ["FeatureExtractor", "weights_fingerprint", "check_feature_seed"]
+__all__ = ["FeatureExtractor", "weights_fingerprint", "check_feature_seed", "check_extractor_or_none"]
 
 
 def check_feature_seed(seed) -> int:
@@ -71,6 +71,16 @@ def _output_sizes(layer) -> list:
     except (AttributeError, RuntimeError, ValueError):
         return []
     return [int(np.prod(o.shape[1:])) for o in outputs if all(d is not None for d in o.shape[1:])]
+
+
+def check_extractor_or_none(features):
+    """``features`` if it is a :class:`FeatureExtractor` or None, else a TypeError naming the fix."""
+    if features is not None and not isinstance(features, FeatureExtractor):
+        raise TypeError(
+            f"features must be a tfdpmech.features.FeatureExtractor or None, got {type(features).__name__}; "
+            "wrap a model trained on public data with tfdpmech.features.public_features(model, layer)"
+        )
+    return features
 
 
 class FeatureExtractor:

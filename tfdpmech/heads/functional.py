@@ -50,7 +50,7 @@ from ..noise import gaussian, laplace, make_rng, noise_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
-from ..features.extractor import FeatureExtractor
+from ..features.extractor import check_extractor_or_none
 from .calibration import gaussian_sigma, laplace_scale
 from . import streaming
 from .feature_map import FeatureMap, feature_map
@@ -144,12 +144,7 @@ class FunctionalHead:
     def __init__(self, features, num_classes: int, *, mechanism: str = "gaussian", epsilon, delta=None,
                  ridge=None, ridge_factor: float = 1.0, quadratic_weight=None, nonnegative=None,
                  seed=None, batch_size: int | None = None, component: str = "functional_head"):
-        if features is not None and not isinstance(features, FeatureExtractor):
-            raise TypeError(
-                f"features must be a tfdpmech.features.FeatureExtractor or None, got {type(features).__name__}; "
-                "wrap a model trained on public data with tfdpmech.features.public_features(model, layer)"
-            )
-        self.features = features
+        self.features = check_extractor_or_none(features)
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
         self.mechanism = check_choice(mechanism, "mechanism", MECHANISMS)
         self.epsilon = check_epsilon(epsilon)

@@ -47,7 +47,7 @@ import keras
 import numpy as np
 
 from ..accounting.ledger import PrivacyLedger, Release
-from ..features.extractor import FeatureExtractor
+from ..features.extractor import check_extractor_or_none
 from ..noise import gaussian, make_rng, noise_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
@@ -187,12 +187,7 @@ class OutputPerturbationHead:
     def __init__(self, features, num_classes: int, *, epsilon, delta=None, mechanism: str = "gaussian",
                  l2: float = DEFAULT_L2, tolerance=None, seed=None, batch_size: int | None = None,
                  component: str = "outpert_head"):
-        if features is not None and not isinstance(features, FeatureExtractor):
-            raise TypeError(
-                f"features must be a tfdpmech.features.FeatureExtractor or None, got {type(features).__name__}; "
-                "wrap a model trained on public data with tfdpmech.features.public_features(model, layer)"
-            )
-        self.features = features
+        self.features = check_extractor_or_none(features)
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
         self.mechanism = check_choice(mechanism, "mechanism", OUTPUT_HEAD_MECHANISMS)
         self.epsilon = check_epsilon(epsilon)
