@@ -1,6 +1,6 @@
 """Hostile inputs to every public entry point: a named ValueError/TypeError, before any budget is spent.
 
-Issue 16. Each case calls one public entry point of ``tfdpmech.__all__`` (or the ``tfdpmech compare``
+Each case calls one public entry point of ``tfdpmech.__all__`` (or the ``tfdpmech compare``
 command) with one malformed argument — NaN/inf, wrong shapes and dtypes (complex, object, strings),
 strings and bools for numbers, negative/zero/huge/subnormal budgets, δ outside (0, 1), empty arrays,
 unbuilt or subclassed models, wrong types for ledger and callback arguments — and asserts:

@@ -1,4 +1,4 @@
-"""A model trained on anything but the released data never logs a guarantee (issue 16, items 2 and 5).
+"""A model trained on anything but the released data never logs a guarantee .
 
 Every mechanism with a training callback: AdLM/ILM (``AdLMBudget``), input perturbation
 (``InputPerturbationBudget``) and DP-SGD (``DPSGDBudget``: the n the noise was calibrated for).

@@ -1,4 +1,4 @@
-"""Test accuracy of the functional head on the embedded MNIST sample (issue 12's table).
+"""Test accuracy of the functional head on the embedded MNIST sample (the table in docs/mechanisms/functional_head.md).
 
     python tools/measure_functional_head.py --public 1000 --arch mnist_cnn
     python tools/measure_functional_head.py --public digits --arch mlp

@@ -433,7 +433,7 @@ def test_target_delta_and_accountant_are_checked():
 
 
 # ------------------------------------------------------------------------------------------------
-# never under-report (issue 16, item 3): epochs, field types, files
+# never under-report: epochs, field types, files
 # ------------------------------------------------------------------------------------------------
 def test_fractional_epochs_round_up():
     led = PrivacyLedger([_rel("inputs", 0.2, 0.25, per_epoch=True)])

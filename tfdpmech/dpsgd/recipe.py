@@ -24,8 +24,8 @@ What the recipe takes from the literature:
   (:mod:`tfdpmech.dpsgd.poisson`).
 
 Anchors (published; full MNIST with 60,000 training records, so not directly comparable with the
-7,000-record embedded sample): plain DP-SGD about 95 % at ε ≈ 1 and 97 % at ε ≈ 3 (issue 13 quotes
-95.1 % and 96.8 %; tensorflow-privacy's MNIST tutorial table gives 95.0 % at ε = 1.20 and 96.6 % at
+7,000-record embedded sample): plain DP-SGD about 95 % at ε ≈ 1 and 97 % at ε ≈ 3
+(tensorflow-privacy's MNIST tutorial table gives 95.0 % at ε = 1.20 and 96.6 % at
 ε = 2.92, δ = 1e-5; Abadi et al. 2016 report 90 / 95 / 97 % at ε = 0.5 / 2 / 8 with a PCA
 input layer), and Tramèr & Boneh's end-to-end tanh CNN 98.1 % at ε ≈ 3 (ICLR 2021, the CNN baseline
 of Papernot et al. 2021).
