@@ -46,6 +46,7 @@ from ..accounting.dpsgd import (
     noise_multiplier_for_epsilon,
 )
 from ..distribute import check_strategy, strategy_of
+from ..mechanism import Mechanism, PreparedFit, release
 from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new, format_epsilon
 from ..validation import (
     check_array,
@@ -119,7 +120,7 @@ class DPSGDBudget(PrivacyBudget):
 # --------------------------------------------------------------------------------------------
 # The baseline
 # --------------------------------------------------------------------------------------------
-class DPSGD:
+class DPSGD(Mechanism):
     """DP-SGD for a Keras model, with σ calibrated to a target (ε, δ) and recorded in a ledger.
 
     Construction validates the inputs and computes σ (no tensorflow-privacy call yet beyond
@@ -168,6 +169,8 @@ class DPSGD:
 
     Reference: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
     """
+
+    paper = "Abadi et al. 2016, Deep Learning with Differential Privacy (CCS)"
 
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,
                  l2_norm_clip: float = 1.0, learning_rate: float | None = None, optimizer: str = "adam",
@@ -488,7 +491,7 @@ class DPSGD:
             model = self._compile_tfdpmech(model, loss, metrics, optimizer)
             self._guard_train_step(model)
             self.model = model
-            self.release = self.ledger.record(self._make_release())
+            self.release = release(self.ledger, self._make_release())[1]
             return model
         _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
         self.path = self._resolve_path(model)
@@ -502,7 +505,7 @@ class DPSGD:
                       metrics=list(metrics) if metrics else None)
         self._guard_train_step(model)
         self.model = model
-        self.release = self.ledger.record(self._make_release())
+        self.release = release(self.ledger, self._make_release())[1]
         return model
 
     def _make_release(self) -> Release:
@@ -592,6 +595,32 @@ class DPSGD:
                 f"create the {type(self).__name__} with n={len(x)}"
             )
         return x, y
+
+    def prepare(self, model, x=None, y=None, *, loss=None, metrics=("accuracy",), optimizer=None, seed=None,
+                verbose: int = 1) -> PreparedFit:
+        """:meth:`compile`, :meth:`dataset` and :meth:`callback` as one call (the mechanism contract).
+
+        Args:
+            model, loss, metrics, optimizer: as for :meth:`compile`.
+            x, y: all n private records and their labels, as for :meth:`dataset`.
+            seed: the batches' seed (None: the run's own stream).
+            verbose: the budget callback's logging (0: silent).
+
+        Returns:
+            a :class:`~tfdpmech.mechanism.PreparedFit` whose ``fit()`` runs exactly :attr:`epochs`.
+
+        Raises:
+            every error of :meth:`dataset` (checked first, before the release is recorded) and of
+            :meth:`compile`.
+        """
+        if x is None or y is None:
+            raise ValueError(f"{type(self).__name__}.prepare needs the private records: prepare(model, x, y)")
+        n_x, n_y = len(check_array(x, "x")), len(check_array(y, "y"))
+        if n_x != self.n or n_y != n_x:  # before compile records the release
+            raise ValueError(f"{type(self).__name__}.prepare needs all n={self.n} private records and one label each, "
+                             f"got {n_x} records and {n_y} labels; pass them all, or create it with n={n_x}")
+        compiled = self.compile(model, loss=loss, metrics=metrics, optimizer=optimizer)
+        return PreparedFit(compiled, self.dataset(x, y, seed=seed), [self.callback(verbose=verbose)], epochs=self.epochs)
 
     def callback(self, verbose: int = 1) -> DPSGDBudget:
         """A :class:`~tfdpmech.accounting.callbacks.PrivacyBudget` over this run's ledger (plus ε spent so far)."""

@@ -45,6 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..accounting.ledger import PrivacyLedger, Release
+from ..mechanism import ClosedFormMechanism, release
 from ..losses.taylor_cross_entropy import PHI2, TaylorCrossEntropy
 from ..noise import gaussian, laplace, make_rng, noise_fingerprint
 from ..validation import (
@@ -102,7 +103,7 @@ def _symmetric_from_triangle(tri: np.ndarray, d: int) -> np.ndarray:
     return out + np.triu(out, 1).T
 
 
-class FunctionalHead:
+class FunctionalHead(ClosedFormMechanism):
     """A linear C-class head trained on (S1, S2) released once with Laplace or Gaussian noise.
 
     Example:
@@ -140,6 +141,8 @@ class FunctionalHead:
     Reference: Zhang et al., PVLDB 2012 (functional mechanism), §4–5; Phan et al., AdLM
     (ICDM 2017) Algorithm 1 lines 16–19 and Eq. 25 (Taylor coefficients ``½ − y`` and ``⅛``).
     """
+
+    paper = "Zhang et al. 2012, functional mechanism (PVLDB), on features that never saw the private data"
 
     def __init__(self, features, num_classes: int, *, mechanism: str = "gaussian", epsilon, delta=None,
                  ridge=None, ridge_factor: float = 1.0, quadratic_weight=None, nonnegative=None,
@@ -186,7 +189,7 @@ class FunctionalHead:
         self.component = str(component)
         self.ledger = PrivacyLedger()
         if features is not None:
-            self.ledger.record(features.release)
+            release(self.ledger, features.release)
         self.release: Release | None = None
         self.received_release = False  # a non-chief worker holding the chief's release (no release of its own)
         self.kernel = None
@@ -368,7 +371,7 @@ class FunctionalHead:
                 "features_fingerprint": None if self.features is None else self.features.fingerprint,
             },
         )
-        self.ledger.record(self.release)
+        release(self.ledger, self.release)
         return self._solve_and_build(started, features_done) if finish else self
 
     def _solve_and_build(self, started: float, features_done: float):

@@ -47,6 +47,7 @@ import keras
 import numpy as np
 
 from ..accounting.ledger import PrivacyLedger, Release
+from ..mechanism import ClosedFormMechanism, release
 from ..features.extractor import check_extractor_or_none
 from ..noise import gaussian, make_rng, noise_fingerprint
 from ..validation import (
@@ -152,7 +153,7 @@ def gamma_noise(dim: int, scale: float, rng: np.random.Generator) -> np.ndarray:
     return rng.gamma(shape=dim, scale=scale) * direction
 
 
-class OutputPerturbationHead:
+class OutputPerturbationHead(ClosedFormMechanism):
     """A one-vs-rest logistic-regression head on public features, its weights released once with noise.
 
     Example:
@@ -184,6 +185,8 @@ class OutputPerturbationHead:
     Corollary 8; the Gaussian variant as in Wu et al. (SIGMOD 2017, "bolt-on" output perturbation).
     """
 
+    paper = "Chaudhuri, Monteleoni & Sarwate 2011, output perturbation of regularised ERM (JMLR)"
+
     def __init__(self, features, num_classes: int, *, epsilon, delta=None, mechanism: str = "gaussian",
                  l2: float = DEFAULT_L2, tolerance=None, seed=None, batch_size: int | None = None,
                  component: str = "outpert_head"):
@@ -209,7 +212,7 @@ class OutputPerturbationHead:
         self.component = str(component)
         self.ledger = PrivacyLedger(target_delta=self.delta if self.mechanism == "gaussian" else None)
         if features is not None:
-            self.ledger.record(features.release)
+            release(self.ledger, features.release)
         self.releases: list[Release] = []
         self.kernel = None
         self.model = None
@@ -306,9 +309,9 @@ class OutputPerturbationHead:
                 details={**base, "classes_composed": k}, neighbours="replace_one", protects="record")]
         w_bar = w + noise
         fingerprint = noise_fingerprint(w_bar)
-        for release in releases:
-            release.details["weights_fingerprint"] = fingerprint
-            self.ledger.record(release)
+        for one in releases:
+            one.details["weights_fingerprint"] = fingerprint
+            release(self.ledger, one)
         self.releases = releases
         self.kernel, self.noise_scale, self.sensitivity, self.n = w_bar, scale, sens, n
         del w, noise

@@ -30,7 +30,6 @@ Modes (the ``mode=`` argument of :class:`AdLM`, :class:`ILM` and AFRRS):
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 
 import keras
@@ -38,10 +37,12 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.callbacks import PrivacyBudget
+from ...mechanism import Mechanism, PreparedFit, reference_mode, release
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...allocation import BudgetAllocation, get_allocation
 from ...layers import InputNoise, PerturbedBias
 from ...losses.taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
+from ...metrics import taylor_accuracy
 from ...noise import laplace, make_rng, noise_fingerprint
 from ...relevance.private_relevance import private_relevance
 from ...validation import (
@@ -159,20 +160,7 @@ class AdLMBudget(ReleasedDataGuard, PrivacyBudget):
         return self.mechanism.released
 
 
-def _keyword_arguments(cls) -> set:
-    """Keyword arguments a reference class accepts, following ``**kwargs`` up its base classes."""
-    out = set()
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass):
-            continue
-        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
-        out |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"}
-        if not any(p.kind == p.VAR_KEYWORD for p in params):
-            break
-    return out
-
-
-class AdLM:
+class AdLM(Mechanism):
     """The Adaptive Laplace Mechanism as a once-only preprocessing step for a Keras model.
 
     Args:
@@ -212,6 +200,8 @@ class AdLM:
     """
 
     name = "adlm"
+    paper = "Phan et al. 2017, Adaptive Laplace Mechanism (ICDM)"
+    modes = MODES
     allocation_name = "relevance"
     mode = "private"
     reference_class = AdLMReference
@@ -219,12 +209,7 @@ class AdLM:
     def __new__(cls, *args, mode: str = "private", **kwargs):
         check_choice(mode, "mode", MODES)
         if mode == "reference":
-            accepted = _keyword_arguments(cls.reference_class)
-            unknown = sorted(set(kwargs) - accepted)
-            if unknown:
-                raise TypeError(f"{cls.__name__}(mode='reference') runs the authors' code path, where {unknown} do not "
-                                f"apply; it takes {sorted(accepted)} (see {cls.reference_class.__name__})")
-            return cls.reference_class(*args, **kwargs)
+            return reference_mode(cls, cls.reference_class, args, kwargs)
         return super().__new__(cls)
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, mode="private", epsilon=None, noise_mode="per_example_frozen",
@@ -450,7 +435,7 @@ class AdLM:
             "none: a noise draw shared by all records is revealed by one known record; "
             "Lemma 4 (Eqs. 19-21) bounds only the batch sum; see docs/mechanisms/adlm.md"
         )
-        self.ledger.record(Release(
+        release(self.ledger, Release(
             component="first_layer_inputs", mechanism="laplace", epsilon_claimed=self.eps2,
             neighbours="replace_one", protects="record",
             epsilon_provable=feat_provable, basis=feat_basis, sensitivity=delta_h0,
@@ -464,7 +449,7 @@ class AdLM:
         coef_scale = delta_f / (self.batch_size * self.eps3)
         # labels: replacing a record moves ϕ^(1) = 1/2 - y by 1 in two classes (L1 = 2)
         coef_provable = 2.0 / coef_scale if per_record else None
-        self.ledger.record(Release(
+        release(self.ledger, Release(
             component="loss_coefficients", mechanism="laplace", epsilon_claimed=self.eps3,
             neighbours="replace_one", protects="record",
             epsilon_provable=coef_provable,
@@ -475,6 +460,37 @@ class AdLM:
             sensitivity=delta_f, noise_scale=coef_scale, reproduction=reproduction,
             details={**common, "perturb_orders": list(self.perturb_orders)},
         ))
+
+    def prepare(self, model, x=None, y=None, *, relevance_model=None, optimizer="adam", metrics=(taylor_accuracy,),
+                drop_remainder: bool = False, shuffle_seed=None, verbose: int = 1) -> PreparedFit:
+        """Algorithm 1 as one call: relevance (AdLM, AFRRS), perturbation, ``compile`` with the Taylor loss.
+
+        Args:
+            model: the Keras model to train (see :meth:`perturb` for the layers it needs).
+            x, y: the private images in [0, 1] and one-hot labels; not kept.
+            relevance_model: a trained Keras model that never saw ``x`` (public data only), for the
+                relevance step of AdLM and AFRRS; ignored when :meth:`fit_relevance` already ran, and
+                not used by ILM.
+            optimizer, metrics: passed to ``model.compile``; the targets are the released Taylor
+                coefficients, so the default metric is :func:`~tfdpmech.metrics.taylor_accuracy` (the
+                fit to the noisy labels: post-processing, no privacy cost).
+            drop_remainder, shuffle_seed: see :meth:`perturb` and :meth:`PrivateData.to_dataset`.
+            verbose: the budget callback's logging (0: silent).
+
+        Raises:
+            ValueError: AdLM/AFRRS without a relevance model (before any budget is spent), and every
+                error of :meth:`fit_relevance` and :meth:`perturb`.
+        """
+        if self.allocation_name != "uniform" and self.relevance is None:
+            if relevance_model is None:
+                raise ValueError(f"{type(self).__name__}.prepare needs relevance_model= (a Keras model trained on public "
+                                 "data only) for its relevance step, or call fit_relevance() first")
+            check_instance(relevance_model, "relevance_model", keras.Model)
+            check_graph_model(model)  # the model is checked before the relevance step spends ε1
+            self.fit_relevance(relevance_model, x, y)
+        data = self.perturb(x, y, model, drop_remainder=drop_remainder)
+        model.compile(optimizer=optimizer, loss=self.loss(), metrics=list(metrics))
+        return PreparedFit(model, data.to_dataset(seed=shuffle_seed), [self.callback(model, verbose=verbose)])
 
     def report(self, epochs: int | None = None) -> dict:
         """Claimed and provable ε, the mode and the sensitivities."""

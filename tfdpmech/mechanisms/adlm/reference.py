@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ...mechanism import Mechanism, PreparedFit, refuse_model, release
 from ...allocation import BudgetAllocation
 from ...models.authors import authors_mnist_network, lenet5_relevance_model
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
@@ -279,7 +280,7 @@ def next_batch_indices(n: int, batch_size: int, steps: int, rng):
 # ------------------------------------------------------------------------------------------------
 # The mode
 # ------------------------------------------------------------------------------------------------
-class AdLMReference:
+class AdLMReference(Mechanism):
     """AdLM as the authors' MNIST code trains it (``mode="reference"``); ledger: claimed, none proven.
 
     Args:
@@ -303,7 +304,9 @@ class AdLMReference:
     """
 
     name = "adlm"
+    paper = "Phan et al. 2017, Adaptive Laplace Mechanism (ICDM): the authors' MNIST code"
     mode = "reference"
+    modes = ("reference",)
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, epsilon=None, allocation="relevance",
                  delta2: float = DELTA2_MNIST, hidden_units: int = 25, learning_rate: float = LEARNING_RATE,
@@ -365,7 +368,7 @@ class AdLMReference:
         self.relevance_details = {"n": n, "samples": min(samples, n), "lrp_start": start, "noise_scale": relevance_noise_scale(self.eps1, n),
                                   "pixels_at_floor": floor, "beta_sum_inner": float(self.beta.sum()),
                                   "noise_fingerprint": noise_fingerprint(noise)}
-        self.ledger.record(Release(
+        release(self.ledger, Release(
             component="relevance", mechanism="laplace", epsilon_claimed=self.eps1, epsilon_provable=None,
             neighbours="replace_one", protects="record",
             basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; in this step the sharpening "
@@ -435,7 +438,7 @@ class AdLMReference:
     def _record_training(self, n: int) -> None:
         common = {"code_path": CODE_PATH, "batch_size": self.batch_size, "n": n, "noise": "one map per step, "
                   "shared by the batch, redrawn every step", "allocation": self._allocation_name()}
-        self.ledger.record(Release(
+        release(self.ledger, Release(
             component="first_layer_inputs", mechanism="laplace", epsilon_claimed=self.eps2, epsilon_provable=None,
             neighbours="replace_one", protects="record",
             basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; a fresh map each step (the draws compose over "
@@ -444,7 +447,7 @@ class AdLMReference:
             details={**common, "scale_min": float(np.min(self.scales)), "scale_median": float(np.median(self.scales)),
                      "scale_max": float(np.max(self.scales)), "clip": NOISY_INPUT_CLIP},
         ))
-        self.ledger.record(Release(
+        release(self.ledger, Release(
             component="loss_coefficients", mechanism="laplace", epsilon_claimed=self.eps3, epsilon_provable=None,
             neighbours="replace_one", protects="record",
             basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; the once-drawn noise N/L only enters through "
@@ -457,6 +460,33 @@ class AdLMReference:
         if isinstance(self.allocation, BudgetAllocation):
             return self.allocation.name
         return self.allocation
+
+    def prepare(self, model=None, x=None, y=None, *, relevance_model=None) -> PreparedFit:
+        """The contract: relevance (when the allocation needs it), then ``fit()`` runs
+        ``epochs · (n // batch_size)`` steps of the authors' loop on the network it builds.
+
+        Raises:
+            ValueError: a ``model`` (this path trains the authors' network), the relevance
+                allocation without ``relevance_model`` (before any budget is spent), bad data.
+        """
+        refuse_model(self, model)
+        x = check_unit_interval(x, "x")
+        if self.allocation == "relevance" and self.beta is None:
+            if relevance_model is None:
+                raise ValueError("the relevance allocation needs relevance_model= (trained on public data only, see "
+                                 "train_relevance_model), or call fit_relevance() first")
+            self.fit_relevance(relevance_model, x)
+        per_epoch = len(x) // self.batch_size
+
+        prepared = PreparedFit(None, x, y=y)
+
+        def authors_loop(epochs, callbacks, **kwargs):
+            history = self.fit(x, y, steps=epochs * per_epoch, callbacks=callbacks, steps_per_epoch=per_epoch, **kwargs)
+            prepared.model = self.model
+            return history
+
+        prepared.custom_fit = authors_loop
+        return prepared
 
     def fit(self, x01, y, *, steps: int, x_test=None, y_test=None, eval_every: int = 250,
             callback=None, callbacks=(), steps_per_epoch: int | None = None, verbose: int = 0) -> dict:

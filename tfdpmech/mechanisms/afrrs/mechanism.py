@@ -53,6 +53,7 @@ class AFRRS(AdLM):
     """
 
     name = "afrrs"
+    paper = "Wang et al., AFRRS: AdLM with budgets per feature-relevance region"
     allocation_name = "regions"
     reference_class = AFRRSReference
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...accounting.ledger import Release
+from ...mechanism import release
 from ...noise import laplace, noise_fingerprint
 from ...validation import check_positive_int, check_unit_interval
 from ..adlm.reference import (
@@ -50,6 +51,7 @@ class AFRRSReference(AdLMReference):
     """
 
     name = "afrrs"
+    paper = "Wang et al., AFRRS, on the AdLM authors' code path (AFRRS has no public code)"
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, gamma: float = DEFAULT_GAMMA, n_regions=None, **kwargs):
         if "allocation" in kwargs:
@@ -89,7 +91,7 @@ class AFRRSReference(AdLMReference):
         self.relevance_details = {"n": n, "samples": min(samples, n), "d": d, "noise_scale": scale,
                                   "noise_fingerprint": noise_fingerprint(noise),
                                   **self.region_allocation.summary()}
-        self.ledger.record(Release(
+        release(self.ledger, Release(
             component="relevance", mechanism="laplace", epsilon_claimed=self.eps1, epsilon_provable=None,
             neighbours="replace_one", protects="record",
             basis=(f"none proven (AFRRS has no public code; {CODE_PATH} with AFRRS's allocation): "

@@ -38,10 +38,12 @@ from __future__ import annotations
 
 import warnings
 
+import keras
 import numpy as np
 
 from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, require_dp_accounting, sigma_local_gaussian
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ...mechanism import Mechanism, PreparedFit, release
 from ...models.erm import linear_model, paper_mlp
 from ...noise import gaussian, make_rng, noise_fingerprint
 from ...validation import (
@@ -51,6 +53,7 @@ from ...validation import (
     check_choice,
     check_delta,
     check_epsilon,
+    check_instance,
     check_positive_int,
     check_positive_real,
     warn_unproven_mode,
@@ -80,7 +83,7 @@ PAPER_BASIS = (
 )
 
 
-class InputPerturbation:
+class InputPerturbation(Mechanism):
     """Input perturbation (Kang et al. 2020) as a once-only step before ``model.fit``.
 
     Args:
@@ -128,6 +131,9 @@ class InputPerturbation:
     Reference: Kang et al., "Input Perturbation: A New Paradigm between Central and Local
     Differential Privacy", arXiv:2002.08570, Algorithm 1.
     """
+
+    paper = "Kang et al. 2020, Input Perturbation (arXiv:2002.08570)"
+    modes = ("private", "reference")
 
     def __init__(self, epsilon, delta, epochs, *, n=None, num_classes: int = 2, l2: float = 0.01,
                  l2_convention: str = "half", feature_norm_bound: float = 1.0, mode: str = "private",
@@ -319,7 +325,7 @@ class InputPerturbation:
         # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy
         top = float(np.linalg.eigvalsh(x_noisy.T.astype(np.float64) @ x_noisy / n)[-1])
         self.learning_rate_hint = 1.0 / (self.constants.phi2 * top + self.constants.l2)
-        self.release = self.ledger.record(self._make_release(n, d, clipped, charge_new_budget))
+        self.release = release(self.ledger, self._make_release(n, d, clipped, charge_new_budget))[1]
         return x_noisy, y_out
 
     def _make_release(self, n, d, clipped, charged) -> Release:
@@ -426,6 +432,28 @@ class InputPerturbation:
                 raise ValueError("pass d (the number of features) or call perturb() first")
             return self.d
         return check_positive_int(d, "d")
+
+    def prepare(self, model=None, x=None, y=None, *, learning_rate=None, charge_new_budget: bool = False) -> PreparedFit:
+        """:meth:`perturb`, then the model (the linear DP-ERM model by default) and :meth:`fit` (the contract).
+
+        Args:
+            model: a Keras model with logits output, or None for :meth:`make_linear_model`.
+            x, y: the private features and labels, as for :meth:`perturb`.
+            learning_rate, charge_new_budget: as for :meth:`fit` and :meth:`perturb`.
+
+        Returns:
+            a :class:`~tfdpmech.mechanism.PreparedFit` whose ``fit()`` runs the T full-batch steps.
+        """
+        if model is not None:
+            check_instance(model, "model", keras.Model)  # before perturb spends the budget
+        x_noisy, y_train = self.perturb(x, y, charge_new_budget=charge_new_budget)
+        model = self.make_linear_model() if model is None else model
+
+        def full_batch_descent(epochs, callbacks, **fit_kwargs):
+            return self.fit(model, x_noisy, y_train, learning_rate=learning_rate, callbacks=callbacks,
+                            epochs=epochs, **fit_kwargs)
+
+        return PreparedFit(model, x_noisy, epochs=self.epochs, y=y_train, custom_fit=full_batch_descent)
 
     def budget_callback(self, verbose: int = 0):
         """An :class:`~tfdpmech.mechanisms.input_perturbation.training.InputPerturbationBudget` for this mechanism."""

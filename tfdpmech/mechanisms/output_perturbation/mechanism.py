@@ -40,6 +40,8 @@ import tensorflow as tf
 from ...accounting.gaussian import gdp_epsilon
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant
+from ...mechanism import Mechanism, PreparedFit
+from ...mechanism import release as record_release
 from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
 from ...models.convexified import logits_model_from
 from ...validation import check_array, check_choice, check_positive_int, warn_unproven_mode
@@ -54,7 +56,7 @@ EXPORT_WARNING = (
 )
 
 
-class DPPredictor:
+class DPPredictor(Mechanism):
     """Answer queries with Lu et al.'s output perturbation under a query budget.
 
     Args:
@@ -84,6 +86,10 @@ class DPPredictor:
         >>> pred.predict_labels(x_query)
     """
 
+    paper = "Lu et al., output perturbation with a convexified loss: noise on every answer"
+    kind = "query"
+    modes = ("private", "reference")
+
     def __init__(self, logits_model, bounds: OutputPerturbationBounds, accountant, *, noise: str = "gaussian",
                  gaussian_split: str = "paper", mode: str = "private", seed: int | None = None,
                  cache_identical_queries: bool = False, ledger: PrivacyLedger | None = None):
@@ -104,6 +110,7 @@ class DPPredictor:
                 "output perturbation (Chaudhuri et al. 2011, on public features)"))
         if self.noise == "laplace" and accountant.composition == "gdp":
             raise ValueError("GDP composition applies to Gaussian noise only; use composition='basic' with Laplace noise")
+        self._given_model = logits_model
         self._logits_model = logits_model_from(logits_model)
         widths = describe_mlp(self._logits_model)["widths"]
         if widths[0] != bounds.input_dim or widths[-1] != bounds.num_classes:
@@ -209,7 +216,26 @@ class DPPredictor:
         )
 
     def _record(self, k: int) -> None:
-        self.ledger.record(self.release(k))
+        record_release(self.ledger, self.release(k))
+
+    def prepare(self, model=None, x=None, y=None) -> PreparedFit:
+        """The contract for a query-time mechanism: nothing to train; the returned model is this
+        predictor, whose ``predict`` charges the query budget on every answered batch.
+
+        Raises:
+            ValueError: a ``model`` other than the one this predictor wraps, or data (nothing is
+                trained at query time).
+        """
+        if model is not None and model is not self._given_model:
+            raise ValueError("DPPredictor answers with the model given to its constructor; call prepare() without a "
+                             "model (or create a DPPredictor for the other model)")
+        if x is not None or y is not None:
+            raise ValueError("DPPredictor trains nothing: its budget is spent per answered query; pass no x, y")
+        return PreparedFit(self)
+
+    def predict(self, x) -> np.ndarray:
+        """Keras-style name of :meth:`predict_proba` (the same budget: one query per uncached row)."""
+        return self.predict_proba(x)
 
     # -- answering ---------------------------------------------------------------------------
     def _answer(self, x: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ Privacy: every layer reads the private data, so the pipeline is ``(Σ_ℓ ε_ℓ
 sequential composition (pure ε, δ = 0 with the Laplace head; (ε, δ) with the Gaussian head; the paper
 states no split). The ledger holds one release per component.
 The authors'-code reference mode is :class:`~tfdpmech.mechanisms.pcdbn.reference.PCDBNReference`
+(``PrivateCDBN(mode="reference", epsilon=...)`` returns one)
 (claimed, none proven); ``PrivateCDBN`` trains the private mode and the non-private baselines.
 """
 
@@ -35,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ...mechanism import Mechanism, PreparedFit, reference_mode, refuse_model, release
 from ...layers.conv_rbm import ConvRBM
 from ...heads.softmax_head import FunctionalSoftmaxHead
 from ...noise import make_rng
@@ -43,13 +45,14 @@ from ...validation import (
 )
 from .energy import ENERGY_MODES, ChebyshevEnergy, check_domain
 from .monomials import MAX_MONOMIALS
+from .reference import PCDBNReference
 
 __all__ = ["PrivateCDBN", "PCDBN_MODES"]
 
 PCDBN_MODES = ENERGY_MODES  # exact (CDBN), noiseless (TCDBN), private (pCDBN)
 
 
-class PrivateCDBN:
+class PrivateCDBN(Mechanism):
     """Builder that trains a (p)CDBN layer by layer and returns an ordinary Keras model.
 
     Args:
@@ -86,6 +89,18 @@ class PrivateCDBN:
         >>> print(cdbn.ledger.summary())  # doctest: +SKIP
     """
 
+    paper = "Phan et al. 2016, Private Convolutional Deep Belief Network (pCDBN)"
+    modes = (*PCDBN_MODES, "reference")
+
+    def __new__(cls, layers=None, *, mode: str = "private", **kwargs):
+        if mode == "reference":
+            if layers is not None:
+                raise ValueError("PrivateCDBN(mode='reference') trains the authors' network (PCDBNReference: maps=, "
+                                 "filter_size=, hidden_units=); pass no layers: PrivateCDBN(mode='reference', "
+                                 "epsilon=..., batch_size=...)")
+            return reference_mode(cls, PCDBNReference, (), kwargs)
+        return super().__new__(cls)
+
     def __init__(self, layers: Sequence[ConvRBM], *, num_classes: int = 10, mode: str = "private",
                  epsilon: float | None = None, split=None, fc_units: int | None = None, fc_scale: float = 4.0, pretrain_epochs: int = 5,
                  batch_size: int = 128, learning_rate: float = 0.01, head_epochs: int = 10,
@@ -98,9 +113,6 @@ class PrivateCDBN:
             raise TypeError("layers must be a non-empty list of tfdpmech ConvRBM layers")
         self.layers = layers
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
-        if mode == "reference":
-            raise ValueError("PrivateCDBN(mode='reference') is replaced by the authors'-code reference mode "
-                             "tfdpmech.mechanisms.pcdbn.PCDBNReference(epsilon, batch_size=..., ...)")
         self.mode = check_choice(mode, "mode", PCDBN_MODES)
         self.private = self.mode == "private"
         self.components = [f"crbm_layer_{i + 1}" for i in range(len(layers))] + ["output_layer"]
@@ -191,7 +203,7 @@ class PrivateCDBN:
             self.history[name] = obj.fit(feats, epochs=self.pretrain_epochs, batch_size=self.batch_size,
                                          learning_rate=self.learning_rate, verbose=verbose)
             if obj.release is not None:
-                self.ledger.record(obj.release)
+                release(self.ledger, obj.release)
             self.objectives.append(obj)
             feats = _predict(layer, feats)  # step 2: frozen layer + pooling (post-processing)
         del x, inputs
@@ -208,7 +220,7 @@ class PrivateCDBN:
             extra.append(fc)
             flat = _predict(fc, flat)
             if self.private:
-                self.ledger.record(Release("random_fc", "none", 0.0, 0.0, "weights drawn independently of the data "
+                release(self.ledger, Release("random_fc", "none", 0.0, 0.0, "weights drawn independently of the data "
                                            "and frozen: no release", neighbours="replace_one", protects="record"))
         head = self._fit_head(flat, y, verbose)  # step 4
         model = keras.Sequential([keras.Input(self.layers[0].visible_hw + (self.layers[0].in_channels,)),
@@ -226,7 +238,7 @@ class PrivateCDBN:
             head = FunctionalSoftmaxHead(self.num_classes, head_mode, epsilon=eps, ridge=self.head_ridge, **extra,
                                          seed=int(self._rng.integers(2**31)), component=name).fit(flat, y)
             if head.release is not None:
-                self.ledger.record(head.release)
+                release(self.ledger, head.release)
             self.head = head
             return head.dense_layer()
         dense = keras.layers.Dense(self.num_classes, name="head")
@@ -252,6 +264,31 @@ class PrivateCDBN:
                 print(f"[head] epoch {epoch + 1}/{self.head_epochs} loss {np.mean(losses):.5g}")
         dense.trainable = False
         return dense
+
+    def prepare(self, model=None, x=None, y=None, *, verbose: int = 0) -> PreparedFit:
+        """The contract: ``fit()`` trains every layer (``pretrain_epochs`` each) and the head, once.
+
+        Raises:
+            ValueError: a ``model`` (the network is the layers given to the constructor), missing
+                data, epochs other than ``pretrain_epochs``, or Keras callbacks (the layer-wise
+                training has its own loop).
+        """
+        refuse_model(self, model)
+        if x is None or y is None:
+            raise ValueError("PrivateCDBN.prepare needs the private images and labels: prepare(x=..., y=...)")
+        prepared = PreparedFit(None, x, y=y, epochs=self.pretrain_epochs)
+
+        def layerwise(epochs, callbacks, **kwargs):
+            if callbacks:
+                raise ValueError("PrivateCDBN trains layer by layer with its own loop and takes no Keras callbacks; "
+                                 "its ledger holds every release")
+            prepared.model = self.fit(x, y, verbose=kwargs.pop("verbose", verbose))
+            if kwargs:
+                raise ValueError(f"PrivateCDBN's layer-wise training takes no {sorted(kwargs)}")
+            return prepared.model
+
+        prepared.custom_fit = layerwise
+        return prepared
 
     # -- reporting ----------------------------------------------------------------------------
     def epsilon_claimed(self) -> float | None:

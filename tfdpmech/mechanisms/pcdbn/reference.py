@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ...mechanism import Mechanism, PreparedFit, refuse_model, release
 from ...models.authors import pcdbn_authors_network
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
 from ...validation import check_epsilon, check_one_hot, check_positive_int, check_positive_real, check_unit_interval
@@ -133,7 +134,7 @@ def draw_feature_noise(scale, hidden_units: int, generator: tf.random.Generator)
     return tf_laplace([hidden_units], scale, generator)
 
 
-class PCDBNReference:
+class PCDBNReference(Mechanism):
     """pCDBN as the authors' code trains it on MNIST (``mode="reference"``); ledger: claimed, none proven.
 
     Args:
@@ -148,7 +149,9 @@ class PCDBNReference:
     """
 
     name = "pcdbn"
+    paper = "Phan et al. 2016, Private Convolutional Deep Belief Network (pCDBN): the authors' code"
     mode = "reference"
+    modes = ("reference",)
 
     def __init__(self, epsilon: float, *, batch_size: int = 3600, maps=(32, 64), filter_size: int = 5,
                  hidden_units: int = 25, pretrain_epochs: int = 10, pretrain_lr: float = 0.01,
@@ -284,6 +287,26 @@ class PCDBNReference:
                 log(epoch)
         return scale
 
+    def prepare(self, model=None, x=None, y=None) -> PreparedFit:
+        """The contract: ``fit(epochs)`` runs the authors' layer-wise pre-training and fine-tuning.
+
+        Raises:
+            ValueError: a ``model`` (this path trains the authors' network), or missing data.
+        """
+        refuse_model(self, model)
+        if x is None or y is None:
+            raise ValueError("PCDBNReference.prepare needs the private images and labels: prepare(x=..., y=...)")
+
+        prepared = PreparedFit(None, x, y=y)
+
+        def authors_loop(epochs, callbacks, **kwargs):
+            history = self.fit(x, y, epochs=epochs, callbacks=callbacks, **kwargs)
+            prepared.model = self.model
+            return history
+
+        prepared.custom_fit = authors_loop
+        return prepared
+
     def fit(self, x01, y, *, epochs: int, x_test=None, y_test=None, eval_every: int = 5, callback=None,
             callbacks=(), verbose: int = 0) -> dict:
         """Pre-train both encoder layers, then fine-tune FC and output for ``epochs`` epochs.
@@ -334,7 +357,7 @@ class PCDBNReference:
 
     def _record(self, n: int, scale: float) -> None:
         comps = [f"crbm_layer_{i + 1}" for i in range(len(self.maps))] + ["output_layer"]
-        self.ledger.record(Release(
+        release(self.ledger, Release(
             component="pcdbn_reference", mechanism="laplace", epsilon_claimed=self.epsilon, epsilon_provable=None,
             neighbours="replace_one", protects="record",
             basis=(f"none proven ({PCDBN_CODE_PATH}): {REFERENCE_REASON} (η redrawn every batch); the pre-training "
