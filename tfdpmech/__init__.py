@@ -5,8 +5,8 @@ correct argument proves (or "none proven"). The package map is in ``docs/archite
 """
 
 from . import (
-    accounting, allocation, audit, chebyshev, data, dpsgd, features, heads, layers, losses, mechanisms, metrics, models,
-    noise, relevance, validation,
+    accounting, allocation, audit, chebyshev, data, dpsgd, features, heads, layers, losses, mechanism, mechanisms,
+    metrics, models, noise, relevance, validation,
 )
 from .accounting import (
     BudgetExhaustedError, BudgetStateError, PrivacyBudget, PrivacyLedger, QueryBudgetAccountant, Release,
@@ -20,12 +20,15 @@ from .mechanisms import (
     AFRRS, ILM, AdLM, ChebyshevEnergy, DPPredictor, InputPerturbation, PCDBNReference, PrivateCDBN, PrivateData,
     compute_bounds,
 )
+from .mechanism import Mechanism, PreparedFit
 from .metrics import taylor_accuracy
 from .validation import PrivacyLeakWarning, UnprovenModeWarning
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # the contract every mechanism answers
+    "Mechanism", "PreparedFit",
     # mechanisms (one per paper)
     "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation", "PrivateCDBN",
     "PCDBNReference",
@@ -39,5 +42,5 @@ __all__ = [
     "BudgetStateError", "PrivacyLeakWarning", "UnprovenModeWarning",
     # subpackages and modules
     "accounting", "allocation", "audit", "chebyshev", "data", "dpsgd", "features", "heads", "layers", "losses",
-    "mechanisms", "metrics", "models", "noise", "relevance", "validation",
+    "mechanism", "mechanisms", "metrics", "models", "noise", "relevance", "validation",
 ]

@@ -56,16 +56,19 @@ def _per_record(cls, noise_mode: str):
     def prepare(ctx, epsilon, seed) -> Prepared:
         start = time.perf_counter()
         mech = cls.from_total(epsilon, ctx.config.batch_size, seed=seed, noise_mode=noise_mode)
+        relevance_model = None
         if mech.allocation_name == "relevance":  # Algorithm 1 Step 1 on public data only
             ctx.require_public(cls.__name__)
-            mech.fit_relevance(ctx.public_model(seed), ctx.x_private, ctx.y_private)
-        model = ctx.build("private", input_noise=noise_mode == "shared_per_step")
-        # batches of exactly |L|: the n mod |L| records left over by each shuffle sit out (recorded in the ledger)
-        data = mech.perturb(ctx.x_private, ctx.y_private, model, drop_remainder=True)
-        model.compile(ctx.optimizer(), loss=mech.loss())
-        return Prepared(model, data.to_dataset(seed=seed), mech.ledger, [mech.callback(model, verbose=0)],
+            relevance_model = ctx.public_model(seed)
+        # the mechanism contract; batches of exactly |L|: the n mod |L| records left over by each shuffle sit
+        # out (recorded in the ledger)
+        run = mech.prepare(ctx.build("private", input_noise=noise_mode == "shared_per_step"), ctx.x_private,
+                           ctx.y_private, relevance_model=relevance_model, optimizer=ctx.optimizer(), metrics=(),
+                           drop_remainder=True, shuffle_seed=seed, verbose=0)
+        n = len(ctx.x_private)
+        return Prepared(run.model, run.data, mech.ledger, run.callbacks,
                         preprocessing_seconds=time.perf_counter() - start,
-                        examples_per_epoch=data.n // ctx.config.batch_size * ctx.config.batch_size,
+                        examples_per_epoch=n // ctx.config.batch_size * ctx.config.batch_size,
                         notes={"noise_mode": noise_mode})
     return prepare
 
