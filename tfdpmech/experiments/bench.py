@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 
@@ -34,6 +33,7 @@ import numpy as np
 from ..validation import check_positive_int
 from .runner import CompareConfig, device_description, run_one
 from .context import build_context
+from .peak_rss import peak_rss_mib
 from .registry import METHODS, available_methods
 
 __all__ = ["BENCH_METHODS", "main", "bench_config", "time_to_accuracy", "summarize_repeats"]
@@ -117,8 +117,8 @@ def _probe_main(method: str, args) -> int:
         with PeakMemory() as memory:
             run_one(ctx, METHODS[method], args.epsilon if METHODS[method].takes_epsilon else None, 0)
         run_peak, kind = memory.peak_bytes, memory.kind
-    # ru_maxrss is in KiB on Linux: the whole process, imports and data loading included
-    print(json.dumps({"process_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    # the whole process, imports and data loading included
+    print(json.dumps({"process_peak_rss_bytes": int(peak_rss_mib() * 2**20),
                       "run_peak_bytes": run_peak, "run_peak_kind": kind}))
     return 0
 

@@ -7,7 +7,7 @@ paths, tensorflow-privacy's fast-clipping and vectorized paths where it imports 
 excluded). Repeats are interleaved (repeat r runs every variant once, in a rotated order) and every
 ratio is taken within a repeat; the table gives median and min–max over repeats. Peak memory: the
 growth of the process's peak RSS during a fresh process's warm-up and timed fits
-(``resource.getrusage``), one process per variant.
+(:func:`~tfdpmech.experiments.peak_rss.peak_rss_mib`), one process per variant.
 """
 
 from __future__ import annotations
@@ -80,14 +80,14 @@ def measure(model_name: str, engine, path, steps: int) -> tuple[object, float]:
 
 
 def _peak_rss_growth(model_name: str, label: str, steps: int) -> float | None:
-    code = (f"import resource; from tfdpmech.experiments import dpsgd_speed as s; "
+    code = (f"from tfdpmech.experiments import dpsgd_speed as s; from tfdpmech.experiments.peak_rss import peak_rss_mib; "
             f"v = {{l: (e, p) for l, e, p in s.variants({model_name!r})}}[{label!r}]; "
-            f"before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+            f"before = peak_rss_mib(); "
             f"s.measure({model_name!r}, *v, {steps}); "
-            f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
+            f"print(peak_rss_mib() - before)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     try:
-        return int(out.stdout.strip().splitlines()[-1]) / 1024.0  # ru_maxrss is in KiB on Linux
+        return float(out.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         return None
 

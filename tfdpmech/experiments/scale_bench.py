@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
+
+from .peak_rss import peak_rss_mib
 
 SIZES = (10_000, 100_000, 1_000_000)
 FEATURES, CLASSES, BATCH = 64, 10, 4096
@@ -35,10 +36,6 @@ def _stream(n: int, d: int = FEATURES, c: int = CLASSES, batch: int = BATCH):
         return x, y
 
     return tf.data.Dataset.range(0, n, batch).map(make).prefetch(2)
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 def one(n: int, devices: int = 0) -> dict:
@@ -62,14 +59,14 @@ def one(n: int, devices: int = 0) -> dict:
         where = f"MirroredStrategy over {', '.join(names)}"
     warm = FunctionalHead(None, CLASSES, mechanism="gaussian", epsilon=1.0, delta=1e-6, seed=0)
     warm.fit(_stream(2 * BATCH), strategy=strategy)  # traces and allocations outside the measurement
-    before = _peak_mb()
+    before = peak_rss_mib()
     head = FunctionalHead(None, CLASSES, mechanism="gaussian", epsilon=1.0, delta=1e-6, seed=0)
     start = time.perf_counter()
     head.fit(_stream(n), strategy=strategy)
     seconds = time.perf_counter() - start
     assert head.n == n and len(head.ledger.releases) == 1
     return {"n": n, "seconds": seconds, "us_per_record": 1e6 * seconds / n, "records_per_s": n / seconds,
-            "peak_rss_mb": _peak_mb(), "peak_rss_mb_before_pass": before, "where": where,
+            "peak_rss_mb": peak_rss_mib(), "peak_rss_mb_before_pass": before, "where": where,
             "features": FEATURES, "classes": CLASSES}
 
 

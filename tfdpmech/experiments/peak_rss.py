@@ -1,0 +1,27 @@
+"""The peak resident memory of this process, measured so that a parent's peak does not leak in.
+
+``resource.getrusage(RUSAGE_SELF).ru_maxrss`` survives ``execve`` on Linux: a fresh process started
+by a large parent (the bench, after its training runs) reports the parent's peak until it exceeds
+it. ``VmHWM`` in ``/proc/self/status`` is the high-water mark of this process's own address space,
+which ``execve`` replaces, so it is used where it exists; ``ru_maxrss`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+
+__all__ = ["peak_rss_mib"]
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size in MiB (``VmHWM`` on Linux, else ``ru_maxrss``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024.0  # bytes on macOS, KiB elsewhere
