@@ -44,9 +44,10 @@ def _epochs(ctx, default: int) -> int:
     return int((ctx.config.options or {}).get("dpsgd_epochs", default))
 
 
-def _prepared(dp, model, train, start, **notes) -> Prepared:
+def _prepared(dp, run, start, **notes) -> Prepared:
+    """The runner's record of a :class:`~tfdpmech.mechanism.PreparedFit` from ``dp.prepare``."""
     per_epoch = getattr(dp, "steps_per_epoch", dp.steps // dp.epochs) * dp.batch_size
-    return Prepared(model, train, dp.ledger, [dp.callback(verbose=0)], epochs=dp.epochs,
+    return Prepared(run.model, run.data, dp.ledger, run.callbacks, epochs=run.epochs,
                     preprocessing_seconds=time.perf_counter() - start, examples_per_epoch=per_epoch,
                     notes={"engine": dp.engine, "path": dp.path,
                            "sampling": "poisson" if isinstance(dp, PoissonDPSGD) else "shuffled",
@@ -62,8 +63,8 @@ def _tabular(ctx, epsilon, seed, sampling):
     else:
         dp = DPSGD(epsilon, 1.0 / n**2, batch, 20, n, learning_rate=0.05, drop_remainder=True)
     base = erm_linear_model(ctx.x_private.shape[1], ctx.num_classes, l2=0.0)
-    model = dp.compile(base, loss=tabular_loss(ctx.num_classes), metrics=())
-    return dp, model, dp.dataset(ctx.x_private, tabular_labels(ctx, ctx.y_private), seed=seed)
+    return dp, dp.prepare(base, ctx.x_private, tabular_labels(ctx, ctx.y_private), loss=tabular_loss(ctx.num_classes),
+                          metrics=(), seed=seed, verbose=0)
 
 
 def _image(ctx, epsilon, seed, sampling):
@@ -79,18 +80,16 @@ def _image(ctx, epsilon, seed, sampling):
         model = ctx.build("standard")
         notes = {"recipe": "the comparison's batch size, epochs and learning rate", "network": model.name}
     dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling)
-    model = dp.compile(model)
-    return dp, model, dp.dataset(ctx.x_private, ctx.y_private, seed=seed), notes
+    return dp, dp.prepare(model, ctx.x_private, ctx.y_private, seed=seed, verbose=0), notes
 
 
 def _dpsgd(sampling):
     def prepare(ctx, epsilon, seed) -> Prepared:
         start = time.perf_counter()
         if ctx.kind == "tabular":
-            dp, model, train = _tabular(ctx, epsilon, seed, sampling)
-            return _prepared(dp, model, train, start)
-        dp, model, train, notes = _image(ctx, epsilon, seed, sampling)
-        return _prepared(dp, model, train, start, **notes)
+            return _prepared(*_tabular(ctx, epsilon, seed, sampling), start)
+        dp, run, notes = _image(ctx, epsilon, seed, sampling)
+        return _prepared(dp, run, start, **notes)
     return prepare
 
 
@@ -121,14 +120,14 @@ def _head(ctx, epsilon, seed) -> Prepared:
     if isinstance(public_head, keras.layers.Dense) and public_head.kernel.shape == head.layers[-1].kernel.shape:
         # start from the public model's own head (public weights: ε = 0); DP-SGD refines it on the private records
         head.layers[-1].kernel.assign(public_head.kernel)
-    trained = dp.compile(head)
+    run = dp.prepare(head, features, ctx.y_private, seed=seed, verbose=0)
     # the evaluated model: public extractor (frozen) → the DP-trained head (shared weights)
     model = keras.Model(extractor.inputs, head(extractor.outputs[0]), name="public_features_dpsgd_head")
-    prepared = _prepared(dp, model, None, start, features=f"{public.name}/{FEATURE_LAYER}",
-                         public=ctx.public_source)
+    prepared = _prepared(dp, run, start, features=f"{public.name}/{FEATURE_LAYER}", public=ctx.public_source)
+    prepared.model, prepared.train = model, None
 
     def fit(epochs, callbacks):
-        trained.fit(dp.dataset(features, ctx.y_private, seed=seed), epochs=epochs, verbose=0, callbacks=callbacks)
+        run.model.fit(run.data, epochs=epochs, verbose=0, callbacks=callbacks)
 
     prepared.fit = fit
     return prepared
@@ -187,8 +186,7 @@ def _finetune(ctx, epsilon, seed) -> Prepared:
     recipe = FINETUNE_RECIPE.replace(epochs=_epochs(ctx, FINETUNE_RECIPE.epochs))
     dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed)
     dp.ledger.record(_public_release(ctx))
-    trained = dp.compile(model)
-    return _prepared(dp, trained, dp.dataset(ctx.x_private, ctx.y_private, seed=seed), start,
+    return _prepared(dp, dp.prepare(model, ctx.x_private, ctx.y_private, seed=seed, verbose=0), start,
                      initialised_from=public.name, public=ctx.public_source)
 
 
