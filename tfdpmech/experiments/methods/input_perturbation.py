@@ -34,14 +34,13 @@ def _input_perturbation(mode: str):
         ip = InputPerturbation(epsilon, 1.0 / n**2, ctx.config.epochs, num_classes=ctx.num_classes,
                                l2=ctx.config.l2, feature_norm_bound=1.0, mode=mode,
                                seed=mechanism_seed(seed))
-        x_noisy, y_noisy = ip.perturb(ctx.x_private, ctx.labels_private)
-        model = ip.make_linear_model()
+        run = ip.prepare(x=ctx.x_private, y=ctx.labels_private)  # the linear DP-ERM model, T full-batch steps
         prepared = time.perf_counter() - start
 
         def fit(epochs, callbacks):
-            ip.fit(model, x_noisy, y_noisy, callbacks=callbacks)
+            run.fit(callbacks=callbacks)
 
-        return Prepared(model, ledger=ip.ledger, fit=fit, epochs=ip.epochs, preprocessing_seconds=prepared,
+        return Prepared(run.model, ledger=ip.ledger, fit=fit, epochs=ip.epochs, preprocessing_seconds=prepared,
                         notes={"sigma": ip.release.noise_scale, "delta": 1.0 / n**2})
     return prepare
 

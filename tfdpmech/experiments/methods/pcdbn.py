@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ...layers.conv_rbm import ConvRBM
-from ...mechanisms.pcdbn import PCDBNReference, PrivateCDBN
+from ...mechanisms.pcdbn import PrivateCDBN
 from ...mechanisms.pcdbn.reference import PCDBN_CODE_PATH
 from ..registry import Prepared, register_method
 
@@ -33,8 +33,10 @@ def _pcdbn(mode: str, head_mechanism: str = "laplace"):
             if head_mechanism == "gaussian":  # the head's one release with Gaussian noise: (ε, δ) in total
                 kwargs.update(head_mechanism="gaussian", head_delta=ctx.config.delta)
         cdbn = PrivateCDBN(_layers(mode), **kwargs)
-        def fit(epochs, callbacks):
-            return cdbn.fit(ctx.x_private, ctx.y_private)
+        run = cdbn.prepare(x=ctx.x_private, y=ctx.y_private)
+
+        def fit(epochs, callbacks):  # layer-wise training with its own loop: no Keras callbacks
+            return run.fit()
 
         return Prepared(None, ledger=cdbn.ledger if mode != "exact" else None, fit=fit, epochs=1,
                         notes={"pretrain_epochs": pretrain})
@@ -58,11 +60,12 @@ def _reference(ctx, epsilon, seed) -> Prepared:
     batch = min(3600, max(ctx.n_private // 2, 1))
     pretrain = int(options.get("pretrain_epochs", 10))
     epochs = int(options.get("reference_epochs", 20 * int(options.get("head_epochs", ctx.config.epochs))))
-    ref = PCDBNReference(epsilon, batch_size=batch, pretrain_epochs=pretrain, seed=seed)
+    ref = PrivateCDBN(mode="reference", epsilon=epsilon, batch_size=batch, pretrain_epochs=pretrain, seed=seed)
+    run = ref.prepare(x=ctx.x_private, y=ctx.y_private)
 
     def fit(epochs, callbacks):
-        ref.fit(ctx.x_private, ctx.y_private, epochs=epochs, callbacks=callbacks)
-        return ref.model
+        run.fit(epochs, callbacks)
+        return run.model
 
     return Prepared(None, ledger=ref.ledger, fit=fit, epochs=epochs, predict_proba=ref.predict_proba,
                     notes={"code_path": PCDBN_CODE_PATH, "batch_size": batch, "pretrain_epochs": pretrain,
