@@ -97,7 +97,7 @@ def test_input_perturbation_callback_refuses_raw_features():
     model.compile(keras.optimizers.SGD(0.1), loss=keras.losses.BinaryCrossentropy(from_logits=True))
     before = _weights(model)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"not the data InputPerturbation.perturb released"):
-        model.fit(x.astype(np.float32), y, batch_size=N, epochs=1, verbose=0, callbacks=[ip.budget_callback()])
+        model.fit(x.astype(np.float32), y, batch_size=N, epochs=1, verbose=0, callbacks=[ip.callback()])
     assert all(np.array_equal(a, b) for a, b in zip(before, _weights(model)))
     assert ip.steps_taken == 0
     history = ip.fit(model, x_noisy, y_out)
@@ -115,7 +115,7 @@ def test_input_perturbation_callback_refuses_raw_labels_when_labels_are_randomiz
     model = ip.make_linear_model()
     model.compile(keras.optimizers.SGD(0.1), loss=keras.losses.BinaryCrossentropy(from_logits=True))
     with pytest.raises(tf.errors.InvalidArgumentError, match="not the data InputPerturbation.perturb released"):
-        model.fit(x_noisy, y, batch_size=N, epochs=1, verbose=0, callbacks=[ip.budget_callback()])
+        model.fit(x_noisy, y, batch_size=N, epochs=1, verbose=0, callbacks=[ip.callback()])
 
 
 def test_released_data_accepts_its_rows_in_any_order_and_rejects_others():

@@ -81,7 +81,7 @@ def test_minibatch_is_an_error_in_strict_mode():
         ip.fit(model, xn, yn, batch_size=20)
     model.compile(keras.optimizers.SGD(0.1), loss=keras.losses.BinaryCrossentropy(from_logits=True))
     with pytest.raises(ValueError, match="full-batch"):  # the callback alone also refuses it
-        model.fit(xn, yn, batch_size=20, epochs=1, verbose=0, callbacks=[ip.budget_callback()])
+        model.fit(xn, yn, batch_size=20, epochs=1, verbose=0, callbacks=[ip.callback()])
     for bad in ("validation_split", "sample_weight", "class_weight"):
         with pytest.raises(ValueError, match="Eq. 9 assumes n equally weighted records"):
             ip.fit(ip.make_linear_model(), xn, yn, **{bad: 0.1})
@@ -200,7 +200,7 @@ def test_shared_noise_with_free_intercept_leaves_weights_noise_free():
         ip.fit(free_bias, xn, yn)
     free_bias.compile(keras.optimizers.SGD(0.1), loss=keras.losses.BinaryCrossentropy(from_logits=True))
     with pytest.raises(ValueError, match="zero privacy"):
-        free_bias.fit(xn, yn, batch_size=40, epochs=1, verbose=0, callbacks=[ip.budget_callback()])
+        free_bias.fit(xn, yn, batch_size=40, epochs=1, verbose=0, callbacks=[ip.callback()])
     ip.make_linear_model(use_bias=True, regularize_bias=True)  # allowed: the bias is regularised
 
 
@@ -294,3 +294,18 @@ def test_integration_synthetic_logistic():
     (acc_hi, gap_hi), (_, gap_lo) = run(0.25, 0), run(0.01, 0)
     assert abs(acc_hi - acc_clean) < 0.02 and gap_hi < 0.05
     assert gap_lo > gap_hi
+
+
+def test_budget_callback_is_the_old_name_of_callback_and_warns_once():
+    import warnings
+
+    from tfdpmech.mechanisms.input_perturbation import InputPerturbation
+    from tfdpmech.mechanisms.input_perturbation.training import InputPerturbationBudget
+
+    InputPerturbation._budget_callback_warned = False
+    ip = InputPerturbation(1.0, 1e-4, epochs=2, seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first, second = ip.budget_callback(), ip.budget_callback()
+    assert isinstance(first, InputPerturbationBudget) and isinstance(second, InputPerturbationBudget)
+    assert [w.category for w in caught] == [DeprecationWarning] and "InputPerturbation.callback" in str(caught[0].message)

@@ -77,7 +77,7 @@ def test_callback_stops_at_T_and_logs_epsilon():
     assert all(a < b for a, b in zip(eps, eps[1:]))
     assert history.history["epsilon_claimed"][-1] == 0.3 and math.isnan(history.history["epsilon_provable"][-1])
     with pytest.raises(RuntimeError, match="T=4"):  # a further fit would take step T+1
-        model.fit(xn, yn, batch_size=len(xn), epochs=1, verbose=0, callbacks=[ip.budget_callback()])
+        model.fit(xn, yn, batch_size=len(xn), epochs=1, verbose=0, callbacks=[ip.callback()])
     with pytest.raises(ValueError, match="fingerprint"):
         ip.fit(ip.make_linear_model(), xn + 1.0, yn)
 

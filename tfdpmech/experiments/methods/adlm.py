@@ -35,14 +35,13 @@ def reference_prepare(kind: str):
         batch = min(ctx.config.batch_size, ctx.n_private)
         kwargs = {"gamma": float(ctx.config.options.get("gamma", DEFAULT_GAMMA))} if kind == "afrrs" else {}
         ref = _CLASSES[kind].from_total(epsilon, batch, mode="reference", seed=seed, **kwargs)
-        if kind != "ilm":
-            ref.fit_relevance(_relevance_model(ctx, seed), ctx.x_private)
+        run = ref.prepare(x=ctx.x_private, y=ctx.y_private,
+                          relevance_model=None if kind == "ilm" else _relevance_model(ctx, seed))
         per_epoch = ctx.n_private // batch
 
-        def fit(epochs, callbacks):
-            ref.fit(ctx.x_private, ctx.y_private, steps=epochs * per_epoch, callbacks=callbacks,
-                    steps_per_epoch=per_epoch)
-            return ref.model
+        def fit(epochs, callbacks):  # epochs · (n // batch) steps of the authors' loop
+            run.fit(epochs, callbacks)
+            return run.model
 
         notes = {"code_path": CODE_PATH, "batch_size": batch, "steps_per_epoch": per_epoch}
         notes.update({k: v for k, v in ref.relevance_details.items() if isinstance(v, (int, float, str))})

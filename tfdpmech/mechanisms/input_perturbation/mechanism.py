@@ -133,6 +133,7 @@ class InputPerturbation(Mechanism):
     """
 
     paper = "Kang et al. 2020, Input Perturbation (arXiv:2002.08570)"
+    _budget_callback_warned = False
     modes = ("private", "reference")
 
     def __init__(self, epsilon, delta, epochs, *, n=None, num_classes: int = 2, l2: float = 0.01,
@@ -455,9 +456,18 @@ class InputPerturbation(Mechanism):
 
         return PreparedFit(model, x_noisy, epochs=self.epochs, y=y_train, custom_fit=full_batch_descent)
 
-    def budget_callback(self, verbose: int = 0):
+    def callback(self, verbose: int = 0):
         """An :class:`~tfdpmech.mechanisms.input_perturbation.training.InputPerturbationBudget` for this mechanism."""
         return InputPerturbationBudget(self, verbose=verbose)
+
+    def budget_callback(self, verbose: int = 0):
+        """The former name of :meth:`callback` (every mechanism's budget callback is ``callback``); kept for one
+        release, warns once."""
+        if not InputPerturbation._budget_callback_warned:
+            InputPerturbation._budget_callback_warned = True
+            warnings.warn("InputPerturbation.budget_callback is now InputPerturbation.callback (the name every "
+                          "mechanism uses); the old name is kept for one release", DeprecationWarning, stacklevel=2)
+        return self.callback(verbose=verbose)
 
     def fit(self, model, x_noisy, y, *, learning_rate=None, callbacks=(), verbose: int = 0, **fit_kwargs):
         """Compile ``model`` with plain SGD and run the T full-batch steps (Algorithm 1, lines 6-10).

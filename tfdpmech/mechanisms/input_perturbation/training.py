@@ -199,7 +199,7 @@ def fit_dp_erm(mechanism, model, x_noisy, y, *, learning_rate=None, callbacks=()
         model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr), loss=loss, metrics=["accuracy"])
     epochs = fit_kwargs.pop("epochs", mech.epochs)
     fit_kwargs.setdefault("shuffle", False)
-    callbacks = [mech.budget_callback(verbose=0), *callbacks]
+    callbacks = [mech.callback(verbose=0), *callbacks]
     if batch_size >= n:
         # One constant element = one full batch per epoch: the same frozen tensor every step (no map, no
         # redraw), and Keras 3 does not re-slice the arrays every epoch (about 5x faster for small T-step runs).
