@@ -197,6 +197,12 @@ class AdLM(Mechanism):
         >>> data = adlm.perturb(x_train, y_train, model); del x_train, y_train  # doctest: +SKIP
         >>> model.compile("adam", loss=adlm.loss())                          # doctest: +SKIP
         >>> model.fit(data.to_dataset(), epochs=30, callbacks=[adlm.callback(model)])  # doctest: +SKIP
+
+        The same in one call (the mechanism contract, :meth:`prepare`):
+
+        >>> run = AdLM(0.075, 0.075, 0.15, batch_size=500, seed=0).prepare(   # doctest: +SKIP
+        ...     tfdpmech.models.mnist_cnn(), x_train, y_train, relevance_model=public_model)
+        >>> run.fit(epochs=30)                                               # doctest: +SKIP
     """
 
     name = "adlm"
