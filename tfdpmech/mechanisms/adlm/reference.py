@@ -113,7 +113,7 @@ class AdLMReference:
         learning_rate: Adam's step (the code: 3e-4).
         seed: seeds the weights, the relevance sample, the once-drawn noise, the batch order
             and the per-step noise generator; None uses OS entropy.
-        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into.
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into.
 
     Example:
         >>> ref = AdLMReference.from_total(0.3, batch_size=1000, seed=0)           # doctest: +SKIP

@@ -145,7 +145,7 @@ class PCDBNReference:
         pretrain_epochs: per encoder layer (the code: 10).
         pretrain_lr, finetune_lr: Adam steps (the code: 0.01 and 2e-4).
         seed: seeds weights, once-drawn noise, batch order and the per-batch generator.
-        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into.
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into.
     """
 
     name = "pcdbn"
