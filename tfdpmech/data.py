@@ -23,9 +23,11 @@ Datasets (``KNOWN_DATASETS``):
     Research, MIT license); CIFAR-10 is by Alex Krizhevsky, Vinod Nair and
     Geoffrey Hinton.
 
-Scaling: :func:`scale_to_unit` maps data into [0, 1] with *public* domain
-bounds and refuses values outside them. :func:`scale_with_data_bounds` uses the
-data's own min/max, which leaks information about the private records, and
+Files: :func:`read_idx` and the folder readers are in :mod:`tfdpmech.data_files`.
+
+Scaling (:mod:`tfdpmech.data_scaling`, importable from here): :func:`scale_to_unit`
+maps data into [0, 1] with *public* domain bounds and refuses values outside them.
+:func:`scale_with_data_bounds` uses the data's own min/max, which leaks information about the private records, and
 therefore warns :class:`~tfdpmech.validation.PrivacyLeakWarning` (as
 diffprivlib does).
 
@@ -36,16 +38,16 @@ only when a tfds-backed dataset is requested.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import numbers
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
 
+from .data_files import read_dataset_folder, read_idx
+from .data_scaling import scale_to_unit, scale_with_data_bounds
 from .noise import make_rng
-from .validation import PrivacyLeakWarning, check_array, check_choice, check_labels, check_one_hot
+from .validation import check_choice, check_labels, check_one_hot
 
 __all__ = [
     "KNOWN_DATASETS",
@@ -163,188 +165,6 @@ class DataSplits:
         )
 
 
-# --------------------------------------------------------------------------- IDX files
-
-_IDX_DTYPES = {
-    0x08: np.dtype("u1"),
-    0x09: np.dtype("i1"),
-    0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"),
-    0x0D: np.dtype(">f4"),
-    0x0E: np.dtype(">f8"),
-}
-
-
-def _read_bytes(path: Path) -> bytes:
-    """Read a file, decompressing it when it starts with the gzip magic bytes."""
-    with open(path, "rb") as fh:
-        raw = fh.read()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
-        except (OSError, EOFError, ValueError) as exc:
-            raise ValueError(f"{path}: corrupt or truncated gzip file ({exc}); download it again") from exc
-    return raw
-
-
-def read_idx(path) -> np.ndarray:
-    """Read an IDX file (the MNIST format), gzip-compressed or raw.
-
-    The header is two zero bytes, a type code (0x08 ubyte, 0x09 byte, 0x0B
-    short, 0x0C int, 0x0D float, 0x0E double), the number of dimensions, then
-    one big-endian uint32 per dimension; the data follow in big-endian order.
-
-    Args:
-        path: path to the file; gzip is detected from its content, not its name.
-
-    Returns:
-        A writable ndarray in native byte order with the shape given by the header.
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: bad magic number, unknown type code, truncated or oversized data,
-            or a corrupt gzip stream. The message names the file.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"IDX file not found: {path}")
-    buf = _read_bytes(path)
-    if len(buf) < 4:
-        raise ValueError(f"{path}: too short for an IDX header ({len(buf)} bytes); the file is corrupt")
-    zero, code, ndim = buf[:2], buf[2], buf[3]
-    if zero != b"\x00\x00" or code not in _IDX_DTYPES or ndim == 0:
-        raise ValueError(
-            f"{path}: bad IDX magic number 0x{buf[:4].hex()} (expected 0x0000 then a type code in "
-            f"{sorted(hex(c) for c in _IDX_DTYPES)} and a dimension count >= 1); not an IDX file or corrupt"
-        )
-    header = 4 + 4 * ndim
-    if len(buf) < header:
-        raise ValueError(f"{path}: truncated IDX header ({len(buf)} bytes, need {header}); the file is corrupt")
-    shape = tuple(int(d) for d in np.frombuffer(buf, dtype=">u4", count=ndim, offset=4))
-    dtype = _IDX_DTYPES[code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    got = len(buf) - header
-    if got != expected:
-        raise ValueError(
-            f"{path}: IDX header announces shape {shape} ({expected} data bytes) but the file holds {got}; "
-            "the file is truncated or corrupt"
-        )
-    arr = np.frombuffer(buf, dtype=dtype, offset=header).reshape(shape)
-    return arr.astype(dtype.newbyteorder("="))  # a native-order, writable copy
-
-
-# --------------------------------------------------------------------------- scaling
-
-
-def _check_bound(value, name: str) -> np.ndarray:
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a real number or array of them, got {value!r}")
-    arr = check_array(value, name, ndim_min=0)
-    return arr.astype(np.float64)
-
-
-def scale_to_unit(x, low, high) -> np.ndarray:
-    """Map ``x`` from the public domain ``[low, high]`` to [0, 1].
-
-    ``low`` and ``high`` must be known without looking at the private data
-    (for 8-bit pixels: 0 and 255). They may be scalars or arrays broadcastable
-    to ``x`` (per-feature bounds). Values outside the bounds are refused, never
-    clipped: clipping would hide a wrong bound.
-
-    Args:
-        x: numeric array.
-        low: public lower bound(s).
-        high: public upper bound(s), greater than ``low``.
-
-    Returns:
-        float32 array of ``x``'s shape with values in [0, 1].
-
-    Raises:
-        TypeError: ``x`` or a bound is not numeric.
-        ValueError: NaN/inf in ``x`` or the bounds, ``low >= high``, bounds that do
-            not broadcast to ``x``, or values of ``x`` outside ``[low, high]``.
-    """
-    arr = check_array(x, "x", ndim_min=0)
-    lo = _check_bound(low, "low")
-    hi = _check_bound(high, "high")
-    for bname, b in (("low", lo), ("high", hi)):
-        try:
-            ok = np.broadcast_shapes(b.shape, arr.shape) == arr.shape
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(f"{bname} has shape {b.shape}, which does not broadcast to x's shape {arr.shape}")
-    if np.any(lo >= hi):
-        raise ValueError(
-            f"low must be < high, got low={_short(lo)}, high={_short(hi)}; pass the public domain bounds, "
-            "e.g. low=0, high=255 for 8-bit pixels"
-        )
-    below = arr < lo
-    above = arr > hi
-    if np.any(below) or np.any(above):
-        raise ValueError(
-            f"x has {int(np.count_nonzero(below | above))} value(s) outside the public bounds "
-            f"[low={_short(lo)}, high={_short(hi)}] (x spans [{float(arr.min()):g}, {float(arr.max()):g}]); "
-            "fix the bounds (they must be known without looking at the data) or clean the data first; "
-            "values are never clipped silently"
-        )
-    # float32 arithmetic for 8/16-bit data (large image sets), float64 otherwise. Rounding is
-    # monotone, so x in [low, high] still maps into [0, 1] exactly.
-    work = np.result_type(arr.dtype, np.float32)
-    out = (arr.astype(work) - lo.astype(work)) / (hi.astype(work) - lo.astype(work))
-    return np.asarray(out, dtype=np.float32)
-
-
-def scale_with_data_bounds(x, *, axis=None):
-    """Map ``x`` to [0, 1] with bounds taken from ``x`` itself; warns PrivacyLeakWarning.
-
-    The minimum and maximum of the private data are themselves private: a
-    mechanism whose sensitivity assumes public bounds is no longer differentially
-    private when the bounds come from the data. Prefer :func:`scale_to_unit`
-    with public bounds. A constant feature (min == max) maps to 0.
-
-    Args:
-        x: numeric array.
-        axis: None for one global min/max, or an axis (e.g. 0 for per-feature bounds
-            of an (n, d) table).
-
-    Returns:
-        ``(scaled, (low, high))``: the float32 scaled array and the bounds used
-        (floats, or arrays with ``axis`` kept as size 1).
-
-    Raises:
-        TypeError: ``x`` is not numeric.
-        ValueError: ``x`` is empty or holds NaN/inf.
-
-    Warns:
-        PrivacyLeakWarning: always.
-    """
-    arr = check_array(x, "x", ndim_min=0)
-    warnings.warn(
-        "scale_with_data_bounds takes the bounds from the private data itself, which leaks information "
-        "and voids the privacy guarantee of mechanisms that assume public bounds; pass public domain "
-        "bounds to tfdpmech.data.scale_to_unit instead (e.g. low=0, high=255 for pixels)",
-        PrivacyLeakWarning,
-        stacklevel=2,
-    )
-    work = np.result_type(arr.dtype, np.float32)
-    a = arr.astype(work)
-    lo = a.min(axis=axis, keepdims=axis is not None)
-    hi = a.max(axis=axis, keepdims=axis is not None)
-    span = hi - lo
-    safe = np.where(span > 0, span, 1)
-    out = np.asarray((a - lo) / safe, dtype=np.float32)
-    if axis is None:
-        return out, (float(lo), float(hi))
-    return out, (lo.astype(np.float64), hi.astype(np.float64))
-
-
-def _short(a: np.ndarray) -> str:
-    if a.ndim == 0 or a.size == 1:
-        return f"{float(a.reshape(-1)[0]):g}"
-    return f"array{a.shape}[{float(a.min()):g}..{float(a.max()):g}]"
-
-
 # --------------------------------------------------------------------------- loaders
 
 
@@ -408,55 +228,6 @@ def _load_mnist_sample(seed, test_size) -> DataSplits:
     )
 
 
-def _find(folder: Path, stem: str):
-    for candidate in (folder / f"{stem}.gz", folder / stem):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _read_idx_dir(folder: Path):
-    """Return the 4 arrays from standard-named IDX files in ``folder``, or None if any is missing."""
-    stems = [f"{split}-{kind}" for split in ("train", "t10k") for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")]
-    paths = [_find(folder, s) for s in stems]
-    if any(p is None for p in paths):
-        return None
-    x_train, y_train, x_test, y_test = (read_idx(p) for p in paths)
-    for split, x, y in (("train", x_train, y_train), ("t10k", x_test, y_test)):
-        if x.ndim != 3 or len(x) != len(y):
-            raise ValueError(
-                f"{folder}: {split} images have shape {x.shape} but labels {y.shape}; expected (n, H, W) and (n,)"
-            )
-    return x_train, y_train, x_test, y_test
-
-
-def _read_cifar_dir(folder: Path):
-    """Return the 4 arrays from the CIFAR-10 binary version in ``folder``, or None if a file is missing."""
-    names = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
-    paths = [folder / n for n in names]
-    if not all(p.is_file() for p in paths):
-        return None
-    record = 1 + 3 * 32 * 32  # label byte + CHW pixels
-
-    def read(group):
-        parts = []
-        for p in group:
-            raw = np.frombuffer(_read_bytes(p), dtype=np.uint8)
-            if raw.size == 0 or raw.size % record:
-                raise ValueError(f"{p}: {raw.size} bytes is not a whole number of CIFAR-10 records; corrupt file")
-            parts.append(raw.reshape(-1, record))
-        rows = np.concatenate(parts)
-        return rows[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), rows[:, 0]
-
-    x_train, y_train = read(paths[:5])
-    x_test, y_test = read(paths[5:])
-    return x_train, y_train, x_test, y_test
-
-
-def _read_local(name: str, folder: Path):
-    return _read_cifar_dir(folder) if name == "cifar10" else _read_idx_dir(folder)
-
-
 def _candidates(name: str, root: Path, *, flat: bool):
     dirs = [root / sub for sub in _SUBDIRS[name]]
     return dirs + [root] if flat else dirs
@@ -481,7 +252,7 @@ def _load_named(name: str, data_dir) -> DataSplits:
     if data_dir is not None:
         root = Path(data_dir)
         for folder in _candidates(name, root, flat=True):
-            arrays = _read_local(name, folder)
+            arrays = read_dataset_folder(name, folder)
             if arrays is not None:
                 return _to_splits(*arrays, name=name, source=f"local files in {folder}; {credit}")
         raise ValueError(
@@ -494,7 +265,7 @@ def _load_named(name: str, data_dir) -> DataSplits:
     if env:
         # Only the per-dataset sub-folder: a flat folder of MNIST files must never load as Fashion-MNIST.
         for folder in _candidates(name, Path(env), flat=False):
-            arrays = _read_local(name, folder)
+            arrays = read_dataset_folder(name, folder)
             if arrays is not None:
                 return _to_splits(*arrays, name=name, source=f"local files in {folder} (${DATA_DIR_ENV}); {credit}")
         tried.append(f"no files in ${DATA_DIR_ENV}/{_SUBDIRS[name][0]}")
@@ -509,7 +280,7 @@ def _load_named(name: str, data_dir) -> DataSplits:
         tfds_missing = False
 
     for folder in _SYSTEM_DIRS[name]:
-        arrays = _read_local(name, folder)
+        arrays = read_dataset_folder(name, folder)
         if arrays is not None:
             return _to_splits(*arrays, name=name, source=f"system copy in {folder}; {credit}")
     if _SYSTEM_DIRS[name]:

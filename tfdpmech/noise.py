@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from .validation import array_fingerprint, check_array
+from .released_data import array_fingerprint
+from .validation import check_array
 
 __all__ = [
     "make_rng",

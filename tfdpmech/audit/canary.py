@@ -44,21 +44,27 @@ give: all m scores come from one model, and Steinke et al.'s Theorem 3 is what m
 valid. It also has no δ term and returns the best of all thresholds without correcting for the
 choice. So it does not apply to the one-run setting, and this module computes Theorem 3's tail
 with ``scipy.stats.binom`` instead.
+
+Where the parts live: the bound in :mod:`~tfdpmech.audit.canary_bound`, the guesses and scores in
+:mod:`~tfdpmech.audit.canary_scores`, the canaries in :mod:`~tfdpmech.audit.canaries` (all
+importable from here), the audit of a comparison run in :mod:`~tfdpmech.audit.canary_run`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from typing import Any, Callable
 
 import numpy as np
-from scipy import stats
 
 from ..accounting.display import delta_text, epsilon_lower
 from ..noise import make_rng
 from ..validation import check_array
+from .canaries import ball_canaries, digits_canaries, mislabel, noise_canaries
+from .canary_bound import DEFAULT_CONFIDENCE, _check_audit_delta, _check_confidence, _check_int, epsilon_lower_bound
+from .canary_bound import p_value
+from .canary_scores import _check_membership, _check_scores, guess_membership, loss_scores, margin_scores
 
 __all__ = [
     "CanaryAudit",
@@ -82,272 +88,10 @@ __all__ = [
     "p_value",
 ]
 
-DEFAULT_CONFIDENCE = 0.95
-
 # The default guessing rule, fixed in advance: k₊ = k₋ = this fraction of m. Chosen on a separate
 # run (seed 100: non-private MLP on the MNIST sample, 1,000 noise canaries, k ∈ {25..500}) and on
 # Laplace mechanisms, where m/4 had the most power at ε ≤ 2; docs/audit.md has the numbers.
 DEFAULT_K = 0.25
-
-_EPS_SEARCH_MAX = 30.0  # all r guesses correct at 95 % gives ε_lb ≈ ln(r / 3): below 30 for any r < 10^12
-_EPS_GRID = 0.25  # scan step for the first crossing before bisection
-_EPS_TOL = 1e-6
-
-
-# --- the bound (Theorem 3 / Appendix D) ---------------------------------------------------------
-def _check_int(value, name: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_counts(correct, guesses, m) -> tuple[int, int, int]:
-    m = _check_int(m, "m", minimum=1)
-    guesses = _check_int(guesses, "guesses")
-    correct = _check_int(correct, "correct")
-    if guesses > m:
-        raise ValueError(f"guesses={guesses} exceeds the number of canaries m={m}; at most one guess per canary")
-    if correct > guesses:
-        raise ValueError(f"correct={correct} exceeds guesses={guesses}; count only correct guesses")
-    return correct, guesses, m
-
-
-def _check_confidence(confidence) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real):
-        raise TypeError(f"confidence must be a real number in (0, 1), got {confidence!r}")
-    confidence = float(confidence)
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}; e.g. 0.95 for 95 %")
-    return confidence
-
-
-def _check_audit_delta(delta) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
-        raise TypeError(f"delta must be a real number in [0, 1), got {delta!r}")
-    delta = float(delta)
-    if not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must lie in [0, 1), got {delta}; 0 for pure ε-DP, else the method's δ")
-    return delta
-
-
-def _p_values(correct: int, guesses: int, m: int, epsilons: np.ndarray, delta: float) -> np.ndarray:
-    """Theorem 3's tail bound for every ε in ``epsilons`` (vectorised over ε)."""
-    q = 1.0 / (1.0 + np.exp(-epsilons))  # accuracy of ε-DP randomized response
-    tail = stats.binom.sf(correct - 1, guesses, q)  # f(v) = P[Binomial(r, q) ≥ v]
-    if delta == 0.0 or correct == 0:
-        return np.minimum(tail, 1.0)
-    # f(v − i) − f(v) = P[v − i ≤ Binomial(r, q) < v] for i = 1..v, one column per ε
-    pmf = stats.binom.pmf(np.arange(correct - 1, -1, -1)[:, None], guesses, q[None, :])
-    alpha = np.max(np.cumsum(pmf, axis=0) / np.arange(1, correct + 1)[:, None], axis=0)
-    return np.minimum(tail + 2.0 * m * delta * alpha, 1.0)
-
-
-def _p_value(correct: int, guesses: int, m: int, epsilon: float, delta: float) -> float:
-    return float(_p_values(correct, guesses, m, np.array([epsilon]), delta)[0])
-
-
-def p_value(correct: int, guesses: int, m: int, epsilon: float, delta: float = 0.0) -> float:
-    """Theorem 3's bound on P[W ≥ correct] if the training is (ε, δ)-DP (Steinke et al., App. D).
-
-    Args:
-        correct: v, the number of correct guesses.
-        guesses: r = k₊ + k₋, the number of guesses (abstentions excluded).
-        m: the number of canaries, each included with probability ½.
-        epsilon: ε ≥ 0 of the null hypothesis.
-        delta: δ ∈ [0, 1) of the null hypothesis (0: pure ε-DP).
-
-    Returns:
-        f(v) + 2mδ·max_i (f(v−i) − f(v))/i, capped at 1.
-
-    Raises:
-        TypeError / ValueError: counts that are not integers with 0 ≤ correct ≤ guesses ≤ m,
-            ε < 0 or not finite, δ outside [0, 1).
-    """
-    correct, guesses, m = _check_counts(correct, guesses, m)
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not math.isfinite(epsilon) \
-            or epsilon < 0:
-        raise ValueError(f"epsilon must be a finite real number >= 0, got {epsilon!r}")
-    return _p_value(correct, guesses, m, float(epsilon), _check_audit_delta(delta))
-
-
-def epsilon_lower_bound(correct: int, guesses: int, m: int, *, delta: float = 0.0,
-                        confidence: float = DEFAULT_CONFIDENCE) -> float:
-    """The ε lower bound at ``confidence`` from ``correct`` of ``guesses`` guesses on m canaries.
-
-    Steinke et al., Theorem 3 with the p-value of their Appendix D: the result is the first ε at
-    which the p-value reaches β = 1 − confidence, found by a scan in steps of 0.25 followed by
-    bisection to 1e-6. Every ε below it is rejected ("not (ε, δ)-DP") at level β. For δ = 0 the
-    p-value is a binomial tail, increasing in ε, so this is the largest rejected ε; for δ > 0
-    taking the first crossing keeps the bound conservative even where the δ term is not monotone.
-
-    Args:
-        correct: v, the number of correct guesses.
-        guesses: r = k₊ + k₋.
-        m: the number of canaries (each included with probability ½), which enters through 2mδ.
-        delta: δ of the hypotheses tested (0 for pure ε-DP claims; the method's δ otherwise).
-        confidence: 1 − β, e.g. 0.95.
-
-    Returns:
-        ε_lb ≥ 0 (0 when not even ε = 0 is rejected).
-
-    Raises:
-        TypeError / ValueError: bad counts, δ outside [0, 1), confidence outside (0, 1).
-    """
-    correct, guesses, m = _check_counts(correct, guesses, m)
-    delta = _check_audit_delta(delta)
-    beta = 1.0 - _check_confidence(confidence)
-
-    if _p_value(correct, guesses, m, 0.0, delta) >= beta:
-        return 0.0
-    # first crossing on a grid of step 0.25, then bisection inside that step
-    grid = np.arange(0.0, _EPS_SEARCH_MAX + _EPS_GRID, _EPS_GRID)
-    # the δ term only adds, so the binomial tail alone (cheap) crosses no earlier than the full bound
-    crossed = np.flatnonzero(_p_values(correct, guesses, m, grid, 0.0) >= beta)
-    if crossed.size == 0:  # cannot happen for correct <= guesses (f(v) → 1 as ε → ∞)
-        return float(grid[-1])
-    if delta > 0.0:
-        grid = grid[:crossed[0] + 1]
-        crossed = np.flatnonzero(_p_values(correct, guesses, m, grid, delta) >= beta)
-    lo, hi = float(grid[crossed[0] - 1]), float(grid[crossed[0]])
-    while hi - lo > _EPS_TOL:
-        mid = 0.5 * (lo + hi)
-        if _p_value(correct, guesses, m, mid, delta) < beta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-# --- guesses and scores ---------------------------------------------------------------------------
-def guess_membership(scores, k_plus: int, k_minus: int) -> np.ndarray:
-    """Algorithm 1's guesses: +1 for the k₊ highest scores, −1 for the k₋ lowest, 0 otherwise.
-
-    Ties are broken by canary index (a stable sort), which is public and independent of the
-    membership coin flips, so the guesses stay a function of the trained model alone.
-
-    Args:
-        scores: (m,) finite or ±inf scores, higher = more likely trained on.
-        k_plus: k₊ ≥ 0.
-        k_minus: k₋ ≥ 0, with k₊ + k₋ ≤ m.
-
-    Returns:
-        int8 array (m,) in {−1, 0, +1}.
-
-    Raises:
-        TypeError / ValueError: scores not 1-D numeric or holding NaN; k₊ + k₋ > m.
-    """
-    scores = _check_scores(scores)
-    m = scores.size
-    k_plus = _check_int(k_plus, "k_plus")
-    k_minus = _check_int(k_minus, "k_minus")
-    if k_plus + k_minus > m:
-        raise ValueError(
-            f"k_plus + k_minus = {k_plus} + {k_minus} = {k_plus + k_minus} exceeds the number of canaries m={m}; "
-            "each canary gets at most one guess: lower k_plus or k_minus"
-        )
-    if k_plus + k_minus == 0:
-        raise ValueError("k_plus = k_minus = 0 makes no guess; pass e.g. k_plus = k_minus = m // 4")
-    order = np.argsort(-scores, kind="stable")  # highest first
-    guesses = np.zeros(m, dtype=np.int8)
-    guesses[order[:k_plus]] = 1
-    if k_minus:
-        guesses[order[m - k_minus:]] = -1
-    return guesses
-
-
-def _check_scores(scores) -> np.ndarray:
-    if np.iscomplexobj(scores):
-        raise TypeError("scores are complex; pass one real score per canary (the imaginary part would be dropped)")
-    try:
-        arr = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"scores must be a 1-D numeric array, got {type(scores).__name__}") from exc
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"scores must be a non-empty 1-D array (one score per canary), got shape {arr.shape}")
-    if np.isnan(arr).any():
-        raise ValueError(
-            f"scores hold {int(np.isnan(arr).sum())} NaN value(s) (a diverged model?); NaN cannot be ranked: "
-            "audit a model whose outputs are finite"
-        )
-    return arr
-
-
-def _check_membership(membership, m: int) -> np.ndarray:
-    arr = np.asarray(membership)
-    if arr.shape != (m,):
-        raise ValueError(f"membership must have shape ({m},), one flag per canary, got {arr.shape}")
-    if arr.dtype != bool:
-        if not np.isin(arr, (0, 1)).all():
-            raise ValueError("membership must hold booleans (True = canary was trained on), got other values")
-        arr = arr.astype(bool)
-    return arr
-
-
-def _labels_to_int(labels, n: int, num_classes: int) -> np.ndarray:
-    arr = np.asarray(labels)
-    if arr.ndim == 2:
-        if arr.shape != (n, num_classes):
-            raise ValueError(f"one-hot labels must have shape ({n}, {num_classes}), got {arr.shape}")
-        return np.argmax(arr, axis=1)
-    if arr.shape != (n,) or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"labels must be {n} integer class ids or a ({n}, {num_classes}) one-hot array, "
-                         f"got shape {arr.shape} dtype {arr.dtype}")
-    if arr.min() < 0 or arr.max() >= num_classes:
-        raise ValueError(f"labels must lie in [0, {num_classes - 1}], got [{arr.min()}, {arr.max()}]")
-    return arr
-
-
-def _check_probabilities(probabilities) -> np.ndarray:
-    p = np.asarray(probabilities, dtype=np.float64)
-    if p.ndim != 2 or p.shape[1] < 2:
-        raise ValueError(f"probabilities must have shape (m, num_classes >= 2), got {p.shape}")
-    if not np.isfinite(p).all():
-        raise ValueError("probabilities hold NaN or inf (a diverged model?); the audit needs finite outputs")
-    if (p < 0).any() or (p > 1 + 1e-6).any():
-        raise ValueError(
-            f"probabilities must lie in [0, 1], got [{p.min():.3g}, {p.max():.3g}]; pass softmax outputs, not logits"
-        )
-    return p
-
-
-def loss_scores(probabilities, labels) -> np.ndarray:
-    """Score = log p(canary label) = −cross-entropy; trained-on canaries fit their label better.
-
-    Args:
-        probabilities: (m, M) class probabilities the method answers for the canaries.
-        labels: (m,) class ids or (m, M) one-hot canary labels.
-
-    Returns:
-        (m,) float64 scores (−inf where p = 0: ranked lowest, never clipped).
-    """
-    p = _check_probabilities(probabilities)
-    y = _labels_to_int(labels, p.shape[0], p.shape[1])
-    with np.errstate(divide="ignore"):
-        return np.log(p[np.arange(p.shape[0]), y])
-
-
-def margin_scores(probabilities, labels) -> np.ndarray:
-    """Score = log p(canary label) − log max_{j ≠ label} p(j), the logit margin of a softmax.
-
-    Args / Returns: as :func:`loss_scores`. Infinite margins (a probability 0) are kept, never
-    clipped.
-
-    Raises:
-        ValueError: a row whose label and every other class have probability 0 (no margin).
-    """
-    p = _check_probabilities(probabilities)
-    n = p.shape[0]
-    y = _labels_to_int(labels, n, p.shape[1])
-    own = p[np.arange(n), y]
-    others = p.copy()
-    others[np.arange(n), y] = -np.inf
-    with np.errstate(divide="ignore", invalid="ignore"):
-        margin = np.log(own) - np.log(others.max(axis=1))
-    if np.isnan(margin).any():
-        raise ValueError("a canary has probability 0 for its label and for every other class; check the outputs")
-    return margin
 
 
 # --- the audit ----------------------------------------------------------------------------------
@@ -523,100 +267,3 @@ def audit_verdict(lower_bound: float | None, *, claimed: float | None, provable:
     if claimed is not None and lower_bound > scale * claimed:
         return VERDICT_REFUTED
     return None
-
-
-# --- canaries -----------------------------------------------------------------------------------
-def _one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
-    return np.eye(num_classes, dtype=np.float32)[labels]
-
-
-def mislabel(x_pool, y_pool, m: int, *, num_classes: int, seed=None) -> tuple[np.ndarray, np.ndarray]:
-    """m canaries from a pool of records disjoint from the private data, each given a wrong label.
-
-    A wrong label makes a canary hard to fit unless it is trained on, so its loss separates
-    members from non-members.
-
-    Args:
-        x_pool: (n, ...) records that are not in the private set.
-        y_pool: (n,) class ids or (n, M) one-hot true labels.
-        m: number of canaries, ≤ n (drawn without replacement).
-        num_classes: M.
-        seed: int, Generator or None.
-
-    Returns:
-        ``(x, y)``: (m, ...) float32 records, (m, M) one-hot float32 wrong labels.
-
-    Raises:
-        ValueError: m > n, or labels out of range.
-    """
-    x_pool = np.asarray(x_pool)
-    m = _check_int(m, "m", minimum=2)
-    num_classes = _check_int(num_classes, "num_classes", minimum=2)
-    if m > len(x_pool):
-        raise ValueError(f"m={m} canaries requested from a pool of {len(x_pool)} records; pass a larger pool, "
-                         "fewer canaries, or noise_canaries(...)")
-    y_true = _labels_to_int(y_pool, len(x_pool), num_classes)
-    rng = make_rng(seed)
-    pick = rng.choice(len(x_pool), size=m, replace=False)
-    wrong = (y_true[pick] + rng.integers(1, num_classes, size=m)) % num_classes
-    return x_pool[pick].astype(np.float32), _one_hot(wrong, num_classes)
-
-
-def digits_canaries(m: int, *, num_classes: int = 10, seed=None) -> tuple[np.ndarray, np.ndarray]:
-    """m mislabeled 28×28 canaries from scikit-learn's 8×8 digits (1,797 images, not MNIST).
-
-    Each 8×8 image (values 0..16) is divided by its public bound 16, enlarged to 20×20 by
-    linear interpolation and centred in a 28×28 frame with a 4-pixel border, as MNIST digits are;
-    values stay in [0, 1]. Labels are wrong on purpose (:func:`mislabel`).
-
-    Raises:
-        ValueError: m > 1,797.
-    """
-    from scipy import ndimage
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    small = digits.images.astype(np.float64) / 16.0
-    big = np.stack([ndimage.zoom(img, 2.5, order=1) for img in small])
-    frame = np.zeros((len(big), 28, 28, 1), dtype=np.float32)
-    if big.min() < 0.0 or big.max() > 1.0:  # linear interpolation of [0, 1] values stays in [0, 1]
-        raise RuntimeError(f"resized digits left [0, 1]: [{big.min()}, {big.max()}]")
-    frame[:, 4:24, 4:24, 0] = big
-    return mislabel(frame, digits.target % num_classes, m, num_classes=num_classes, seed=seed)
-
-
-def noise_canaries(m: int, shape=(28, 28, 1), *, num_classes: int = 10, seed=None) -> tuple[np.ndarray, np.ndarray]:
-    """m uniform-noise records in [0, 1]^shape, each with a random label.
-
-    Raises:
-        ValueError: m < 2 or a non-positive shape.
-    """
-    m = _check_int(m, "m", minimum=2)
-    num_classes = _check_int(num_classes, "num_classes", minimum=2)
-    shape = tuple(_check_int(s, "shape", minimum=1) for s in shape)
-    rng = make_rng(seed)
-    x = rng.random((m, *shape)).astype(np.float32)
-    return x, _one_hot(rng.integers(0, num_classes, size=m), num_classes)
-
-
-def ball_canaries(m: int, dim: int, *, radius: float = 1.0, num_classes: int = 2,
-                  seed=None) -> tuple[np.ndarray, np.ndarray]:
-    """m tabular canaries: uniform random rows of the ball ‖x‖ ≤ radius, each with a random label.
-
-    For data whose public domain is a norm ball (the DP-ERM datasets: ‖x‖ ≤ R), so the canaries
-    pass the same input checks as private records.
-
-    Raises:
-        ValueError: m < 2, dim < 1, radius <= 0.
-    """
-    m = _check_int(m, "m", minimum=2)
-    dim = _check_int(dim, "dim", minimum=1)
-    num_classes = _check_int(num_classes, "num_classes", minimum=2)
-    if isinstance(radius, bool) or not isinstance(radius, numbers.Real) or not radius > 0:
-        raise ValueError(f"radius must be a real number > 0, got {radius!r}")
-    rng = make_rng(seed)
-    direction = rng.normal(size=(m, dim))
-    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
-    # radius·U^(1/d) is the radial law of the uniform distribution on the ball; 0.999 keeps ‖x‖ < R after rounding
-    x = direction * (0.999 * float(radius) * rng.random((m, 1)) ** (1.0 / dim))
-    return x.astype(np.float32), _one_hot(rng.integers(0, num_classes, size=m), num_classes)

@@ -5,6 +5,10 @@
   ``dp_accounting`` is **proven**.
 - :class:`DPSGD` (:mod:`.dpsgd`): shuffled fixed-size batches; the Poisson ε is only *claimed*, the
   any-order ε is *provable*.
+- :class:`DPSGDRun` (:mod:`.base`): what both share (validated settings, engines, ``compile``, data
+  checks); :class:`DPSGDBudget` (:mod:`.callback`): their Keras callback.
+- :mod:`.poisson_sampling` (Poisson batches, padded) and :mod:`.poisson_models` (tensorflow-privacy's
+  DP models with the Poisson train step).
 - :mod:`.recipe`: the stated recipe (:data:`RECIPE`, :func:`tanh_mlp`, :func:`make_dpsgd`).
 - :mod:`.paths`: the engines (``engine="auto"``: tensorflow-privacy where it imports, else
   tfdpmech's own), the training paths and the model checks.
@@ -18,14 +22,17 @@ Importing this package does not import tensorflow-privacy. The accounting (ε �
 lives in :mod:`tfdpmech.accounting.dpsgd`.
 """
 
-from .dpsgd import DPSGD, OPTIMIZERS, DPSGDBudget
+from .base import OPTIMIZERS, DPSGDRun
+from .callback import DPSGDBudget
 from .clipping import GHOST_LAYERS, clipped_gradient_sum, ghost_unsupported_layers
+from .dpsgd import DPSGD
 from .paths import ENGINES, PATHS, fast_clipping_layers, resolve_engine, supports_fast_clipping, tf_privacy_available
-from .poisson import PoissonDPSGD, PoissonSampler, padded_batch_size, poisson_dataset
+from .poisson import PoissonDPSGD
+from .poisson_sampling import PoissonSampler, padded_batch_size, poisson_dataset
 from .private_model import make_private
 from .recipe import FINETUNE_RECIPE, HEAD_RECIPE, RECIPE, SAMPLINGS, Recipe, make_dpsgd, tanh_mlp
 
-__all__ = ["make_private", "DPSGD", "DPSGDBudget", "OPTIMIZERS", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
+__all__ = ["make_private", "DPSGD", "DPSGDRun", "DPSGDBudget", "OPTIMIZERS", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
            "ghost_unsupported_layers", "resolve_engine", "tf_privacy_available", "fast_clipping_layers",
            "supports_fast_clipping",
            "PoissonDPSGD", "PoissonSampler", "padded_batch_size", "poisson_dataset", "RECIPE", "HEAD_RECIPE",

@@ -34,7 +34,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..accounting.callbacks import PrivacyBudget
 from ..accounting.dpsgd import (
     ACCOUNTANT,
     SAMPLING,
@@ -45,82 +44,18 @@ from ..accounting.dpsgd import (
     epsilon_for_noise_multiplier,
     noise_multiplier_for_epsilon,
 )
-from ..distribute import check_strategy, strategy_of
-from ..mechanism import Mechanism, PreparedFit, release
-from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new, format_epsilon
-from ..validation import (
-    check_array,
-    check_choice,
-    check_epsilon,
-    check_instance,
-    check_labels,
-    check_positive_int,
-    check_positive_real,
-)
-from .clipping import resolve_clipping
-from .paths import (
-    PATHS,
-    check_logits,
-    check_model,
-    fast_clipping_layers,
-    rebuildable,
-    require_tf_privacy,
-    resolve_engine,
-    supports_fast_clipping,
-)
-from .train_step import install_dp_train_step
+from ..accounting.ledger import PrivacyLedger, Release, format_epsilon
+from ..validation import check_epsilon
+from .base import DEFAULT_LEARNING_RATES, MAX_STEPS, OPTIMIZERS, DPSGDRun  # noqa: F401  (importable from here)
+from .callback import DPSGDBudget
 
 __all__ = ["OPTIMIZERS", "DPSGD", "DPSGDBudget"]
-
-OPTIMIZERS = ("adam", "sgd")
-MAX_STEPS = 10**9  # more optimizer steps than this is a mistake (and overflows the RDP accountant)
-DEFAULT_LEARNING_RATES = {"adam": 1e-3, "sgd": 0.1}
-
-
-# --------------------------------------------------------------------------------------------
-# Callback
-# --------------------------------------------------------------------------------------------
-class DPSGDBudget(PrivacyBudget):
-    """:class:`~tfdpmech.accounting.callbacks.PrivacyBudget` that also logs the DP-SGD ε spent so far.
-
-    ``epsilon_claimed`` / ``epsilon_provable`` are the ledger totals (the full planned run).
-    ``dpsgd_epsilon_spent`` is the Poisson-RDP ε of the optimizer steps taken so far, which
-    grows to at most the provable ε of the release.
-    """
-
-    def __init__(self, dpsgd: "DPSGD", verbose: int = 1):
-        super().__init__(dpsgd.ledger, verbose=verbose)
-        self._dpsgd = dpsgd
-
-    def on_train_begin(self, logs=None):
-        """Refuse a fit whose epoch is not one pass over the ``n`` examples the noise was calibrated for.
-
-        The provable (any-order) ε composes one Gaussian mechanism per epoch over ``n`` examples; on
-        a smaller dataset the step budget would allow more passes than were accounted.
-        """
-        super().on_train_begin(logs)
-        dp = self._dpsgd
-        steps = (self.params or {}).get("steps")
-        allowed = ({dp.steps_per_epoch} if hasattr(dp, "steps_per_epoch")  # Poisson: ceil(1/q) draws per epoch
-                   else {dp.n // dp.batch_size, -(-dp.n // dp.batch_size)})
-        if steps is not None and int(steps) not in allowed:
-            raise ValueError(
-                f"this fit runs {steps} steps per epoch, but the DPSGD noise was calibrated for n={dp.n} examples in "
-                f"batches of {dp.batch_size} ({min(allowed)} steps per epoch): the data passed to fit is not "
-                f"the n={dp.n} training examples, and the logged ε would not hold. Fit on DPSGD.dataset(x, y) with all "
-                f"n examples, or create the DPSGD with the n you train on"
-            )
-
-    def on_epoch_end(self, epoch, logs=None):
-        super().on_epoch_end(epoch, logs)
-        if logs is not None and self.model is not None and getattr(self.model, "optimizer", None) is not None:
-            logs["dpsgd_epsilon_spent"] = self._dpsgd.epsilon_after_steps(int(self.model.optimizer.iterations.numpy()))
 
 
 # --------------------------------------------------------------------------------------------
 # The baseline
 # --------------------------------------------------------------------------------------------
-class DPSGD(Mechanism):
+class DPSGD(DPSGDRun):
     """DP-SGD for a Keras model, with σ calibrated to a target (ε, δ) and recorded in a ledger.
 
     Construction validates the inputs and computes σ (no tensorflow-privacy call yet beyond
@@ -170,55 +105,36 @@ class DPSGD(Mechanism):
     Reference: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
     """
 
-    paper = "Abadi et al. 2016, Deep Learning with Differential Privacy (CCS)"
-
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,
                  l2_norm_clip: float = 1.0, learning_rate: float | None = None, optimizer: str = "adam",
                  path: str = "auto", num_microbatches: int | None = None, layer_registry=None,
                  use_xla: bool = False, drop_remainder: bool = False, engine: str = "auto",
                  ledger: PrivacyLedger | None = None):
-        self.epsilon = check_epsilon(epsilon)
-        self.delta, self.n, self.batch_size, self.epochs = check_training_shape(delta, n, batch_size, epochs)
-        if self.epochs * self.n > MAX_STEPS * self.batch_size:
+        epsilon = check_epsilon(epsilon)
+        delta, n, batch_size, epochs = check_training_shape(delta, n, batch_size, epochs)
+        if epochs * n > MAX_STEPS * batch_size:
             raise ValueError(
-                f"epochs={self.epochs} with n={self.n} and batch_size={self.batch_size} is more than {MAX_STEPS:.0e} "
+                f"epochs={epochs} with n={n} and batch_size={batch_size} is more than {MAX_STEPS:.0e} "
                 "DP-SGD steps, beyond what the accountant computes; pass a realistic number of epochs"
             )
         if not isinstance(drop_remainder, (bool, np.bool_)):
             raise TypeError(f"drop_remainder must be True or False, got {drop_remainder!r}")
-        self.records_dropped_per_epoch = self.n % self.batch_size
+        self.records_dropped_per_epoch = n % batch_size
         if self.records_dropped_per_epoch and not drop_remainder:
-            near = sorted(sorted((b for b in range(1, self.n + 1) if self.n % b == 0),
-                                 key=lambda b: abs(b - self.batch_size))[:3])
+            near = sorted(sorted((b for b in range(1, n + 1) if n % b == 0),
+                                 key=lambda b: abs(b - batch_size))[:3])
             raise ValueError(
-                f"n={self.n} examples do not fill batches of batch_size={self.batch_size}: "
+                f"n={n} examples do not fill batches of batch_size={batch_size}: "
                 f"{self.records_dropped_per_epoch} examples would be left out of every epoch (DP-SGD here trains on "
                 f"batches of exactly batch_size examples, so a partial batch is refused). Pass a batch_size that "
                 f"divides n (e.g. {', '.join(map(str, near))}), or drop_remainder=True to accept it (the ledger "
                 "records the number dropped)"
             )
         self.drop_remainder = bool(drop_remainder)
-        self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
-        self.optimizer_name = check_choice(optimizer, "optimizer", OPTIMIZERS)
-        self.learning_rate = (DEFAULT_LEARNING_RATES[self.optimizer_name] if learning_rate is None
-                              else check_positive_real(learning_rate, "learning_rate"))
-        self.requested_path = check_choice(path, "path", PATHS)
-        self.path = self.requested_path
-        if num_microbatches is None:
-            num_microbatches = self.batch_size
-        num_microbatches = check_positive_int(num_microbatches, "num_microbatches")
-        if self.batch_size % num_microbatches:
-            raise ValueError(
-                f"batch_size={self.batch_size} does not divide into num_microbatches={num_microbatches} "
-                "microbatches of equal size; pass num_microbatches=None (one example per microbatch) or a divisor "
-                f"of batch_size, or change batch_size to a multiple of {num_microbatches}"
-            )
-        self.num_microbatches = num_microbatches
-        self.used_microbatching = num_microbatches < self.batch_size
-        self.ledger = ledger_or_new(ledger)
-        self.layer_registry = layer_registry
-        self.use_xla = bool(use_xla)
-        self.engine = self._checked_engine(engine)  # fail here, not half-way through compile
+        super().__init__(epsilon=epsilon, delta=delta, n=n, epochs=epochs, batch_size=batch_size,
+                         l2_norm_clip=l2_norm_clip, learning_rate=learning_rate, optimizer=optimizer, path=path,
+                         num_microbatches=batch_size if num_microbatches is None else num_microbatches,
+                         layer_registry=layer_registry, use_xla=use_xla, engine=engine, ledger=ledger)
 
         self.steps = dpsgd_steps(self.n, self.batch_size, self.epochs)
         # the steps training may take: `epochs` passes of full batches (the any-order ε counts passes)
@@ -231,10 +147,6 @@ class DPSGD(Mechanism):
             self.noise_multiplier, self.delta, self.n, self.batch_size, self.epochs,
             used_microbatching=self.used_microbatching,
         )
-        self.release: Release | None = None
-        self.model: keras.Model | None = None
-        self.num_classes: int | None = None
-        self._one_hot_labels = False
         self._eps_any_order: float | None = None
 
     # -- accounting helpers ------------------------------------------------------------------
@@ -249,44 +161,14 @@ class DPSGD(Mechanism):
                                                     used_microbatching=self.used_microbatching)
         return self._eps_any_order
 
-    # -- model preparation -------------------------------------------------------------------
-    replicas = 1  # replicas of the tf.distribute strategy the model trains under (set by compile)
+    def allowed_steps_per_epoch(self) -> set:
+        """One pass of full batches, or with the last partial batch: ``n // batch_size`` or ``ceil(n / batch_size)``."""
+        return {self.n // self.batch_size, -(-self.n // self.batch_size)}
 
+    # -- model preparation -------------------------------------------------------------------
     def _global_batch_rows(self) -> int:
         """Rows of one global batch, split across the replicas (shuffled: the batch size)."""
         return self.batch_size
-
-    def _check_distribution(self, model) -> None:
-        """Refuse a strategy, engine or per-replica batch the accounting does not cover (before any release).
-
-        Under ``MirroredStrategy`` tfdpmech's engine clips on every replica, sums across them (the optimizer's SUM
-        all-reduce) and adds one noise draw per global step on replica 0 (:mod:`tfdpmech.dpsgd.train_step`).
-        """
-        strategy = check_strategy(strategy_of(model), f"{type(self).__name__}.compile")
-        if strategy is None:
-            self.replicas = 1
-            return
-        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            raise ValueError(
-                f"{type(self).__name__} does not support strategy=MultiWorkerMirroredStrategy: every worker would "
-                "need the same secret sampling/shuffling stream for each record to be used as the accounting assumes. "
-                "Train on the devices of one machine with tf.distribute.MirroredStrategy(), or without a strategy "
-                "(the functional head, tfdpmech.heads.FunctionalHead, does support several workers)"
-            )
-        if self.engine != "tfdpmech":
-            if getattr(self, "_engine_argument", None) != "auto":
-                raise ValueError(
-                    f"engine={self.engine!r} cannot train under tf.distribute ({type(strategy).__name__}): "
-                    "tensorflow-privacy's DP models add their noise on every replica. Pass engine='tfdpmech' (its "
-                    "train step adds the noise once per global step, on replica 0)"
-                )
-            self.engine = "tfdpmech"  # engine='auto' under a strategy: the engine that supports it
-            self._checked_engine("tfdpmech")
-        replicas = int(strategy.num_replicas_in_sync)
-        rows = self._global_batch_rows()
-        if rows % replicas:
-            raise ValueError(self._replica_split_message(rows, replicas))
-        self.replicas = replicas
 
     def _replica_split_message(self, rows: int, replicas: int) -> str:
         return (f"batch_size={rows} does not split evenly across the strategy's {replicas} replicas (each replica "
@@ -294,74 +176,12 @@ class DPSGD(Mechanism):
                 f"{replicas}, e.g. {replicas * max(1, rows // replicas)}, or a strategy with a number of replicas "
                 f"dividing {rows}")
 
-    def _checked_engine(self, engine) -> str:
-        self._engine_argument = engine
-        engine = resolve_engine(check_choice(engine, "engine", ("auto", "tfdpmech", "tensorflow_privacy")))
-        if engine == "tfdpmech" and (self.requested_path == "microbatch" or self.num_microbatches not in (None, self.batch_size)):
-            raise ValueError(
-                f"engine='tfdpmech' clips every example (path 'auto', 'fast_clipping' or 'vectorized'); path="
-                f"{self.requested_path!r} with num_microbatches={self.num_microbatches} is tensorflow-privacy's DP "
-                "optimizer path: pass engine='tensorflow_privacy' (TensorFlow 2.15) or drop these arguments"
-            )
-        return engine
-
     def _noise_seed_for_engine(self):
         return None  # shuffled DP-SGD draws its noise from OS entropy
-
-    def _compile_tfdpmech(self, model, loss, metrics, optimizer=None):
-        """tfdpmech's engine: the user's model itself, compiled, with the DP train step installed."""
-        self.path = resolve_clipping(model, self.requested_path)
-        loss = self._loss(loss, "sum_over_batch_size")
-        # the class's compile: tfdpmech.dpsgd.make_private replaces the instance's compile with one that comes here
-        type(model).compile(model, optimizer=optimizer if optimizer is not None else self._optimizer(None), loss=loss,
-                            metrics=list(metrics) if metrics else None)
-        install_dp_train_step(model, loss=loss, l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
-                              divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
-                              require_mask=self._poisson)
-        return model
-
-    _poisson = False  # batches are shuffled fixed-size batches without a mask
 
     def _divisor(self) -> float:
         """The public L the noisy sum is divided by: the fixed batch size."""
         return float(self.batch_size)
-
-    def _resolve_path(self, model) -> str:
-        if self.requested_path == "microbatch":
-            return "microbatch"
-        if self.requested_path == "vectorized":
-            if not rebuildable(model):
-                raise ValueError(
-                    f"path='vectorized' needs a Sequential or functional model, got {type(model).__name__} "
-                    f"{model.name!r}; use path='microbatch'"
-                )
-            return "vectorized"
-        if supports_fast_clipping(model, self.layer_registry):
-            return "fast_clipping"
-        if self.requested_path == "fast_clipping":
-            unsupported = fast_clipping_layers(model, self.layer_registry)
-            why = (f"layers {unsupported} are not in the fast-clipping layer registry (tensorflow-privacy 0.9.0 "
-                   "registers Dense and Embedding only)" if unsupported else
-                   "it is not a Sequential or functional model")
-            raise ValueError(
-                f"path='fast_clipping' cannot train model {model.name!r}: {why}; use path='vectorized', "
-                "path='microbatch' or path='auto'"
-            )
-        # The DP Keras optimizers cost batch_size**2 (measured: out of memory for the MNIST CNN at
-        # batch 250); DPModel's vectorized per-example gradients compute the same clipped sum linearly.
-        return "vectorized" if rebuildable(model) else "microbatch"
-
-    def _loss(self, loss, reduction: str):
-        if loss is None:
-            return keras.losses.CategoricalCrossentropy(from_logits=True, reduction=reduction)
-        if not isinstance(loss, keras.losses.Loss):
-            raise TypeError(
-                f"loss must be a keras.losses.Loss instance such as keras.losses.SparseCategoricalCrossentropy("
-                f"from_logits=True), got {type(loss).__name__}; its reduction is set by DPSGD"
-            )
-        config = loss.get_config()
-        config["reduction"] = reduction
-        return loss.__class__.from_config(config)
 
     def _dp_model(self, model, dp_keras_model, lr):
         """Rebuild ``model`` as a ``DPSequential`` / ``DPModel`` (fast clipping or vectorized_map)."""
@@ -439,75 +259,6 @@ class DPSGD(Mechanism):
 
         model.train_step = train_step
 
-    def compile(self, model, *, loss=None, metrics=("accuracy",), optimizer=None) -> keras.Model:
-        """Compile ``model`` for DP-SGD, record the release, and return the model to ``fit``.
-
-        Args:
-            model: a built, un-compiled ``keras.Model`` with logits output, or a builder
-                (callable without arguments) returning one, e.g. ``tfdpmech.models.standard_cnn``.
-            loss: a ``keras.losses.Loss`` (its reduction is overridden); None means
-                ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels.
-            metrics: Keras metrics for ``compile``.
-            optimizer: a ``keras.optimizers.Optimizer`` instead of the run's own (``optimizer`` /
-                ``learning_rate`` arguments); not with ``path="microbatch"``.
-
-        Returns:
-            With ``engine="tfdpmech"``, ``model`` itself with the DP train step. With tensorflow-privacy:
-            on the microbatch path, ``model`` itself, compiled with a DP optimizer; on the
-            fast_clipping and vectorized paths, a new ``DPSequential`` / ``DPModel`` sharing
-            ``model``'s layers (and so its weights). Fit the returned model.
-
-        Raises:
-            RuntimeError: this DPSGD already compiled a model (its budget is taken).
-            ValueError: unbuilt model, softmax output with the default loss, batch-mixing
-                layers, ``path="fast_clipping"`` for an unsupported model, or
-                ``path="vectorized"`` for a subclassed model.
-        """
-        if self.release is not None:
-            raise RuntimeError(
-                "this DPSGD already compiled a model and recorded its privacy release; create a new DPSGD "
-                "(its ε composes with the first run in a shared ledger) to train another model"
-            )
-        if not isinstance(model, keras.Model) and callable(model):
-            model = model()
-        check_model(model)
-        if loss is None:
-            check_logits(model)
-        self._check_distribution(model)  # before any release
-        self._one_hot_labels = loss is None
-        try:
-            self.num_classes = int(model.output_shape[-1])
-        except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
-            self.num_classes = None
-        if optimizer is not None:
-            if not isinstance(optimizer, keras.optimizers.Optimizer) or self.requested_path == "microbatch":
-                raise TypeError(
-                    f"optimizer must be a keras.optimizers.Optimizer instance (e.g. keras.optimizers.Adam(1e-3)) on the "
-                    f"per-example paths, got {type(optimizer).__name__} with path={self.requested_path!r}; the DP "
-                    "optimizers of path='microbatch' are built by DPSGD itself"
-                )
-            self.optimizer_name = type(optimizer).__name__
-        if self.engine == "tfdpmech":
-            model = self._compile_tfdpmech(model, loss, metrics, optimizer)
-            self._guard_train_step(model)
-            self.model = model
-            self.release = release(self.ledger, self._make_release())[1]
-            return model
-        _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
-        self.path = self._resolve_path(model)
-        if self.path in ("fast_clipping", "vectorized"):
-            model = self._dp_model(model, dp_keras_model, lr)
-            reduction = "sum_over_batch_size"  # DPModel needs a reduced (mean) loss
-        else:
-            reduction = "none"  # the DP optimizers need one loss per example
-        model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
-                      loss=self._loss(loss, reduction),
-                      metrics=list(metrics) if metrics else None)
-        self._guard_train_step(model)
-        self.model = model
-        self.release = release(self.ledger, self._make_release())[1]
-        return model
-
     def _make_release(self) -> Release:
         doubling = (" Microbatches of more than one example: sensitivity 2C, σ/2 accounted."
                     if self.used_microbatching else "")
@@ -538,19 +289,6 @@ class DPSGD(Mechanism):
             "records_dropped_per_epoch": self.records_dropped_per_epoch,
         })
 
-    def _release(self, basis: str, epsilon_provable: float, details: dict, event=None) -> Release:
-        """The training run as one ledger entry: claimed = the calibrated ε, the optimiser in ``details``."""
-        return Release(
-            component="dpsgd_training", mechanism="dpsgd", epsilon_claimed=self.epsilon_achieved,
-            epsilon_provable=epsilon_provable, event=event, basis=basis, delta=self.delta,
-            neighbours="add_remove", protects="record",
-            sensitivity=self.l2_norm_clip, noise_scale=self.noise_multiplier, per_epoch=False,
-            details={"epsilon_target": self.epsilon, "epsilon_achieved": self.epsilon_achieved, **details,
-                     "l2_norm_clip": self.l2_norm_clip, "engine": self.engine, "path": self.path,
-                     "optimizer": self.optimizer_name,
-                     "learning_rate": self.learning_rate},
-        )
-
     # -- training helpers --------------------------------------------------------------------
     def dataset(self, x, y, *, seed: int | None = None) -> tf.data.Dataset:
         """A shuffled ``tf.data`` pipeline of full batches for ``model.fit``.
@@ -573,59 +311,6 @@ class DPSGD(Mechanism):
         ds = tf.data.Dataset.from_tensor_slices((x.astype(np.float32), y))
         ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
         return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-    def _checked_data(self, x, y):
-        """``(x, y)`` checked: numeric, real and finite, n records; integer labels one-hot for the default loss."""
-        x = check_array(x, "x")
-        y = check_array(y, "y")
-        classes = getattr(self, "num_classes", None)
-        if (getattr(self, "_one_hot_labels", False) or self.model is None) and (y.ndim == 1 or classes is not None):
-            if classes is None:
-                raise ValueError(
-                    "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "
-                    f"known only after {type(self).__name__}.compile(model) of a Sequential or functional model; call "
-                    "compile first, or pass one-hot labels (keras.utils.to_categorical(y))"
-                )
-            y = check_labels(y, "y", num_classes=classes)
-        if len(x) != len(y):
-            raise ValueError(f"x and y must have the same number of examples, got {len(x)} and {len(y)}")
-        if len(x) != self.n:
-            raise ValueError(
-                f"the noise was calibrated for n={self.n} training examples, got {len(x)}; pass all n examples or "
-                f"create the {type(self).__name__} with n={len(x)}"
-            )
-        return x, y
-
-    def prepare(self, model, x=None, y=None, *, loss=None, metrics=("accuracy",), optimizer=None, seed=None,
-                verbose: int = 1) -> PreparedFit:
-        """:meth:`compile`, :meth:`dataset` and :meth:`callback` as one call (the mechanism contract).
-
-        Args:
-            model, loss, metrics, optimizer: as for :meth:`compile`.
-            x, y: all n private records and their labels, as for :meth:`dataset`.
-            seed: the batches' seed (None: the run's own stream).
-            verbose: the budget callback's logging (0: silent).
-
-        Returns:
-            a :class:`~tfdpmech.mechanism.PreparedFit` whose ``fit()`` runs exactly :attr:`epochs`.
-
-        Raises:
-            every error of :meth:`dataset` (checked first, before the release is recorded) and of
-            :meth:`compile`.
-        """
-        if x is None or y is None:
-            raise ValueError(f"{type(self).__name__}.prepare needs the private records: prepare(model, x, y)")
-        n_x, n_y = len(check_array(x, "x")), len(check_array(y, "y"))
-        if n_x != self.n or n_y != n_x:  # before compile records the release
-            raise ValueError(f"{type(self).__name__}.prepare needs all n={self.n} private records and one label each, "
-                             f"got {n_x} records and {n_y} labels; pass them all, or create it with n={n_x}")
-        compiled = self.compile(model, loss=loss, metrics=metrics, optimizer=optimizer)
-        return PreparedFit(compiled, self.dataset(x, y, seed=seed), [self.callback(verbose=verbose)], epochs=self.epochs)
-
-    def callback(self, verbose: int = 1) -> DPSGDBudget:
-        """A :class:`~tfdpmech.accounting.callbacks.PrivacyBudget` over this run's ledger (plus ε spent so far)."""
-        check_instance(verbose, "verbose", int)
-        return DPSGDBudget(self, verbose=verbose)
 
     def __repr__(self) -> str:
         return (f"DPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, batch_size={self.batch_size}, "

@@ -51,12 +51,15 @@ Example:
     >>> model.fit(dp.dataset(x_private, y_private), epochs=dp.epochs, callbacks=[dp.callback(verbose=0)])
     >>> dp.ledger.summary()   # provable ε = claimed ε <= 1
 
+Where the steps live: 1-2 (sampling, padding) in :mod:`tfdpmech.dpsgd.poisson_sampling`, 3-4 (the
+train step of tensorflow-privacy's DP models) in :mod:`tfdpmech.dpsgd.poisson_models` (tfdpmech's
+own engine: :mod:`tfdpmech.dpsgd.train_step`); both are importable from here.
+
 tensorflow-privacy and dp-accounting are imported only when this API is used.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
@@ -72,10 +75,12 @@ from ..accounting.dpsgd import (
     poisson_noise_multiplier,
 )
 from ..accounting.gaussian import require_dp_accounting
-from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ..accounting.ledger import PrivacyLedger, Release
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
-from .dpsgd import DPSGD, MAX_STEPS
-from .paths import rebuildable, require_tf_privacy
+from .base import MAX_STEPS, DPSGDRun
+from .paths import PATHS, rebuildable
+from .poisson_models import poisson_model_classes
+from .poisson_sampling import PAD_SDS, PoissonSampler, pad_batch, padded_batch_size, poisson_dataset  # noqa: F401
 
 __all__ = [
     "PoissonSampler",
@@ -88,7 +93,6 @@ __all__ = [
 ]
 
 LR_SCHEDULES = ("constant", "cosine")
-PAD_SDS = 6.0  # padded shape: expected size + 6 standard deviations (overflow ~1e-9 per step)
 
 
 def _check_expected_batch(expected_batch_size, n: int) -> int:
@@ -102,196 +106,19 @@ def _check_expected_batch(expected_batch_size, n: int) -> int:
     return expected_batch_size
 
 
-# --------------------------------------------------------------------------------------------
-# Sampling
-# --------------------------------------------------------------------------------------------
-def padded_batch_size(n: int, q: float) -> int:
-    """Fixed padded batch shape for Poisson batches: ``ceil(q·n + 6·sqrt(n·q·(1−q)))`` rounded up to 8, <= n.
-
-    A batch larger than this (probability about 1e-9 per step) is padded to the next multiple of
-    it instead of being cut.
-    """
-    n = check_positive_int(n, "n")
-    q = check_sampling_probability(q, "q")
-    mean, sd = n * q, math.sqrt(n * q * (1.0 - q))
-    size = int(math.ceil(mean + PAD_SDS * sd))
-    size = 8 * int(math.ceil(size / 8))
-    return max(1, min(n, size))
-
-
-class PoissonSampler:
-    """Draws Poisson batches: each of the n records joins independently with probability q.
-
-    Args:
-        n: number of records.
-        q: sampling probability in (0, 1].
-        seed: an int, a ``numpy.random.Generator`` or None (OS entropy). Keep a fixed seed secret:
-            amplification by sampling assumes the adversary does not know which records were drawn.
-    """
-
-    def __init__(self, n: int, q: float, seed=None):
-        self.n = check_positive_int(n, "n")
-        self.q = check_sampling_probability(q, "q")
-        self._rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-
-    def sample(self) -> np.ndarray:
-        """One step's batch: the sorted indices of the records drawn (possibly empty)."""
-        return np.flatnonzero(self._rng.random(self.n) < self.q)
-
-    def masks(self, steps: int) -> np.ndarray:
-        """``steps × n`` boolean membership matrix of ``steps`` independent draws."""
-        steps = check_positive_int(steps, "steps")
-        return self._rng.random((steps, self.n)) < self.q
-
-
-def pad_batch(x: np.ndarray, y: np.ndarray, indices: np.ndarray, size: int):
-    """Gather ``x[indices], y[indices]`` into zero-padded arrays with a 0/1 mask.
-
-    The padded shape is ``size``, or the smallest multiple of ``size`` that holds every index
-    (never truncated).
-
-    Returns:
-        ``(x_batch, y_batch, mask)`` with ``mask[i] = 1`` for real rows and 0 for padding.
-    """
-    k = len(indices)
-    rows = size * max(1, -(-k // size))
-    xb = np.zeros((rows,) + x.shape[1:], dtype=x.dtype)
-    yb = np.zeros((rows,) + y.shape[1:], dtype=y.dtype)
-    mask = np.zeros((rows,), dtype=np.float32)
-    xb[:k], yb[:k], mask[:k] = x[indices], y[indices], 1.0
-    return xb, yb, mask
-
-
-def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_size: int | None = None
-                    ) -> tf.data.Dataset:
-    """A ``tf.data`` pipeline of ``steps_per_epoch`` padded Poisson batches ``(x, y, mask)`` per pass.
-
-    Every pass (every Keras epoch) draws fresh batches from one sampler stream.
-
-    Args:
-        x, y: the n records and labels (numpy arrays, same length).
-        q: sampling probability in (0, 1].
-        steps_per_epoch: batches per pass.
-        seed: sampler seed (see :class:`PoissonSampler`).
-        padded_size: the padded shape; :func:`padded_batch_size` if None.
-    """
-    x, y = np.asarray(x), np.asarray(y)
-    if len(x) != len(y):
-        raise ValueError(f"x and y must have the same number of records, got {len(x)} and {len(y)}")
-    if x.dtype != np.float32 and np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float32)
-    sampler = PoissonSampler(len(x), q, seed)
-    steps_per_epoch = check_positive_int(steps_per_epoch, "steps_per_epoch")
-    size = padded_batch_size(len(x), sampler.q) if padded_size is None else check_positive_int(padded_size,
-                                                                                            "padded_size")
-
-    def generate():
-        for _ in range(steps_per_epoch):
-            yield pad_batch(x, y, sampler.sample(), size)
-
-    signature = (
-        tf.TensorSpec((None,) + x.shape[1:], tf.as_dtype(x.dtype)),
-        tf.TensorSpec((None,) + y.shape[1:], tf.as_dtype(y.dtype)),
-        tf.TensorSpec((None,), tf.float32),
-    )
-    ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
-    return ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch)).prefetch(2)
-
-
-# --------------------------------------------------------------------------------------------
-# tensorflow-privacy DP model classes with the Poisson train step
-# --------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def poisson_model_classes():
-    """``(PoissonDPSequential, PoissonDPModel)``: tensorflow-privacy's DP Keras models, Poisson train step.
-
-    Extra constructor arguments: ``expected_batch_size`` (the divisor L) and ``noise_seed``.
-    Batches must be ``(x, y, mask)``; see the module docstring for the step.
-    """
-    _, _, dp_keras_model, _ = require_tf_privacy()
-    from tensorflow_privacy.privacy.fast_gradient_clipping import clip_grads, common_manip_utils
-
-    class _PoissonStep:
-        def __init__(self, *args, expected_batch_size, noise_seed=None, **kwargs):
-            super().__init__(*args, **kwargs)
-            self._expected_batch_size = float(expected_batch_size)
-            self._noise_generator = (tf.random.Generator.from_non_deterministic_state() if noise_seed is None
-                                     else tf.random.Generator.from_seed(int(noise_seed)))
-
-        def _summed_clipping_loss(self):
-            config = self.loss.get_config()
-            config["reduction"] = "none"
-            per_example = self.loss.__class__.from_config(config)
-
-            def summed(y_true, y_pred, weights):
-                return tf.reduce_sum(per_example(y_true, y_pred) * tf.cast(weights, y_pred.dtype))
-
-            return summed
-
-        def train_step(self, data):
-            x, y, mask = keras.utils.unpack_x_y_sample_weight(data)
-            if mask is None:
-                raise ValueError(
-                    f"{type(self).__name__} trains on padded Poisson batches (x, y, mask); got batches without a "
-                    "mask. Feed PoissonDPSGD.dataset(x, y) to fit (shuffled fixed-size batches are the "
-                    "tfdpmech.dpsgd.DPSGD (shuffled fixed-size batches), with a weaker provable ε)"
-                )
-            if self._clipping_loss is None:
-                self._make_clipping_loss()
-            mask = tf.cast(mask, tf.float32)
-            if self._enable_fast_peg_computation:
-                # Ghost-norm clipping; the mask is the per-example weight (0 rows: zero norm, zero gradient).
-                clipped_sum, y_pred, _ = clip_grads.compute_clipped_gradients_and_outputs(
-                    input_model=self, l2_norm_clip=self._l2_norm_clip, layer_registry=self._layer_registry,
-                    x_batch=x, y_batch=y, weight_batch=mask, num_microbatches=None,
-                    clipping_loss=self._summed_clipping_loss(),
-                )
-            else:
-                rows = tf.shape(mask)[0]
-                per_example = tf.vectorized_map(
-                    self._compute_per_example_grads,
-                    tf.nest.map_structure(lambda z: common_manip_utils.maybe_add_microbatch_axis(z, rows),
-                                          (x, y, mask)),
-                )
-                clipped_sum = [tf.reduce_sum(g, axis=0) for g in per_example]
-                y_pred = self(x, training=True)
-            std = self._l2_norm_clip * self._noise_multiplier
-            grads = [
-                (g + self._noise_generator.normal(tf.shape(g), stddev=std, dtype=g.dtype))
-                / tf.cast(self._expected_batch_size, g.dtype)
-                for g in clipped_sum
-            ]
-            if self.losses:  # data-independent regularisation terms
-                with tf.GradientTape() as tape:
-                    reg = tf.add_n(self.losses)
-                reg_grads = tape.gradient(reg, self.trainable_variables,
-                                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
-                grads = [a + b for a, b in zip(grads, reg_grads)]
-            self.compiled_loss(y, y_pred, sample_weight=mask, regularization_losses=self.losses)
-            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
-            self.compiled_metrics.update_state(y, y_pred, sample_weight=mask)
-            return {m.name: m.result() for m in self.metrics}
-
-    class PoissonDPSequential(_PoissonStep, dp_keras_model.DPSequential):
-        """tensorflow-privacy ``DPSequential`` with the Poisson train step (noisy sum / expected batch)."""
-
-    class PoissonDPModel(_PoissonStep, dp_keras_model.DPModel):
-        """tensorflow-privacy ``DPModel`` with the Poisson train step (noisy sum / expected batch)."""
-
-    return PoissonDPSequential, PoissonDPModel
-
 
 # --------------------------------------------------------------------------------------------
 # The Poisson DP-SGD run
 # --------------------------------------------------------------------------------------------
-class PoissonDPSGD(DPSGD):
+class PoissonDPSGD(DPSGDRun):
     """DP-SGD with Poisson sampling, σ calibrated to a target (ε, δ), the ε recorded as **proven**.
 
-    One object is one training run, as for :class:`~tfdpmech.dpsgd.DPSGD` (same model
-    checks, loss handling, ``compile``, ``callback``): construction validates every argument and
-    computes σ before any training; :meth:`compile` wraps the model in tensorflow-privacy's
-    ``DPSequential`` / ``DPModel`` with the Poisson train step and records the release;
-    :meth:`dataset` gives the Poisson batches for ``model.fit(..., epochs=self.epochs)``.
+    One object is one training run, as for :class:`~tfdpmech.dpsgd.DPSGD` (both are a
+    :class:`~tfdpmech.dpsgd.base.DPSGDRun`: the same model checks, loss handling, ``compile``,
+    ``callback``): construction validates every argument and computes σ before any training;
+    :meth:`compile` wraps the model in tensorflow-privacy's ``DPSequential`` / ``DPModel`` with the
+    Poisson train step (or installs tfdpmech's own) and records the release; :meth:`dataset` gives
+    the Poisson batches for ``model.fit(..., epochs=self.epochs)``.
 
     Args:
         epsilon: target ε > 0 of the whole run (None when ``noise_multiplier`` is given).
@@ -340,12 +167,12 @@ class PoissonDPSGD(DPSGD):
                 "give exactly one of epsilon (σ is then calibrated to it) and noise_multiplier (its ε is then "
                 f"computed); got epsilon={epsilon!r}, noise_multiplier={noise_multiplier!r}"
             )
-        self.epsilon = None if epsilon is None else check_epsilon(epsilon)
-        self.delta = check_delta(delta)
+        epsilon = None if epsilon is None else check_epsilon(epsilon)
+        delta = check_delta(delta)
         if n is None:
             raise ValueError("n (the number of private training records) is required, e.g. n=len(x_private)")
-        self.n = check_positive_int(n, "n")
-        self.epochs = check_positive_int(epochs, "epochs")
+        n = check_positive_int(n, "n")
+        epochs = check_positive_int(epochs, "epochs")
         if (expected_batch_size is None) == (sampling_probability is None):
             raise ValueError(
                 "give exactly one of expected_batch_size (L) and sampling_probability (q = L / n); got "
@@ -353,18 +180,22 @@ class PoissonDPSGD(DPSGD):
             )
         if sampling_probability is not None:
             self.sampling_probability = check_sampling_probability(sampling_probability)
-            self.expected_batch_size = self.sampling_probability * self.n
+            self.expected_batch_size = self.sampling_probability * n
         else:
-            self.expected_batch_size = _check_expected_batch(expected_batch_size, self.n)
-            self.sampling_probability = self.expected_batch_size / self.n
-        # DPSGD's attributes that its shared methods read
-        self.batch_size = max(1, int(round(self.expected_batch_size)))
-        self.num_microbatches = None
-        self.used_microbatching = False
-        self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
-        self.optimizer_name = check_choice(optimizer, "optimizer", ("adam", "sgd"))
-        self.learning_rate = ({"adam": 1e-3, "sgd": 0.1}[self.optimizer_name] if learning_rate is None
-                              else check_positive_real(learning_rate, "learning_rate"))
+            self.expected_batch_size = _check_expected_batch(expected_batch_size, n)
+            self.sampling_probability = self.expected_batch_size / n
+        self.steps_per_epoch = int(math.ceil(1.0 / self.sampling_probability - 1e-12))
+        if epochs * self.steps_per_epoch > MAX_STEPS:
+            raise ValueError(
+                f"epochs={epochs} with {self.steps_per_epoch} Poisson steps per epoch is "
+                f"{epochs * self.steps_per_epoch:.3g} DP-SGD steps, more than {MAX_STEPS:.0e}, beyond what the "
+                "accountant computes; pass a realistic number of epochs"
+            )
+        # batch_size: the expected batch size, rounded (what the shared checks and messages read)
+        super().__init__(epsilon=epsilon, delta=delta, n=n, epochs=epochs,
+                         batch_size=max(1, int(round(self.expected_batch_size))), l2_norm_clip=l2_norm_clip,
+                         learning_rate=learning_rate, optimizer=optimizer, path=path, num_microbatches=None,
+                         layer_registry=layer_registry, use_xla=use_xla, engine=engine, ledger=ledger)
         if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real) or not 0 <= momentum < 1:
             raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
         if momentum and self.optimizer_name != "sgd":
@@ -375,26 +206,7 @@ class PoissonDPSGD(DPSGD):
                                          or not 0 < ema_momentum < 1):
             raise ValueError(f"ema_momentum must lie in (0, 1) or be None, got {ema_momentum!r}")
         self.ema_momentum = None if ema_momentum is None else float(ema_momentum)
-        path = check_choice(path, "path", ("auto", "fast_clipping", "vectorized", "microbatch"))
-        if path == "microbatch":
-            raise ValueError(
-                "path='microbatch' (tensorflow-privacy's DP Keras optimizers) divides the noisy sum by the "
-                "number of microbatches of each batch, not by the expected batch size, so it cannot run Poisson "
-                "DP-SGD; use path='auto', or tfdpmech.dpsgd.DPSGD (shuffled fixed-size batches, weaker provable ε)"
-            )
-        self.requested_path = self.path = path
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
-        self.ledger = ledger_or_new(ledger)
-        self.layer_registry = layer_registry
-        self.use_xla = bool(use_xla)
-        self.steps_per_epoch = int(math.ceil(1.0 / self.sampling_probability - 1e-12))
-        if self.epochs * self.steps_per_epoch > MAX_STEPS:
-            raise ValueError(
-                f"epochs={self.epochs} with {self.steps_per_epoch} Poisson steps per epoch is "
-                f"{self.epochs * self.steps_per_epoch:.3g} DP-SGD steps, more than {MAX_STEPS:.0e}, beyond what the "
-                "accountant computes; pass a realistic number of epochs"
-            )
-        self.engine = self._checked_engine(engine)
         self.steps = self.epochs * self.steps_per_epoch
         self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)
         if noise_multiplier is not None:
@@ -409,8 +221,18 @@ class PoissonDPSGD(DPSGD):
         seeds = np.random.SeedSequence(seed).spawn(2) if seed is not None else (None, None)
         self._sampler_seed = seeds[0]
         self._noise_seed = None if seed is None else int(seeds[1].generate_state(1)[0])
-        self.release: Release | None = None
-        self.model: keras.Model | None = None
+
+    _path_alternatives = "path='vectorized' or path='auto'"  # path='microbatch' is refused
+
+    def _check_path(self, path) -> str:
+        path = check_choice(path, "path", PATHS)
+        if path == "microbatch":
+            raise ValueError(
+                "path='microbatch' (tensorflow-privacy's DP Keras optimizers) divides the noisy sum by the "
+                "number of microbatches of each batch, not by the expected batch size, so it cannot run Poisson "
+                "DP-SGD; use path='auto', or tfdpmech.dpsgd.DPSGD (shuffled fixed-size batches, weaker provable ε)"
+            )
+        return path
 
     # -- accounting ----------------------------------------------------------------------------
     def epsilon_after_steps(self, steps: int) -> float:
@@ -421,8 +243,9 @@ class PoissonDPSGD(DPSGD):
         return poisson_epsilon(self.noise_multiplier, self.sampling_probability, steps, self.delta,
                                accountant=self.accountant)
 
-    def _epsilon_any_order(self) -> float:  # the Poisson ε is proven; no any-order fallback is needed
-        return self.epsilon_achieved
+    def allowed_steps_per_epoch(self) -> set:
+        """``ceil(1/q)`` Poisson draws per epoch."""
+        return {self.steps_per_epoch}
 
     _poisson = True  # batches are padded Poisson batches (x, y, mask)
 

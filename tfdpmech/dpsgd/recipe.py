@@ -133,6 +133,15 @@ def make_dpsgd(epsilon: float, delta: float, n: int, *, recipe: Recipe = RECIPE,
                sampling: str = "poisson", **overrides):
     """A DP-SGD run with the recipe's hyper-parameters (``overrides`` replace any of them).
 
+    The recipe's convenience constructor, nothing more: ``make_dpsgd(epsilon, delta, n)`` is the
+    same as ``PoissonDPSGD(epsilon, delta, n=n, expected_batch_size=recipe.batch_for(n),
+    epochs=recipe.epochs, l2_norm_clip=recipe.l2_norm_clip, learning_rate=recipe.learning_rate,
+    optimizer=recipe.optimizer, momentum=recipe.momentum, lr_schedule=recipe.lr_schedule,
+    ema_momentum=recipe.ema_momentum, accountant=recipe.accountant, seed=seed, ledger=ledger)``;
+    ``sampling="shuffled"`` is the same as constructing :class:`~tfdpmech.dpsgd.DPSGD` with the
+    recipe's batch size, epochs, clipping norm, learning rate and optimizer and
+    ``drop_remainder=True``.
+
     Args:
         sampling: ``"poisson"`` (default): a :class:`~tfdpmech.dpsgd.poisson.PoissonDPSGD`, ε proven.
             ``"shuffled"``: a :class:`~tfdpmech.dpsgd.DPSGD` with fixed-size batches of the same

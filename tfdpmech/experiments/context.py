@@ -25,8 +25,19 @@ KNOWN_DATASETS = tuple(image_data.KNOWN_DATASETS) + tuple(data_tabular.TABULAR_D
 
 PUBLIC_EPOCHS = 20  # training epochs of the public model (see Context.public_model)
 
+
+def _digits(num_classes, input_shape):
+    """scikit-learn's 8×8 digits framed like MNIST (public data from another source)."""
+    if num_classes != 10 or tuple(input_shape) != (28, 28, 1):
+        raise ValueError(f"--public digits needs 28×28×1 images of 10 classes, got {tuple(input_shape)} and "
+                         f"{num_classes} classes; pass a record count instead (e.g. --public 1000)")
+    from ..features.public_data import load_digits_public  # scikit-learn's loader, only when asked for
+
+    return load_digits_public((28, 28))
+
+
 # name -> loader(num_classes, input_shape) -> (x_public, y_public one-hot): public data from another source
-PUBLIC_SOURCES: dict[str, Callable] = {}
+PUBLIC_SOURCES: dict[str, Callable] = {"digits": _digits}
 
 
 def dataset_kind(name: str) -> str:

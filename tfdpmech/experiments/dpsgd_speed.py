@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from ..dpsgd import RECIPE, PoissonDPSGD, tanh_mlp
 from ..dpsgd.paths import tf_privacy_available
-from ..dpsgd.poisson import padded_batch_size
+from ..dpsgd.poisson_sampling import padded_batch_size
 from ..models import standard_cnn
 
 __all__ = ["MODELS", "variants", "measure", "run", "format_table"]

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..accounting.dpsgd import NotCertifiableError
-from ..audit.canary import audit_scores, ball_canaries, draw_membership, loss_scores, noise_canaries
+from ..audit.canary_run import CANARY_COUNT, CANARY_SEED, audit_one_run, canary_count, run_canaries  # noqa: F401
 from ..data_tabular import TabularConfig
 from ..report.schema import SCHEMA_VERSION, RunResult
 from ..validation import check_delta, check_epsilon, check_positive_int
@@ -187,45 +187,29 @@ def _mia_floor(ctx: Context) -> dict:
 register_audit(Audit("mia", "mia_advantage", _mia_run, _mia_status, _mia_floor))
 
 
-# The one-run canary audit (Steinke, Nasr & Jagielski 2023; tfdpmech.audit.canary): one extra training
+# The one-run canary audit (Steinke, Nasr & Jagielski 2023; tfdpmech.audit.canary_run): one extra training
 # per run with m canaries, each added to the private set with probability ½, exactly as a user would.
-CANARY_COUNT = 1000
-CANARY_SEED = 2023  # the same canaries for every method; membership is drawn per run seed
-
-
-def canary_count(config) -> int:
-    """m: ``options["canaries"]`` of the comparison, else :data:`CANARY_COUNT`."""
-    return int((getattr(config, "options", {}) or {}).get("canaries", CANARY_COUNT))
-
-
 def _canaries(ctx: Context):
-    m = canary_count(ctx.config)
-    if ctx.kind == "image":  # uniform-noise images with random labels, in the [0, 1] pixel domain
-        return noise_canaries(m, ctx.x_private.shape[1:], num_classes=ctx.num_classes, seed=CANARY_SEED)
-    # random rows of the public feature ball ‖x‖ <= R of the DP-ERM datasets
-    radius = TabularConfig(**getattr(ctx.config, "tabular", {}) or {}).feature_norm_bound
-    return ball_canaries(m, ctx.x_private.shape[1], radius=radius, num_classes=ctx.num_classes, seed=CANARY_SEED)
+    def radius() -> float:  # R of the tabular feature ball
+        return TabularConfig(**getattr(ctx.config, "tabular", {}) or {}).feature_norm_bound
+
+    return run_canaries(ctx.kind, ctx.x_private.shape[1:], ctx.num_classes, canary_count(ctx.config), radius=radius)
 
 
 def _canary_run(ctx: Context, method: Method, epsilon, seed, prepared: Prepared) -> dict | None:
-    """Train ``method`` once more on the private set plus the included canaries; score; bound ε.
+    """Train ``method`` once more on the private set plus the included canaries; score; bound ε
+    (:func:`~tfdpmech.audit.canary_run.audit_one_run`). None when that training diverged."""
 
-    Score: log-probability of the canary's label in the method's answers; guesses: k₊ = k₋ = m/4;
-    δ: the audited run's own δ (0 for pure-ε ledgers). None when that training diverged.
-    """
-    x_canary, y_canary = _canaries(ctx)
-    member = draw_membership(len(x_canary), np.random.default_rng((seed, CANARY_SEED)))
-    audited = dataclasses.replace(ctx, x_private=np.concatenate([ctx.x_private, x_canary[member]]),
-                                  y_private=np.concatenate([ctx.y_private, y_canary[member]]))
-    keras.utils.set_random_seed(seed)
-    run = method.prepare(audited, epsilon, seed)
-    epochs = run.epochs or ctx.config.epochs
-    _train(run, epochs, list(run.callbacks))
-    probabilities = run.probabilities(x_canary)
-    if not np.isfinite(probabilities).all():
-        return None
-    delta = 0.0 if run.ledger is None else float(run.ledger.delta(epochs))
-    return audit_scores(loss_scores(probabilities, y_canary), member, delta=delta).as_record()
+    def train(x_in, y_in):
+        audited = dataclasses.replace(ctx, x_private=np.concatenate([ctx.x_private, x_in]),
+                                      y_private=np.concatenate([ctx.y_private, y_in]))
+        keras.utils.set_random_seed(seed)
+        run = method.prepare(audited, epsilon, seed)
+        epochs = run.epochs or ctx.config.epochs
+        _train(run, epochs, list(run.callbacks))
+        return run.probabilities, lambda: 0.0 if run.ledger is None else float(run.ledger.delta(epochs))
+
+    return audit_one_run(train, *_canaries(ctx), seed)
 
 
 register_audit(Audit("canary", "canary", _canary_run))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from ...mechanisms import AdLM, ILM
-from ...mechanisms.adlm.reference import CODE_PATH, train_relevance_model
+from ...mechanisms.adlm.reference import CODE_PATH
+from ...mechanisms.adlm.reference_steps import train_relevance_model
 from ...mechanisms.afrrs import AFRRS, DEFAULT_GAMMA
 from ..registry import Prepared, register_method
 

@@ -11,23 +11,10 @@ from __future__ import annotations
 import time
 
 from ...features import public_features, scatter_features
-from ...features.public_data import load_digits_public
 from ...heads import FunctionalHead
-from ..context import PUBLIC_SOURCES
 from ..registry import Prepared, register_method
 
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model
-
-
-def _digits(num_classes, input_shape):
-    """scikit-learn's 8×8 digits framed like MNIST (public data from another source)."""
-    if num_classes != 10 or tuple(input_shape) != (28, 28, 1):
-        raise ValueError(f"--public digits needs 28×28×1 images of 10 classes, got {tuple(input_shape)} and "
-                         f"{num_classes} classes; pass a record count instead (e.g. --public 1000)")
-    return load_digits_public((28, 28))
-
-
-PUBLIC_SOURCES.setdefault("digits", _digits)
 
 
 def _features(ctx, seed):

@@ -1,12 +1,14 @@
 """AdLM and ILM (Phan et al., ICDM'17): adaptive (or uniform) Laplace noise drawn once, before training.
 
-* :mod:`.mechanism`: :class:`AdLM`, :class:`ILM`, :class:`PrivateData`.
+* :mod:`.mechanism`: :class:`AdLM`, :class:`ILM`.
+* :mod:`.private_data`: :class:`PrivateData` (the released data), ``AdLMBudget`` (the callback).
 * :mod:`.sensitivity`: Δ_h0 policies, the per-record ε, and the model checks they rest on.
 * :mod:`.reference`: :class:`AdLMReference`, :class:`ILMReference`, the authors' public code path
-  (``mode="reference"``; claimed, none proven).
+  (``mode="reference"``; claimed, none proven); :mod:`.reference_steps`: its steps, one function each.
 """
 
-from .mechanism import ILM, MODES, NOISE_MODES, AdLM, PrivateData
+from .mechanism import ILM, MODES, NOISE_MODES, AdLM
+from .private_data import PrivateData
 from .reference import AdLMReference, ILMReference
 from .sensitivity import (
     DELTA_H0_POLICIES,

@@ -25,15 +25,8 @@ from ...accounting.ledger import Release
 from ...mechanism import release
 from ...noise import laplace, noise_fingerprint
 from ...validation import check_positive_int, check_unit_interval
-from ..adlm.reference import (
-    CODE_PATH,
-    REFERENCE_REASON,
-    AdLMReference,
-    averaged_relevance,
-    inner_crop,
-    pad_to_grid,
-    to_code_range,
-)
+from ..adlm.reference import CODE_PATH, REFERENCE_REASON, AdLMReference
+from ..adlm.reference_steps import averaged_relevance, inner_crop, pad_to_grid, to_code_range
 from .allocation import DEFAULT_GAMMA, RegionAllocation, _check_gamma, global_minmax
 
 __all__ = ["AFRRSReference"]

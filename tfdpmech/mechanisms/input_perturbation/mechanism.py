@@ -435,16 +435,9 @@ class InputPerturbation(Mechanism):
         return check_positive_int(d, "d")
 
     def prepare(self, model=None, x=None, y=None, *, learning_rate=None, charge_new_budget: bool = False) -> PreparedFit:
-        """:meth:`perturb`, then the model (the linear DP-ERM model by default) and :meth:`fit` (the contract).
-
-        Args:
-            model: a Keras model with logits output, or None for :meth:`make_linear_model`.
-            x, y: the private features and labels, as for :meth:`perturb`.
-            learning_rate, charge_new_budget: as for :meth:`fit` and :meth:`perturb`.
-
-        Returns:
-            a :class:`~tfdpmech.mechanism.PreparedFit` whose ``fit()`` runs the T full-batch steps.
-        """
+        """The contract: :meth:`perturb` ``(x, y)``, then ``fit()`` runs :meth:`fit`'s T full-batch steps on
+        ``model`` (a Keras model with logits output; None: :meth:`make_linear_model`). ``learning_rate`` and
+        ``charge_new_budget`` are those of :meth:`fit` and :meth:`perturb`."""
         if model is not None:
             check_instance(model, "model", keras.Model)  # before perturb spends the budget
         x_noisy, y_train = self.perturb(x, y, charge_new_budget=charge_new_budget)

@@ -22,7 +22,8 @@ from scipy.optimize import minimize
 
 from ...accounting.callbacks import PrivacyBudget
 from ...noise import noise_fingerprint
-from ...validation import ReleasedDataGuard, check_array
+from ...released_data import ReleasedDataGuard
+from ...validation import check_array
 
 __all__ = [
     "InputPerturbationBudget",

@@ -41,7 +41,8 @@ from ...mechanism import Mechanism, PreparedFit, refuse_model, release
 from ...models.authors import pcdbn_authors_network
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
 from ...validation import check_epsilon, check_one_hot, check_positive_int, check_positive_real, check_unit_interval
-from ..adlm.reference import REFERENCE_REASON, next_batch_indices, taylor_terms
+from ..adlm.reference import REFERENCE_REASON
+from ..adlm.reference_steps import next_batch_indices, taylor_terms
 
 __all__ = [
     "PCDBNReference",
@@ -145,7 +146,7 @@ class PCDBNReference(Mechanism):
         pretrain_epochs: per encoder layer (the code: 10).
         pretrain_lr, finetune_lr: Adam steps (the code: 0.01 and 2e-4).
         seed: seeds weights, once-drawn noise, batch order and the per-batch generator.
-        ledger: a :class:`~tfdpmech.ledger.PrivacyLedger` to record into.
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into.
     """
 
     name = "pcdbn"

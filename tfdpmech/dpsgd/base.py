@@ -1,0 +1,378 @@
+"""What every DP-SGD run shares: the validated settings, the engines, ``compile`` and the data checks.
+
+:class:`DPSGDRun` is the base of :class:`~tfdpmech.dpsgd.DPSGD` (shuffled fixed-size batches) and
+:class:`~tfdpmech.dpsgd.PoissonDPSGD` (Poisson sampling). Both are one training run: construction
+validates every argument and computes σ before any training; :meth:`DPSGDRun.compile` makes the
+model trainable with DP-SGD (tfdpmech's own train step, or tensorflow-privacy's DP models) and
+records the release. What differs between the two (the sampling, the divisor of the noisy sum,
+the accounting, the release and the data pipeline) is implemented by each subclass.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import keras
+import tensorflow as tf
+
+from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ..distribute import check_strategy, strategy_of
+from ..mechanism import Mechanism, PreparedFit, release
+from ..validation import check_array, check_choice, check_instance, check_labels, check_positive_int, check_positive_real
+from .callback import DPSGDBudget
+from .clipping import resolve_clipping
+from .paths import (
+    PATHS,
+    check_logits,
+    check_model,
+    fast_clipping_layers,
+    rebuildable,
+    require_tf_privacy,
+    resolve_engine,
+    supports_fast_clipping,
+)
+from .train_step import install_dp_train_step
+
+__all__ = ["DPSGDRun", "OPTIMIZERS", "MAX_STEPS", "DEFAULT_LEARNING_RATES"]
+
+OPTIMIZERS = ("adam", "sgd")
+MAX_STEPS = 10**9  # more optimizer steps than this is a mistake (and overflows the RDP accountant)
+DEFAULT_LEARNING_RATES = {"adam": 1e-3, "sgd": 0.1}
+
+
+class DPSGDRun(Mechanism):
+    """The state and the methods :class:`~tfdpmech.dpsgd.DPSGD` and :class:`~tfdpmech.dpsgd.PoissonDPSGD` share.
+
+    A subclass validates what is its own (the batch shape, the steps, σ) and passes the validated
+    ``epsilon``, ``delta``, ``n``, ``epochs`` and ``batch_size`` here; this constructor validates the
+    rest, in the order the messages name them.
+
+    Args:
+        epsilon: the target ε (validated by the subclass; None while a Poisson run computes it from σ).
+        delta, n, epochs: validated by the subclass.
+        batch_size: the examples of one step (the expected batch size, rounded, for Poisson sampling).
+        l2_norm_clip: per-example clipping norm C.
+        learning_rate: the optimizer's step size; None means 1e-3 for Adam and 0.1 for SGD.
+        optimizer: ``"adam"`` or ``"sgd"``.
+        path: the training path (:mod:`tfdpmech.dpsgd.paths`), checked by :meth:`_check_path`.
+        num_microbatches: None (every example clipped on its own) or the number of microbatches of
+            a batch, a divisor of ``batch_size``.
+        layer_registry, use_xla: tensorflow-privacy's fast-clipping registry and XLA switch.
+        engine: ``"auto"``, ``"tfdpmech"`` or ``"tensorflow_privacy"``.
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one if None).
+    """
+
+    paper = "Abadi et al. 2016, Deep Learning with Differential Privacy (CCS)"
+
+    def __init__(self, *, epsilon: float | None, delta: float, n: int, epochs: int, batch_size: int,
+                 l2_norm_clip: float, learning_rate: float | None, optimizer: str, path: str,
+                 num_microbatches: int | None, layer_registry, use_xla: bool, engine: str,
+                 ledger: PrivacyLedger | None):
+        self.epsilon, self.delta, self.n, self.epochs, self.batch_size = epsilon, delta, n, epochs, batch_size
+        self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
+        self.optimizer_name = check_choice(optimizer, "optimizer", OPTIMIZERS)
+        self.learning_rate = (DEFAULT_LEARNING_RATES[self.optimizer_name] if learning_rate is None
+                              else check_positive_real(learning_rate, "learning_rate"))
+        self.requested_path = self._check_path(path)
+        self.path = self.requested_path
+        if num_microbatches is not None:
+            num_microbatches = check_positive_int(num_microbatches, "num_microbatches")
+            if self.batch_size % num_microbatches:
+                raise ValueError(
+                    f"batch_size={self.batch_size} does not divide into num_microbatches={num_microbatches} "
+                    "microbatches of equal size; pass num_microbatches=None (one example per microbatch) or a divisor "
+                    f"of batch_size, or change batch_size to a multiple of {num_microbatches}"
+                )
+        self.num_microbatches = num_microbatches
+        self.used_microbatching = num_microbatches is not None and num_microbatches < self.batch_size
+        self.ledger = ledger_or_new(ledger)
+        self.layer_registry = layer_registry
+        self.use_xla = bool(use_xla)
+        self.engine = self._checked_engine(engine)  # fail here, not half-way through compile
+        self.release: Release | None = None
+        self.model: keras.Model | None = None
+        self.num_classes: int | None = None
+        self._one_hot_labels = False
+
+    # -- what each sampling scheme defines ---------------------------------------------------
+    @abc.abstractmethod
+    def epsilon_after_steps(self, steps: int) -> float:
+        """The ε after ``steps`` optimizer steps with this run's σ, q and δ (0 for 0 steps)."""
+
+    @abc.abstractmethod
+    def allowed_steps_per_epoch(self) -> set:
+        """The numbers of steps one Keras epoch over the ``n`` examples may take (checked by the callback)."""
+
+    @abc.abstractmethod
+    def dataset(self, x, y, *, seed=None) -> tf.data.Dataset:
+        """The ``tf.data`` pipeline of this run's batches for ``model.fit``."""
+
+    @abc.abstractmethod
+    def _global_batch_rows(self) -> int:
+        """Rows of one global batch, split across the replicas."""
+
+    @abc.abstractmethod
+    def _replica_split_message(self, rows: int, replicas: int) -> str:
+        """The error when ``rows`` do not split evenly across ``replicas``."""
+
+    @abc.abstractmethod
+    def _divisor(self) -> float:
+        """The public L the noisy sum is divided by."""
+
+    @abc.abstractmethod
+    def _noise_seed_for_engine(self):
+        """The noise seed of tfdpmech's train step (None: OS entropy)."""
+
+    @abc.abstractmethod
+    def _dp_model(self, model, dp_keras_model, lr):
+        """``model`` rebuilt as tensorflow-privacy's ``DPSequential`` / ``DPModel``."""
+
+    @abc.abstractmethod
+    def _optimizer(self, dp_optimizer_keras):
+        """The optimizer of the run's own (``optimizer`` / ``learning_rate`` arguments)."""
+
+    @abc.abstractmethod
+    def _guard_train_step(self, model) -> None:
+        """Make the compiled model's train step refuse what the accounting does not cover."""
+
+    @abc.abstractmethod
+    def _make_release(self) -> Release:
+        """The training run as the ledger entry :meth:`compile` records."""
+
+    _poisson = False  # batches are shuffled fixed-size batches without a mask
+    _path_alternatives = "path='vectorized', path='microbatch' or path='auto'"  # the paths to suggest instead
+
+    def _check_path(self, path) -> str:
+        """The requested training path, one of :data:`~tfdpmech.dpsgd.paths.PATHS`."""
+        return check_choice(path, "path", PATHS)
+
+    # -- model preparation -------------------------------------------------------------------
+    replicas = 1  # replicas of the tf.distribute strategy the model trains under (set by compile)
+
+    def _check_distribution(self, model) -> None:
+        """Refuse a strategy, engine or per-replica batch the accounting does not cover (before any release).
+
+        Under ``MirroredStrategy`` tfdpmech's engine clips on every replica, sums across them (the optimizer's SUM
+        all-reduce) and adds one noise draw per global step on replica 0 (:mod:`tfdpmech.dpsgd.train_step`).
+        """
+        strategy = check_strategy(strategy_of(model), f"{type(self).__name__}.compile")
+        if strategy is None:
+            self.replicas = 1
+            return
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            raise ValueError(
+                f"{type(self).__name__} does not support strategy=MultiWorkerMirroredStrategy: every worker would "
+                "need the same secret sampling/shuffling stream for each record to be used as the accounting assumes. "
+                "Train on the devices of one machine with tf.distribute.MirroredStrategy(), or without a strategy "
+                "(the functional head, tfdpmech.heads.FunctionalHead, does support several workers)"
+            )
+        if self.engine != "tfdpmech":
+            if getattr(self, "_engine_argument", None) != "auto":
+                raise ValueError(
+                    f"engine={self.engine!r} cannot train under tf.distribute ({type(strategy).__name__}): "
+                    "tensorflow-privacy's DP models add their noise on every replica. Pass engine='tfdpmech' (its "
+                    "train step adds the noise once per global step, on replica 0)"
+                )
+            self.engine = "tfdpmech"  # engine='auto' under a strategy: the engine that supports it
+            self._checked_engine("tfdpmech")
+        replicas = int(strategy.num_replicas_in_sync)
+        rows = self._global_batch_rows()
+        if rows % replicas:
+            raise ValueError(self._replica_split_message(rows, replicas))
+        self.replicas = replicas
+
+    def _checked_engine(self, engine) -> str:
+        self._engine_argument = engine
+        engine = resolve_engine(check_choice(engine, "engine", ("auto", "tfdpmech", "tensorflow_privacy")))
+        if engine == "tfdpmech" and (self.requested_path == "microbatch" or self.num_microbatches not in (None, self.batch_size)):
+            raise ValueError(
+                f"engine='tfdpmech' clips every example (path 'auto', 'fast_clipping' or 'vectorized'); path="
+                f"{self.requested_path!r} with num_microbatches={self.num_microbatches} is tensorflow-privacy's DP "
+                "optimizer path: pass engine='tensorflow_privacy' (TensorFlow 2.15) or drop these arguments"
+            )
+        return engine
+
+    def _compile_tfdpmech(self, model, loss, metrics, optimizer=None):
+        """tfdpmech's engine: the user's model itself, compiled, with the DP train step installed."""
+        self.path = resolve_clipping(model, self.requested_path)
+        loss = self._loss(loss, "sum_over_batch_size")
+        # the class's compile: tfdpmech.dpsgd.make_private replaces the instance's compile with one that comes here
+        type(model).compile(model, optimizer=optimizer if optimizer is not None else self._optimizer(None), loss=loss,
+                            metrics=list(metrics) if metrics else None)
+        install_dp_train_step(model, loss=loss, l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
+                              divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
+                              require_mask=self._poisson)
+        return model
+
+    def _resolve_path(self, model) -> str:
+        if self.requested_path == "microbatch":
+            return "microbatch"
+        if self.requested_path == "vectorized":
+            if not rebuildable(model):
+                raise ValueError(
+                    f"path='vectorized' needs a Sequential or functional model, got {type(model).__name__} "
+                    f"{model.name!r}; use path='microbatch'"
+                )
+            return "vectorized"
+        if supports_fast_clipping(model, self.layer_registry):
+            return "fast_clipping"
+        if self.requested_path == "fast_clipping":
+            unsupported = fast_clipping_layers(model, self.layer_registry)
+            why = (f"layers {unsupported} are not in the fast-clipping layer registry (tensorflow-privacy 0.9.0 "
+                   "registers Dense and Embedding only)" if unsupported else
+                   "it is not a Sequential or functional model")
+            raise ValueError(
+                f"path='fast_clipping' cannot train model {model.name!r}: {why}; use {self._path_alternatives}"
+            )
+        # The DP Keras optimizers cost batch_size**2 (measured: out of memory for the MNIST CNN at
+        # batch 250); DPModel's vectorized per-example gradients compute the same clipped sum linearly.
+        return "vectorized" if rebuildable(model) else "microbatch"
+
+    def _loss(self, loss, reduction: str):
+        if loss is None:
+            return keras.losses.CategoricalCrossentropy(from_logits=True, reduction=reduction)
+        if not isinstance(loss, keras.losses.Loss):
+            raise TypeError(
+                f"loss must be a keras.losses.Loss instance such as keras.losses.SparseCategoricalCrossentropy("
+                f"from_logits=True), got {type(loss).__name__}; its reduction is set by DPSGD"
+            )
+        config = loss.get_config()
+        config["reduction"] = reduction
+        return loss.__class__.from_config(config)
+
+    def compile(self, model, *, loss=None, metrics=("accuracy",), optimizer=None) -> keras.Model:
+        """Compile ``model`` for DP-SGD, record the release, and return the model to ``fit``.
+
+        Args:
+            model: a built, un-compiled ``keras.Model`` with logits output, or a builder
+                (callable without arguments) returning one, e.g. ``tfdpmech.models.standard_cnn``.
+            loss: a ``keras.losses.Loss`` (its reduction is overridden); None means
+                ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels.
+            metrics: Keras metrics for ``compile``.
+            optimizer: a ``keras.optimizers.Optimizer`` instead of the run's own (``optimizer`` /
+                ``learning_rate`` arguments); not with ``path="microbatch"``.
+
+        Returns:
+            With ``engine="tfdpmech"``, ``model`` itself with the DP train step. With tensorflow-privacy:
+            on the microbatch path, ``model`` itself, compiled with a DP optimizer; on the
+            fast_clipping and vectorized paths, a new ``DPSequential`` / ``DPModel`` sharing
+            ``model``'s layers (and so its weights). Fit the returned model.
+
+        Raises:
+            RuntimeError: this DPSGD already compiled a model (its budget is taken).
+            ValueError: unbuilt model, softmax output with the default loss, batch-mixing
+                layers, ``path="fast_clipping"`` for an unsupported model, or
+                ``path="vectorized"`` for a subclassed model.
+        """
+        if self.release is not None:
+            name = type(self).__name__
+            raise RuntimeError(
+                f"this {name} already compiled a model and recorded its privacy release; create a new {name} "
+                "(its ε composes with the first run in a shared ledger) to train another model"
+            )
+        if not isinstance(model, keras.Model) and callable(model):
+            model = model()
+        check_model(model)
+        if loss is None:
+            check_logits(model)
+        self._check_distribution(model)  # before any release
+        self._one_hot_labels = loss is None
+        try:
+            self.num_classes = int(model.output_shape[-1])
+        except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
+            self.num_classes = None
+        if optimizer is not None:
+            if not isinstance(optimizer, keras.optimizers.Optimizer) or self.requested_path == "microbatch":
+                raise TypeError(
+                    f"optimizer must be a keras.optimizers.Optimizer instance (e.g. keras.optimizers.Adam(1e-3)) on the "
+                    f"per-example paths, got {type(optimizer).__name__} with path={self.requested_path!r}; the DP "
+                    "optimizers of path='microbatch' are built by DPSGD itself"
+                )
+            self.optimizer_name = type(optimizer).__name__
+        if self.engine == "tfdpmech":
+            model = self._compile_tfdpmech(model, loss, metrics, optimizer)
+            self._guard_train_step(model)
+            self.model = model
+            self.release = release(self.ledger, self._make_release())[1]
+            return model
+        _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
+        self.path = self._resolve_path(model)
+        if self.path in ("fast_clipping", "vectorized"):
+            model = self._dp_model(model, dp_keras_model, lr)
+            reduction = "sum_over_batch_size"  # DPModel needs a reduced (mean) loss
+        else:
+            reduction = "none"  # the DP optimizers need one loss per example
+        model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
+                      loss=self._loss(loss, reduction),
+                      metrics=list(metrics) if metrics else None)
+        self._guard_train_step(model)
+        self.model = model
+        self.release = release(self.ledger, self._make_release())[1]
+        return model
+
+    def _release(self, basis: str, epsilon_provable: float, details: dict, event=None) -> Release:
+        """The training run as one ledger entry: claimed = the calibrated ε, the optimiser in ``details``."""
+        return Release(
+            component="dpsgd_training", mechanism="dpsgd", epsilon_claimed=self.epsilon_achieved,
+            epsilon_provable=epsilon_provable, event=event, basis=basis, delta=self.delta,
+            neighbours="add_remove", protects="record",
+            sensitivity=self.l2_norm_clip, noise_scale=self.noise_multiplier, per_epoch=False,
+            details={"epsilon_target": self.epsilon, "epsilon_achieved": self.epsilon_achieved, **details,
+                     "l2_norm_clip": self.l2_norm_clip, "engine": self.engine, "path": self.path,
+                     "optimizer": self.optimizer_name,
+                     "learning_rate": self.learning_rate},
+        )
+
+    # -- training helpers --------------------------------------------------------------------
+    def _checked_data(self, x, y):
+        """``(x, y)`` checked: numeric, real and finite, n records; integer labels one-hot for the default loss."""
+        x = check_array(x, "x")
+        y = check_array(y, "y")
+        classes = getattr(self, "num_classes", None)
+        if (getattr(self, "_one_hot_labels", False) or self.model is None) and (y.ndim == 1 or classes is not None):
+            if classes is None:
+                raise ValueError(
+                    "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "
+                    f"known only after {type(self).__name__}.compile(model) of a Sequential or functional model; call "
+                    "compile first, or pass one-hot labels (keras.utils.to_categorical(y))"
+                )
+            y = check_labels(y, "y", num_classes=classes)
+        if len(x) != len(y):
+            raise ValueError(f"x and y must have the same number of examples, got {len(x)} and {len(y)}")
+        if len(x) != self.n:
+            raise ValueError(
+                f"the noise was calibrated for n={self.n} training examples, got {len(x)}; pass all n examples or "
+                f"create the {type(self).__name__} with n={len(x)}"
+            )
+        return x, y
+
+    def prepare(self, model, x=None, y=None, *, loss=None, metrics=("accuracy",), optimizer=None, seed=None,
+                verbose: int = 1) -> PreparedFit:
+        """:meth:`compile`, :meth:`dataset` and :meth:`callback` as one call (the mechanism contract).
+
+        Args:
+            model, loss, metrics, optimizer: as for :meth:`compile`.
+            x, y: all n private records and their labels, as for :meth:`dataset`.
+            seed: the batches' seed (None: the run's own stream).
+            verbose: the budget callback's logging (0: silent).
+
+        Returns:
+            a :class:`~tfdpmech.mechanism.PreparedFit` whose ``fit()`` runs exactly :attr:`epochs`.
+
+        Raises:
+            every error of :meth:`dataset` (checked first, before the release is recorded) and of
+            :meth:`compile`.
+        """
+        if x is None or y is None:
+            raise ValueError(f"{type(self).__name__}.prepare needs the private records: prepare(model, x, y)")
+        n_x, n_y = len(check_array(x, "x")), len(check_array(y, "y"))
+        if n_x != self.n or n_y != n_x:  # before compile records the release
+            raise ValueError(f"{type(self).__name__}.prepare needs all n={self.n} private records and one label each, "
+                             f"got {n_x} records and {n_y} labels; pass them all, or create it with n={n_x}")
+        compiled = self.compile(model, loss=loss, metrics=metrics, optimizer=optimizer)
+        return PreparedFit(compiled, self.dataset(x, y, seed=seed), [self.callback(verbose=verbose)], epochs=self.epochs)
+
+    def callback(self, verbose: int = 1) -> DPSGDBudget:
+        """A :class:`~tfdpmech.accounting.callbacks.PrivacyBudget` over this run's ledger (plus ε spent so far)."""
+        check_instance(verbose, "verbose", int)
+        return DPSGDBudget(self, verbose=verbose)

@@ -1,0 +1,97 @@
+"""tensorflow-privacy's DP Keras models with the Poisson train step (:mod:`tfdpmech.dpsgd.poisson`, steps 3-4).
+
+Each masked row's loss is multiplied by 0 before its gradient is taken; the per-example gradients
+are clipped to C (fast gradient clipping or ``tf.vectorized_map``), summed, given Gaussian noise
+``N(0, σ²C²·I)`` and divided by the **expected** batch size L (Abadi et al., Algorithm 1).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import keras
+import tensorflow as tf
+
+from .paths import require_tf_privacy
+
+__all__ = ["poisson_model_classes"]
+
+
+@functools.lru_cache(maxsize=None)
+def poisson_model_classes():
+    """``(PoissonDPSequential, PoissonDPModel)``: tensorflow-privacy's DP Keras models, Poisson train step.
+
+    Extra constructor arguments: ``expected_batch_size`` (the divisor L) and ``noise_seed``.
+    Batches must be ``(x, y, mask)``; see the module docstring for the step.
+    """
+    _, _, dp_keras_model, _ = require_tf_privacy()
+    from tensorflow_privacy.privacy.fast_gradient_clipping import clip_grads, common_manip_utils
+
+    class _PoissonStep:
+        def __init__(self, *args, expected_batch_size, noise_seed=None, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._expected_batch_size = float(expected_batch_size)
+            self._noise_generator = (tf.random.Generator.from_non_deterministic_state() if noise_seed is None
+                                     else tf.random.Generator.from_seed(int(noise_seed)))
+
+        def _summed_clipping_loss(self):
+            config = self.loss.get_config()
+            config["reduction"] = "none"
+            per_example = self.loss.__class__.from_config(config)
+
+            def summed(y_true, y_pred, weights):
+                return tf.reduce_sum(per_example(y_true, y_pred) * tf.cast(weights, y_pred.dtype))
+
+            return summed
+
+        def train_step(self, data):
+            x, y, mask = keras.utils.unpack_x_y_sample_weight(data)
+            if mask is None:
+                raise ValueError(
+                    f"{type(self).__name__} trains on padded Poisson batches (x, y, mask); got batches without a "
+                    "mask. Feed PoissonDPSGD.dataset(x, y) to fit (shuffled fixed-size batches are "
+                    "tfdpmech.dpsgd.DPSGD, with a weaker provable ε)"
+                )
+            if self._clipping_loss is None:
+                self._make_clipping_loss()
+            mask = tf.cast(mask, tf.float32)
+            if self._enable_fast_peg_computation:
+                # Ghost-norm clipping; the mask is the per-example weight (0 rows: zero norm, zero gradient).
+                clipped_sum, y_pred, _ = clip_grads.compute_clipped_gradients_and_outputs(
+                    input_model=self, l2_norm_clip=self._l2_norm_clip, layer_registry=self._layer_registry,
+                    x_batch=x, y_batch=y, weight_batch=mask, num_microbatches=None,
+                    clipping_loss=self._summed_clipping_loss(),
+                )
+            else:
+                rows = tf.shape(mask)[0]
+                per_example = tf.vectorized_map(
+                    self._compute_per_example_grads,
+                    tf.nest.map_structure(lambda z: common_manip_utils.maybe_add_microbatch_axis(z, rows),
+                                          (x, y, mask)),
+                )
+                clipped_sum = [tf.reduce_sum(g, axis=0) for g in per_example]
+                y_pred = self(x, training=True)
+            std = self._l2_norm_clip * self._noise_multiplier
+            grads = [
+                (g + self._noise_generator.normal(tf.shape(g), stddev=std, dtype=g.dtype))
+                / tf.cast(self._expected_batch_size, g.dtype)
+                for g in clipped_sum
+            ]
+            if self.losses:  # data-independent regularisation terms
+                with tf.GradientTape() as tape:
+                    reg = tf.add_n(self.losses)
+                reg_grads = tape.gradient(reg, self.trainable_variables,
+                                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                grads = [a + b for a, b in zip(grads, reg_grads)]
+            self.compiled_loss(y, y_pred, sample_weight=mask, regularization_losses=self.losses)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            self.compiled_metrics.update_state(y, y_pred, sample_weight=mask)
+            return {m.name: m.result() for m in self.metrics}
+
+    class PoissonDPSequential(_PoissonStep, dp_keras_model.DPSequential):
+        """tensorflow-privacy ``DPSequential`` with the Poisson train step (noisy sum / expected batch)."""
+
+    class PoissonDPModel(_PoissonStep, dp_keras_model.DPModel):
+        """tensorflow-privacy ``DPModel`` with the Poisson train step (noisy sum / expected batch)."""
+
+    return PoissonDPSequential, PoissonDPModel
