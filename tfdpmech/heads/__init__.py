@@ -2,9 +2,12 @@
 
 :class:`FunctionalHead` (statistics aggregated over the private set, ``docs/mechanisms/functional_head.md``)
 and :class:`OutputPerturbationHead` (a regularised logistic regression, noise on its weights;
-``docs/mechanisms/output_perturbation.md``).
+``docs/mechanisms/output_perturbation.md``). pCDBN's head, :class:`FunctionalSoftmaxHead`
+(:mod:`tfdpmech.mechanisms.pcdbn.softmax_head`), is offered here too (resolved on first access,
+:mod:`tfdpmech._lazy`).
 """
 
+from .._lazy import lazy_attributes
 from .calibration import gaussian_epsilon, gaussian_sigma, laplace_scale
 from .feature_map import FeatureMap, feature_map
 from .functional import (
@@ -12,7 +15,10 @@ from .functional import (
 )
 from .output_perturbation import OUTPUT_HEAD_MECHANISMS, OutputPerturbationHead, erm_sensitivity
 from .sensitivity import gaussian_sensitivity, laplace_sensitivity, num_released
-from .softmax_head import FunctionalSoftmaxHead, head_sensitivity
+
+_SOFTMAX_HEAD = "tfdpmech.mechanisms.pcdbn.softmax_head"
+__getattr__, __dir__ = lazy_attributes(
+    __name__, {"FunctionalSoftmaxHead": _SOFTMAX_HEAD, "head_sensitivity": _SOFTMAX_HEAD}, ("softmax_head",))
 
 __all__ = [
     "FunctionalHead", "FeatureMap", "feature_map", "MECHANISMS", "StatisticsReleasedError", "default_ridge",

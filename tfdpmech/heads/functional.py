@@ -45,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..accounting.ledger import PrivacyLedger, Release
-from ..losses.taylor_cross_entropy import PHI2, TaylorCrossEntropy
+from ..mechanisms.adlm.taylor_cross_entropy import PHI2, TaylorCrossEntropy
 from ..noise import gaussian, laplace, make_rng, noise_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,

@@ -39,11 +39,12 @@ import tensorflow as tf
 
 from ...accounting.callbacks import PrivacyBudget
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...allocation import BudgetAllocation, get_allocation
-from ...layers import InputNoise, PerturbedBias
-from ...losses.taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
+from .allocation import BudgetAllocation, get_allocation
+from .input_noise import InputNoise
+from .perturbed_bias import PerturbedBias
+from .taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
 from ...noise import laplace, make_rng, noise_fingerprint
-from ...relevance.private_relevance import private_relevance
+from .private_relevance import private_relevance
 from ...validation import (
     ReleasedData,
     ReleasedDataGuard,

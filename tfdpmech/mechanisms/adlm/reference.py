@@ -42,10 +42,10 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...allocation import BudgetAllocation
-from ...models.authors import authors_mnist_network, lenet5_relevance_model
+from .allocation import BudgetAllocation
+from .networks import authors_mnist_network, lenet5_relevance_model
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
-from ...relevance.lrp import lrp_relevance
+from .lrp import lrp_relevance
 from ...validation import (
     check_batch_size,
     check_budget_split,

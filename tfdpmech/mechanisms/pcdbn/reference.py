@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...models.authors import pcdbn_authors_network
+from .networks import pcdbn_authors_network
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
 from ...validation import check_epsilon, check_one_hot, check_positive_int, check_positive_real, check_unit_interval
 from ..adlm.reference import REFERENCE_REASON, next_batch_indices, taylor_terms

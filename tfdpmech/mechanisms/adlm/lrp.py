@@ -3,7 +3,7 @@
 AdLM (Phan et al., ICDM'17, §II-C, Eqs. 4–8) measures the relevance of every input feature with
 LRP: seeded at the output, relevance flows down through each layer by the ε-rule
 ``R_p = a_p · Σ_m w_pm · R_m / (z_m + μ·sign(z_m))``. The private, dataset-averaged relevance built
-on it is in :mod:`tfdpmech.relevance.private_relevance`.
+on it is in :mod:`tfdpmech.mechanisms.adlm.private_relevance`.
 
 Only chain models (Sequential, or functional with one path) built from the layers
 listed in :data:`SUPPORTED_LAYERS` are handled; anything else is refused with a
@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..validation import check_array, check_choice, check_labels, check_positive_int
+from ...validation import check_array, check_choice, check_labels, check_positive_int
 
 __all__ = ["SUPPORTED_LAYERS", "STARTS", "lrp_relevance", "prepare_lrp", "lrp_batches"]
 

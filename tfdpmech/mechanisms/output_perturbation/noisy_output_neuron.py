@@ -14,9 +14,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..noise import tf_laplace
-from ..validation import check_choice, check_epsilon, check_positive_int, check_positive_real, warn_unproven_mode
-from .shape_preserving import ShapePreservingLayer
+from ...noise import tf_laplace
+from ...validation import check_choice, check_epsilon, check_positive_int, check_positive_real, warn_unproven_mode
+from ...layers.shape_preserving import ShapePreservingLayer
 
 __all__ = ["NoisyOutputNeuron", "noise_calibration", "NOISE_TYPES", "GAUSSIAN_SPLITS", "OUTPUT_MODES"]
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import keras
 
-from ..layers import BatchMinMax, PerturbedBias, UnitClip
+from ...layers.batch_min_max import BatchMinMax
+from ...layers.unit_clip import UnitClip
+from ..adlm.perturbed_bias import PerturbedBias
 
 __all__ = ["afrrs_mnist_model", "afrrs_cifar_model"]
 

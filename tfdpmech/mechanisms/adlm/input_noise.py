@@ -6,9 +6,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..noise import tf_laplace
-from ..validation import check_array, check_interval, check_positive_int
-from .shape_preserving import ShapePreservingLayer
+from ...noise import tf_laplace
+from ...validation import check_array, check_interval, check_positive_int
+from ...layers.shape_preserving import ShapePreservingLayer
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from ..validation import check_array, check_positive_int
-from .shape_preserving import ShapePreservingLayer
+from ...validation import check_array, check_positive_int
+from ...layers.shape_preserving import ShapePreservingLayer
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")

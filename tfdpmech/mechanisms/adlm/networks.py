@@ -1,16 +1,15 @@
-"""The networks of the authors' public code (``haiphanNJIT/PrivateDeepLearning`` at ``77fb357``).
+"""AdLM's networks in the authors' public code (``haiphanNJIT/PrivateDeepLearning`` at ``77fb357``).
 
-Used by the reference modes (:mod:`tfdpmech.mechanisms.adlm.reference`,
-:mod:`tfdpmech.mechanisms.pcdbn.reference`), which re-run that code path.
+Used by the reference mode (:mod:`tfdpmech.mechanisms.adlm.reference`), which re-runs that code path.
 """
 
 from __future__ import annotations
 
 import keras
 
-from ..layers.batch_statistics import BatchStatisticsNormalization
+from ...layers.batch_statistics import BatchStatisticsNormalization
 
-__all__ = ["authors_mnist_network", "lenet5_relevance_model", "pcdbn_authors_network"]
+__all__ = ["authors_mnist_network", "lenet5_relevance_model"]
 
 
 def lenet5_relevance_model(num_classes: int = 10, seed: int | None = None) -> keras.Sequential:
@@ -19,7 +18,7 @@ def lenet5_relevance_model(num_classes: int = 10, seed: int | None = None) -> ke
     conv 5×5×10 → ReLU → 2×2 pool → conv 5×5×25 → ReLU → pool → conv 4×4×100 → ReLU → pool →
     10 logits, on 32×32 inputs. The toolbox's sum-pools are average pools here (a constant factor
     the next layer absorbs), and its final 1×1 convolution on a 1×1 map is the equivalent Dense
-    layer, so :func:`tfdpmech.relevance.lrp_relevance` accepts the model.
+    layer, so :func:`tfdpmech.mechanisms.adlm.lrp_relevance` accepts the model.
     """
     init = keras.initializers.GlorotUniform(seed=seed)
     return keras.Sequential([
@@ -62,29 +61,3 @@ def authors_mnist_network(num_classes: int = 10, hidden_units: int = 25, *, seed
         keras.layers.ReLU(max_value=1.0, name="relu_clip"),  # AdLM.py:183-185: relu, then clip to [-1, 1]
         keras.layers.Dense(num_classes, kernel_initializer=w(3), bias_initializer=b, name="w_out"),  # AdLM.py:197-199
     ], name="adlm_authors_mnist")
-
-
-def pcdbn_authors_network(num_classes: int = 10, *, maps=(32, 64), filter_size: int = 5, hidden_units: int = 25,
-                          seed: int | None = None, input_shape=(28, 28, 1)) -> keras.Sequential:
-    """pCDBN's MNIST network: sigmoid stride-2 SAME convolutions → FC → BN → ReLU → clip → output.
-
-    ``pCDBN/mlp.py:21-30`` (encoders, ``truncated_normal(stddev=0.1)`` weights, zero biases),
-    ``mlp.py:137-162`` (FC-25 with batch statistics; γ and β are not trained) and
-    ``logisticRegression.py:60-74`` (``clip(h, 0, 1)``, output with bias). The encoder layers are
-    named ``enc1``, ``enc2``; the others ``fc``, ``batch_stat_norm``, ``relu_clip``, ``out``.
-    """
-    def w(i):
-        return keras.initializers.TruncatedNormal(stddev=0.1, seed=None if seed is None else seed + i)
-
-    layers = [keras.Input(tuple(input_shape))]
-    for i, m in enumerate(maps):
-        layers.append(keras.layers.Conv2D(m, filter_size, strides=2, padding="same", activation="sigmoid",
-                                          kernel_initializer=w(i), bias_initializer="zeros", name=f"enc{i + 1}"))
-    layers += [
-        keras.layers.Flatten(),
-        keras.layers.Dense(hidden_units, kernel_initializer=w(10), bias_initializer="zeros", name="fc"),
-        BatchStatisticsNormalization(1e-3, trainable_affine=False, name="batch_stat_norm"),  # mlp.py:157-160
-        keras.layers.ReLU(max_value=1.0, name="relu_clip"),  # mlp.py:162, logisticRegression.py:72
-        keras.layers.Dense(num_classes, kernel_initializer=w(11), bias_initializer="zeros", name="out"),
-    ]
-    return keras.Sequential(layers, name="pcdbn_authors_mnist")

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..validation import check_one_hot, check_positive_int
+from ...validation import check_one_hot, check_positive_int
 
 __all__ = ["TaylorCrossEntropy", "taylor_coefficients", "loss_sensitivity", "LOG2", "PHI2"]
 

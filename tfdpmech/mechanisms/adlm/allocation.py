@@ -12,7 +12,7 @@ import abc
 
 import numpy as np
 
-from .validation import check_array, check_choice, check_real
+from ...validation import check_array, check_choice, check_real
 
 __all__ = ["BudgetAllocation", "UniformAllocation", "RelevanceAllocation", "get_allocation"]
 
@@ -84,7 +84,7 @@ class RelevanceAllocation(BudgetAllocation):
         if not compatible:
             raise ValueError(
                 f"relevance has shape {self.relevance.shape} but the inputs have feature shape {feature_shape}; "
-                "compute it with tfdpmech.relevance.private_relevance on the same inputs"
+                "compute it with tfdpmech.mechanisms.adlm.private_relevance on the same inputs"
             )
         r = self.relevance.reshape(feature_shape)
         r = np.abs(r) if self.mode == "abs" else r

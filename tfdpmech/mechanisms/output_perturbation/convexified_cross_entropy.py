@@ -11,7 +11,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from ..validation import check_choice, check_positive_real
+from ...validation import check_choice, check_positive_real
 
 __all__ = ["ConvexifiedCrossEntropy", "LOSS_MODES"]
 

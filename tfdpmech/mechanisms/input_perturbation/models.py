@@ -13,7 +13,7 @@ import math
 import keras
 import tensorflow as tf
 
-from ..validation import check_positive_int, check_real
+from ...validation import check_positive_int, check_real
 
 __all__ = ["L2BallConstraint", "linear_model", "paper_mlp"]
 

@@ -7,8 +7,8 @@ import math
 import keras
 import tensorflow as tf
 
-from ..chebyshev import APPROXIMATIONS, approximation_alpha, check_degree, poly_eval
-from ..validation import check_choice, check_positive_int, check_real
+from .chebyshev import APPROXIMATIONS, approximation_alpha, check_degree, poly_eval
+from ...validation import check_choice, check_positive_int, check_real
 
 __all__ = ["ConvRBM", "BoxConstraint", "NORMALIZERS", "POOLINGS"]
 
@@ -52,7 +52,7 @@ class ConvRBM(keras.layers.Layer):
         strides: convolution stride (1 in the paper; the authors' MNIST code uses 2 with "same").
         padding: ``"valid"`` (paper) or ``"same"``.
         visible_bias: True for one shared visible bias c (paper), False for none (code).
-        approx: polynomial surrogate, one of :data:`tfdpmech.chebyshev.APPROXIMATIONS`.
+        approx: polynomial surrogate, one of :data:`tfdpmech.mechanisms.pcdbn.chebyshev.APPROXIMATIONS`.
         degree: L >= 1.
         normalizer: Z in ``X = a/Z``: ``"constant"`` (rigorous, default ``Z = ‖ṽ‖₁,max·w_max``),
             ``"lrn"`` (paper §3.1, ``max(|a|, (q + α Σ_window a²)^β)``) or ``"batch_max"`` (code:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import keras
 
-from ..losses.convexified_cross_entropy import ConvexifiedCrossEntropy
-from ..validation import check_positive_int, check_positive_real
+from .convexified_cross_entropy import ConvexifiedCrossEntropy
+from ...validation import check_positive_int, check_positive_real
 
 __all__ = ["convexified_mlp", "logits_model_from", "activation_name", "LINEAR_ACTIVATIONS"]
 

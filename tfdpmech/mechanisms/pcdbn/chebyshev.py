@@ -29,7 +29,7 @@ import numpy as np
 import numpy.polynomial.chebyshev as C
 import tensorflow as tf
 
-from .validation import check_choice, check_positive_int
+from ...validation import check_choice, check_positive_int
 
 __all__ = [
     "APPROXIMATIONS",

@@ -18,11 +18,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..accounting.ledger import Release
-from ..losses.taylor_cross_entropy import LOG2, PHI2
-from ..validation import check_array, check_choice, check_epsilon, check_one_hot, check_positive_int, check_real
-from .feature_map import FeatureMap, feature_map
-from .functional import FunctionalHead, functional_statistics, project_psd
+from ...accounting.ledger import Release
+from ..adlm.taylor_cross_entropy import LOG2, PHI2
+from ...validation import check_array, check_choice, check_epsilon, check_one_hot, check_positive_int, check_real
+from ...heads.feature_map import FeatureMap, feature_map
+from ...heads.functional import FunctionalHead, functional_statistics, project_psd
 
 __all__ = ["FunctionalSoftmaxHead", "HEAD_MODES", "head_sensitivity", "taylor_sigmoid_ce", "project_psd"]
 

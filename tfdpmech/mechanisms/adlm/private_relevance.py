@@ -4,7 +4,7 @@ AdLM (Phan et al., ICDM'17, §III-A, Algorithm 1 lines 1–7) spends ε1 on a no
 dataset-averaged relevance of every input feature:
 
 1. LRP with the ε-stabilised rule (Eqs. 4–8) for each example, seeded at the output
-   (:func:`tfdpmech.relevance.lrp.lrp_relevance`),
+   (:func:`tfdpmech.mechanisms.adlm.lrp.lrp_relevance`),
 2. per-example min-max normalisation into [0, 1] (after Eq. 9),
 3. the mean over the n records (Eq. 10),
 4. Laplace noise with scale Δ_R/ε1, Δ_R = 2d/n (Lemma 1, Eqs. 12–13).
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..accounting.ledger import Release, ledger_or_new
-from ..noise import laplace, make_rng, noise_fingerprint
-from ..validation import check_array, check_epsilon, check_positive_int
+from ...accounting.ledger import Release, ledger_or_new
+from ...noise import laplace, make_rng, noise_fingerprint
+from ...validation import check_array, check_epsilon, check_positive_int
 from .lrp import lrp_batches, prepare_lrp
 
 __all__ = ["normalize_per_example", "relevance_sensitivity", "private_relevance"]
