@@ -51,7 +51,7 @@ from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
 from ..features.extractor import check_extractor_or_none
-from .calibration import gaussian_sigma, laplace_scale
+from ..accounting.gaussian import gaussian_sigma, laplace_scale
 from . import streaming
 from .feature_map import FeatureMap, feature_map
 from .sensitivity import gaussian_sensitivity, laplace_sensitivity
