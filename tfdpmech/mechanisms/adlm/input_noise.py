@@ -10,6 +10,8 @@ from ...noise import tf_laplace
 from ...validation import check_array, check_interval, check_positive_int
 from ...layers.shape_preserving import ShapePreservingLayer
 
+__all__ = ["InputNoise"]
+
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
 class InputNoise(ShapePreservingLayer):

@@ -8,6 +8,8 @@ import numpy as np
 from ...validation import check_array, check_positive_int
 from ...layers.shape_preserving import ShapePreservingLayer
 
+__all__ = ["PerturbedBias"]
+
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
 class PerturbedBias(ShapePreservingLayer):

@@ -1,0 +1,12 @@
+"""Old path of :mod:`tfdpmech.mechanisms.output_perturbation.noisy_output_neuron`, kept for one release: import from the new path.
+
+Importing this module warns once (``DeprecationWarning``); its names are the new module's.
+"""
+
+from .._deprecation import warn_moved
+from ..mechanisms.output_perturbation.noisy_output_neuron import *  # noqa: F401,F403
+from ..mechanisms.output_perturbation.noisy_output_neuron import __all__ as _all_0
+
+__all__ = list(_all_0)
+
+warn_moved(__name__, "tfdpmech.mechanisms.output_perturbation.noisy_output_neuron")
