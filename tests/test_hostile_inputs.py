@@ -31,7 +31,10 @@ from tfdpmech import (
     PrivacyLedger, PrivateCDBN, PrivateData, QueryBudgetAccountant, Release, TaylorCrossEntropy, UnitClip,
     compute_bounds, format_epsilon, taylor_accuracy,
 )
-from tfdpmech import allocation, audit, chebyshev, data, models, noise, relevance, validation
+from tfdpmech import audit, data, models, noise, validation
+from tfdpmech.mechanisms import adlm as relevance  # LRP and the private relevance
+from tfdpmech.mechanisms.adlm import allocation
+from tfdpmech.mechanisms.pcdbn import chebyshev
 
 SHAPE, CLASSES, N = (4, 4, 1), 3, 40
 

@@ -4,9 +4,10 @@ Every release is recorded in a :class:`PrivacyLedger` with the ε the paper clai
 correct argument proves (or "none proven"). The package map is in ``docs/architecture.md``.
 """
 
+from . import _lazy
 from . import (
-    accounting, allocation, audit, chebyshev, data, dpsgd, features, heads, layers, losses, mechanism, mechanisms,
-    metrics, models, noise, relevance, validation,
+    accounting, audit, data, dpsgd, features, heads, layers, losses, mechanism, mechanisms, metrics, models, noise,
+    validation,
 )
 from .accounting import (
     BudgetExhaustedError, BudgetStateError, PrivacyBudget, PrivacyLedger, QueryBudgetAccountant, Release,
@@ -41,6 +42,9 @@ __all__ = [
     "PrivacyBudget", "PrivacyLedger", "Release", "format_epsilon", "QueryBudgetAccountant", "BudgetExhaustedError",
     "BudgetStateError", "PrivacyLeakWarning", "UnprovenModeWarning",
     # subpackages and modules
-    "accounting", "allocation", "audit", "chebyshev", "data", "dpsgd", "features", "heads", "layers", "losses",
-    "mechanism", "mechanisms", "metrics", "models", "noise", "relevance", "validation",
+    "accounting", "audit", "data", "dpsgd", "features", "heads", "layers", "losses", "mechanism", "mechanisms",
+    "metrics", "models", "noise", "validation",
 ]
+
+# modules kept at their old top-level path for one release (they warn when imported)
+__getattr__, _ = _lazy.lazy_attributes(__name__, {}, ("allocation", "chebyshev", "relevance"))

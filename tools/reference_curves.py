@@ -76,7 +76,7 @@ def run_afrrs_private(*, epsilon: float = 0.6, epochs: int = 10, batch_size: int
     import keras
 
     from tfdpmech.mechanisms.afrrs import AFRRS
-    from tfdpmech.models.afrrs import afrrs_mnist_model
+    from tfdpmech.mechanisms.afrrs.models import afrrs_mnist_model
 
     x_pub, y_pub, x_pr, y_pr, x_te, y_te = _split(seed)
     keras.utils.set_random_seed(seed)

@@ -8,11 +8,18 @@ import re
 import pytest
 
 from tfdpmech.accounting.dpsgd import (
+    dpsgd_epsilon,
+    dpsgd_epsilon_after_steps,
+    dpsgd_noise_multiplier,
     dpsgd_steps,
     epsilon_after_steps,
     epsilon_any_order,
     epsilon_for_noise_multiplier,
     noise_multiplier_for_epsilon,
+    poisson_dpsgd_epsilon,
+    poisson_dpsgd_noise_multiplier,
+    poisson_epsilon,
+    poisson_noise_multiplier,
 )
 
 
@@ -25,25 +32,25 @@ def _tf_privacy_analysis():
 
 
 def test_noise_multiplier_is_monotone_in_epsilon():
-    sigmas = [noise_multiplier_for_epsilon(eps, 1e-5, 1000, 50, 2) for eps in (0.3, 1.0, 8.0)]
+    sigmas = [dpsgd_noise_multiplier(eps, 1e-5, n=1000, batch_size=50, epochs=2) for eps in (0.3, 1.0, 8.0)]
     assert sigmas[0] > sigmas[1] > sigmas[2] > 0
 
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 8.0])
 def test_round_trip_meets_target_and_is_tight(eps):
-    sigma = noise_multiplier_for_epsilon(eps, 1e-5, 1000, 50, 2)
-    achieved = epsilon_for_noise_multiplier(sigma, 1e-5, 1000, 50, 2)
+    sigma = dpsgd_noise_multiplier(eps, 1e-5, n=1000, batch_size=50, epochs=2)
+    achieved = dpsgd_epsilon(sigma, 1e-5, n=1000, batch_size=50, epochs=2)
     assert achieved <= eps
     assert achieved == pytest.approx(eps, rel=1e-3)
     # a slightly smaller σ no longer meets the target: σ is (near) the smallest one
-    assert epsilon_for_noise_multiplier(sigma * 0.99, 1e-5, 1000, 50, 2) > eps
+    assert dpsgd_epsilon(sigma * 0.99, 1e-5, n=1000, batch_size=50, epochs=2) > eps
 
 
 @pytest.mark.dpsgd
 def test_anchor_matches_tensorflow_privacy():
     compute_dp_sgd_privacy_lib = _tf_privacy_analysis()
     # Classic MNIST setting: n=60000, batch 256, σ=1.1, 60 epochs, δ=1e-5.
-    ours = epsilon_for_noise_multiplier(1.1, 1e-5, 60000, 256, 60)
+    ours = dpsgd_epsilon(1.1, 1e-5, n=60000, batch_size=256, epochs=60)
     theirs = compute_dp_sgd_privacy_lib._compute_dp_sgd_example_privacy(  # pylint: disable=protected-access
         60, 1.1, 1e-5, used_microbatching=False, poisson_subsampling_probability=256 / 60000
     )
@@ -59,8 +66,8 @@ def test_anchor_matches_tensorflow_privacy():
 @pytest.mark.dpsgd
 def test_microbatching_doubles_sensitivity():
     compute_dp_sgd_privacy_lib = _tf_privacy_analysis()
-    plain = epsilon_for_noise_multiplier(1.2, 1e-5, 1000, 50, 2)
-    doubled = epsilon_for_noise_multiplier(2.4, 1e-5, 1000, 50, 2, used_microbatching=True)
+    plain = dpsgd_epsilon(1.2, 1e-5, n=1000, batch_size=50, epochs=2)
+    doubled = dpsgd_epsilon(2.4, 1e-5, n=1000, batch_size=50, epochs=2, used_microbatching=True)
     assert doubled == pytest.approx(plain, rel=1e-12)
     theirs = compute_dp_sgd_privacy_lib._compute_dp_sgd_example_privacy(  # pylint: disable=protected-access
         2, 2.4, 1e-5, used_microbatching=True, poisson_subsampling_probability=50 / 1000
@@ -71,29 +78,29 @@ def test_microbatching_doubles_sensitivity():
 def test_steps_use_integer_ceiling():
     assert dpsgd_steps(300, 50, 1) == 6
     assert dpsgd_steps(310, 50, 3) == 19  # ceil(930 / 50)
-    assert epsilon_for_noise_multiplier(0.0, 1e-5, 300, 50, 1) == math.inf
+    assert dpsgd_epsilon(0.0, 1e-5, n=300, batch_size=50, epochs=1) == math.inf
 
 
 def test_bad_input_to_accounting():
     with pytest.raises(ValueError, match="epsilon"):
-        noise_multiplier_for_epsilon(0.0, 1e-5, 100, 10, 1)
+        dpsgd_noise_multiplier(0.0, 1e-5, n=100, batch_size=10, epochs=1)
     with pytest.raises(ValueError, match="exceeds"):
-        noise_multiplier_for_epsilon(1.0, 1e-5, 100, 200, 1)
+        dpsgd_noise_multiplier(1.0, 1e-5, n=100, batch_size=200, epochs=1)
     with pytest.raises(ValueError, match="noise_multiplier"):
-        epsilon_for_noise_multiplier(-1.0, 1e-5, 100, 10, 1)
+        dpsgd_epsilon(-1.0, 1e-5, n=100, batch_size=10, epochs=1)
 
 
 def test_uncertifiable_target_gives_a_clear_error():
     # the RDP bound levels off above 0.01 at δ = 1/n² (found by the DP-ERM comparison)
     with pytest.raises(ValueError, match="cannot be certified"):
-        noise_multiplier_for_epsilon(0.01, 1 / 20000**2, 20000, 256, 20)
+        dpsgd_noise_multiplier(0.01, 1 / 20000**2, n=20000, batch_size=256, epochs=20)
 
 
 def test_epsilon_after_steps_grows_to_the_poisson_epsilon_of_the_run():
     sigma, n, batch, epochs, delta = 1.1, 1000, 50, 2, 1e-5
-    full = epsilon_for_noise_multiplier(sigma, delta, n, batch, epochs)
+    full = dpsgd_epsilon(sigma, delta, n=n, batch_size=batch, epochs=epochs)
     steps = dpsgd_steps(n, batch, epochs)
-    partial = [epsilon_after_steps(sigma, delta, batch / n, t) for t in (0, 1, steps // 2, steps)]
+    partial = [dpsgd_epsilon_after_steps(sigma, delta, sampling_probability=batch / n, steps=t) for t in (0, 1, steps // 2, steps)]
     assert partial[0] == 0.0 and partial[1] < partial[2] < partial[3]
     assert partial[3] == pytest.approx(full, rel=1e-12)
 
@@ -102,6 +109,22 @@ def test_epsilon_any_order_exceeds_the_poisson_epsilon():
     # without amplification by sampling each epoch is one full Gaussian mechanism
     sigma, n, batch, epochs, delta = 1.1, 1000, 50, 2, 1e-5
     any_order = epsilon_any_order(sigma, delta, epochs)
-    assert any_order > epsilon_for_noise_multiplier(sigma, delta, n, batch, epochs)
+    assert any_order > dpsgd_epsilon(sigma, delta, n=n, batch_size=batch, epochs=epochs)
     # σ/2 under microbatching: the same ε as half the noise
     assert epsilon_any_order(2 * sigma, delta, epochs, used_microbatching=True) == pytest.approx(any_order, rel=1e-12)
+
+
+def test_one_argument_order_and_the_positional_forms_give_the_same_numbers():
+    run = dict(n=1000, batch_size=50, epochs=2)
+    assert epsilon_for_noise_multiplier(1.2, 1e-5, 1000, 50, 2) == dpsgd_epsilon(1.2, 1e-5, **run)
+    assert noise_multiplier_for_epsilon(1.0, 1e-5, 1000, 50, 2) == dpsgd_noise_multiplier(1.0, 1e-5, **run)
+    assert epsilon_after_steps(1.2, 1e-5, 0.05, 7) == dpsgd_epsilon_after_steps(1.2, 1e-5, sampling_probability=0.05,
+                                                                                  steps=7)
+    assert poisson_epsilon(1.2, 0.05, 7, 1e-5, accountant="rdp") == poisson_dpsgd_epsilon(1.2, 1e-5, q=0.05, steps=7,
+                                                                                            accountant="rdp")
+    assert poisson_noise_multiplier(4.0, 1e-5, 0.1, 10, accountant="rdp") == poisson_dpsgd_noise_multiplier(
+        4.0, 1e-5, q=0.1, steps=10, accountant="rdp")
+    with pytest.raises(TypeError):  # the run's shape is keyword-only: no two of its numbers swap by position
+        dpsgd_epsilon(1.2, 1e-5, 1000, 50, 2)
+    with pytest.raises(TypeError):
+        poisson_dpsgd_epsilon(1.2, 0.05, 7, 1e-5)

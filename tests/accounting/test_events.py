@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -55,3 +56,13 @@ def test_compose_events_picks_the_smallest_valid_bound():
     assert compose_events([], delta) == (0.0, "no events")
     swor = dp_accounting.SampledWithoutReplacementDpEvent(1000, 10, dp_accounting.GaussianDpEvent(1.0))
     assert compose_events([swor], delta) is None  # no accountant supports it
+
+
+def test_gaussian_mu_is_the_gdp_of_gaussian_only_events():
+    from tfdpmech.accounting.events import gaussian_mu
+
+    g = dp_accounting.GaussianDpEvent(2.0)
+    assert gaussian_mu([g]) == pytest.approx(0.5)
+    assert gaussian_mu([dp_accounting.SelfComposedDpEvent(g, 4), g]) == pytest.approx(math.sqrt(5) / 2)
+    assert gaussian_mu([dp_accounting.LaplaceDpEvent(1.0)]) is None
+    assert compose_events([g], 1e-5, "gaussian")[0] == pytest.approx(gaussian_epsilon(2.0, 1e-5), rel=1e-12)

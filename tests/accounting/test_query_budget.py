@@ -238,3 +238,21 @@ def test_lock_timeout_is_a_named_error(tmp_path):
         with pytest.raises(TimeoutError, match=r"could not lock .*budget.json within 0.2 s"):
             acct.charge()
     assert acct.charge() == pytest.approx(0.2) and acct.queries_answered == 1
+
+
+def test_composition_goes_through_the_ledgers_engine():
+    import dp_accounting
+
+    from tfdpmech.accounting import PrivacyLedger, Release
+    from tfdpmech.accounting.events import compose_events, gaussian_mu
+
+    basic = QueryBudgetAccountant(10.0, max_queries=1000)
+    basic.charge(7)
+    per_query = Release("query", "query_budget", basic.per_query, basic.per_query, "per query", per_epoch=True)
+    assert basic.spent == PrivacyLedger([per_query]).provable(epochs=7).epsilon == 7 * basic.per_query
+    gdp = QueryBudgetAccountant(1.0, max_queries=100, composition="gdp")
+    gdp.charge(25)
+    event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(1.0 / gdp.per_query), 25)
+    assert gdp.spent == gaussian_mu([event]) == pytest.approx(0.5, rel=1e-12)
+    assert gdp.to_epsilon_delta()[0] == compose_events([event], 1e-5, "gaussian")[0]
+    assert gdp.to_epsilon_delta()[0] == pytest.approx(gdp_epsilon(0.5, 1e-5), rel=1e-9)

@@ -20,7 +20,7 @@ from tfdpmech.audit import (
     tf_privacy_attacks_available,
 )
 from tfdpmech.mechanisms.output_perturbation import DPPredictor, compute_bounds
-from tfdpmech.models.convexified import convexified_mlp
+from tfdpmech.mechanisms.output_perturbation.convexified_mlp import convexified_mlp
 
 
 def test_split_is_disjoint_and_sized():

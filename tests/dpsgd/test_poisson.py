@@ -17,7 +17,7 @@ import tensorflow as tf
 from scipy import stats
 
 from tfdpmech import data
-from tfdpmech.accounting.dpsgd import poisson_epsilon, poisson_noise_multiplier
+from tfdpmech.accounting.dpsgd import poisson_dpsgd_epsilon, poisson_dpsgd_noise_multiplier
 from tfdpmech.accounting.ledger import PrivacyLedger
 from tfdpmech.dpsgd.clipping import resolve_clipping
 from tfdpmech.dpsgd.paths import tf_privacy_available
@@ -194,11 +194,11 @@ def test_ledger_proven_epsilon_is_dp_accountings_poisson_epsilon(accountant):
 
 def test_pld_is_tighter_than_rdp_and_both_certify():
     q, steps = 0.1, 100
-    s_pld = poisson_noise_multiplier(1.0, 1e-5, q, steps, accountant="pld")
-    s_rdp = poisson_noise_multiplier(1.0, 1e-5, q, steps, accountant="rdp")
+    s_pld = poisson_dpsgd_noise_multiplier(1.0, 1e-5, q=q, steps=steps, accountant="pld")
+    s_rdp = poisson_dpsgd_noise_multiplier(1.0, 1e-5, q=q, steps=steps, accountant="rdp")
     assert s_pld < s_rdp
-    assert poisson_epsilon(s_pld, q, steps, 1e-5, accountant="pld") <= 1.0
-    assert poisson_epsilon(s_rdp, q, steps, 1e-5, accountant="rdp") <= 1.0
+    assert poisson_dpsgd_epsilon(s_pld, 1e-5, q=q, steps=steps, accountant="pld") <= 1.0
+    assert poisson_dpsgd_epsilon(s_rdp, 1e-5, q=q, steps=steps, accountant="rdp") <= 1.0
 
 
 def test_noise_multiplier_given_records_its_epsilon():
@@ -341,7 +341,7 @@ def test_q_outside_unit_interval(q):
     with pytest.raises(ValueError, match=r"sampling_probability must lie in \(0, 1\]"):
         PoissonDPSGD(1.0, DELTA, sampling_probability=q, epochs=1, n=N)
     with pytest.raises(ValueError, match=r"q must lie in \(0, 1\]"):
-        poisson_epsilon(1.0, q, 10, DELTA)
+        poisson_dpsgd_epsilon(1.0, DELTA, q=q, steps=10)
 
 
 def test_expected_batch_larger_than_n():

@@ -60,4 +60,4 @@ def test_public_proxy_reads_only_what_it_is_given_and_matches_the_noise():
     assert 0.0 <= out["accuracy"] <= 1.0 and len(out["accuracies"]) == 2
     # σ is the one the private run (n=1000, q=0.1, 10 steps) would use
     assert out["noise_multiplier"] == pytest.approx(
-        recipe_module.poisson_noise_multiplier(4.0, 1e-5, 0.1, 10, accountant="rdp"))
+        recipe_module.poisson_dpsgd_noise_multiplier(4.0, 1e-5, q=0.1, steps=10, accountant="rdp"))

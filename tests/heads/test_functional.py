@@ -10,9 +10,10 @@ import pytest
 import tensorflow as tf
 from scipy import stats
 
+from tfdpmech.accounting.gaussian import gaussian_epsilon
 from tfdpmech.features import FeatureExtractor
 from tfdpmech.heads import (
-    FeatureMap, FunctionalHead, StatisticsReleasedError, feature_map, functional_statistics, gaussian_epsilon,
+    FeatureMap, FunctionalHead, StatisticsReleasedError, feature_map, functional_statistics,
     gaussian_sensitivity, gaussian_sigma, laplace_sensitivity,
 )
 from tfdpmech.losses import TaylorCrossEntropy
@@ -67,8 +68,8 @@ def test_gaussian_sigma_comes_from_dp_accounting_and_meets_the_target():
     sens = gaussian_sensitivity(10)
     sigma = gaussian_sigma(sens, 0.5, 1e-5)
     # independent check with dp_accounting's PLD accountant (pessimistic discretisation: a hair above 0.5)
-    assert gaussian_epsilon(sigma, sens, 1e-5) == pytest.approx(0.5, rel=0.02)
-    assert gaussian_epsilon(0.9 * sigma, sens, 1e-5) > 0.52  # the calibration is not loose
+    assert gaussian_epsilon(sigma / sens, 1e-5, accountant="pld") == pytest.approx(0.5, rel=0.02)
+    assert gaussian_epsilon(0.9 * sigma / sens, 1e-5, accountant="pld") > 0.52  # the calibration is not loose
     assert sigma < math.sqrt(2 * math.log(1.25 / 1e-5)) * sens / 0.5  # tighter than the classic formula
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tfdpmech import DPPredictor, InputPerturbation, NoisyOutputNeuron, QueryBudgetAccountant, validation
-from tfdpmech.layers.noisy_output_neuron import noise_calibration
+from tfdpmech.mechanisms.output_perturbation.noisy_output_neuron import noise_calibration
 from tfdpmech.mechanisms.output_perturbation import compute_bounds
 from tfdpmech.models import convexified_mlp
 from tfdpmech.validation import UnprovenModeWarning

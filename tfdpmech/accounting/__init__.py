@@ -4,7 +4,8 @@
   :class:`NoneProven` (``NONE_PROVEN``): releases composed on ``dp_accounting`` events.
 * :mod:`~tfdpmech.accounting.events`: the JSON form of ``dp_accounting`` events and their composition.
 * :mod:`~tfdpmech.accounting.query_budget`: :class:`QueryBudgetAccountant` (per-query ε, GDP).
-* :mod:`~tfdpmech.accounting.gaussian`: one Gaussian mechanism's ε ↔ σ (``dp_accounting``).
+* :mod:`~tfdpmech.accounting.gaussian`: every noise calibration: Laplace scale, one Gaussian mechanism's ε ↔ σ
+  (``dp_accounting``), μ-GDP.
 * :mod:`~tfdpmech.accounting.dpsgd`: DP-SGD's ε ↔ noise multiplier (``dp_accounting`` RDP).
 * :mod:`~tfdpmech.accounting.callbacks`: :class:`PrivacyBudget`, the Keras callback that logs ε.
 * :mod:`~tfdpmech.accounting.atomic_file`: crash-safe, process-safe (file-locked) JSON state files.
@@ -12,8 +13,13 @@
 
 from .atomic_file import locked_state, write_json_atomically
 from .callbacks import PrivacyBudget
-from .dpsgd import dpsgd_steps, epsilon_any_order, epsilon_for_noise_multiplier, noise_multiplier_for_epsilon
-from .gaussian import gaussian_epsilon, gdp_delta, gdp_epsilon, local_gaussian_epsilon, sigma_local_gaussian
+from .dpsgd import (
+    dpsgd_epsilon, dpsgd_epsilon_after_steps, dpsgd_noise_multiplier, dpsgd_steps, epsilon_any_order,
+    epsilon_for_noise_multiplier, noise_multiplier_for_epsilon, poisson_dpsgd_epsilon, poisson_dpsgd_noise_multiplier,
+)
+from .gaussian import (
+    gaussian_epsilon, gaussian_sigma, gdp_delta, gdp_epsilon, laplace_scale, local_gaussian_epsilon, sigma_local_gaussian,
+)
 from .events import compose_events, event_from_json, event_to_json
 from .ledger import NONE_PROVEN, Guarantee, NoneProven, PrivacyLedger, Release, check_epochs, format_epsilon
 from .query_budget import BudgetExhaustedError, BudgetStateError, QueryBudgetAccountant, UnlimitedAccountant
@@ -23,7 +29,8 @@ __all__ = [
     "compose_events", "event_to_json", "event_from_json",
     "QueryBudgetAccountant", "UnlimitedAccountant", "BudgetExhaustedError", "BudgetStateError", "gdp_delta",
     "gdp_epsilon",
-    "gaussian_epsilon", "local_gaussian_epsilon", "sigma_local_gaussian",
-    "dpsgd_steps", "epsilon_for_noise_multiplier", "noise_multiplier_for_epsilon", "epsilon_any_order",
+    "gaussian_epsilon", "gaussian_sigma", "laplace_scale", "local_gaussian_epsilon", "sigma_local_gaussian",
+    "dpsgd_steps", "dpsgd_epsilon", "dpsgd_noise_multiplier", "dpsgd_epsilon_after_steps", "epsilon_any_order",
+    "poisson_dpsgd_epsilon", "poisson_dpsgd_noise_multiplier", "epsilon_for_noise_multiplier", "noise_multiplier_for_epsilon",
     "PrivacyBudget", "write_json_atomically", "locked_state",
 ]

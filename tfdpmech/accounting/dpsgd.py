@@ -9,8 +9,22 @@ exactly tensorflow-privacy's "ε assuming Poisson sampling" of ``compute_dp_sgd_
 The smallest σ with ε(σ) ≤ target is found with ``dp_accounting.calibrate_dp_mechanism`` (ε is
 decreasing in σ), so the achieved ε never exceeds the target.
 
-:func:`poisson_epsilon` / :func:`poisson_noise_multiplier` account the Poisson-sampled DP-SGD of
-:mod:`tfdpmech.dpsgd.poisson` (PLD or RDP, directly in q and steps), whose ε is proven.
+:func:`poisson_dpsgd_epsilon` / :func:`poisson_dpsgd_noise_multiplier` account the Poisson-sampled DP-SGD
+of :mod:`tfdpmech.dpsgd.poisson` (PLD or RDP, directly in q and steps), whose ε is proven.
+
+Every function takes the same argument order: the noise multiplier (or the target ε), then δ, then
+the shape of the run as keyword-only arguments (``n=, batch_size=, epochs=`` or ``q=, steps=``), so
+that no two numbers of the run can be swapped by position:
+
+* :func:`dpsgd_epsilon` / :func:`dpsgd_noise_multiplier` (the run as ``n``, ``batch_size``, ``epochs``),
+* :func:`dpsgd_epsilon_after_steps` (``sampling_probability``, ``steps``),
+* :func:`poisson_dpsgd_epsilon` / :func:`poisson_dpsgd_noise_multiplier` (``q``, ``steps``, ``accountant``);
+
+and :func:`epsilon_any_order` ``(noise_multiplier, delta, epochs)``, whose run has one number.
+
+The positional forms ``epsilon_for_noise_multiplier``, ``noise_multiplier_for_epsilon``,
+``epsilon_after_steps``, ``poisson_epsilon`` and ``poisson_noise_multiplier`` are kept for one release
+(each calls the function above with the same numbers).
 
 :func:`epsilon_any_order` is the ε that holds for any data order (each example used once per epoch,
 no amplification by sampling: ``epochs`` Gaussian mechanisms composed by RDP).
@@ -38,6 +52,11 @@ __all__ = [
     "SAMPLING",
     "check_training_shape",
     "dpsgd_steps",
+    "dpsgd_epsilon",
+    "dpsgd_noise_multiplier",
+    "dpsgd_epsilon_after_steps",
+    "poisson_dpsgd_epsilon",
+    "poisson_dpsgd_noise_multiplier",
     "epsilon_for_noise_multiplier",
     "noise_multiplier_for_epsilon",
     "epsilon_after_steps",
@@ -103,8 +122,8 @@ def _rdp_epsilon(noise_multiplier: float, q: float, steps: int, delta: float) ->
     return float(accountant.get_epsilon(delta))
 
 
-def epsilon_for_noise_multiplier(noise_multiplier: float, delta: float, n: int, batch_size: int, epochs: int,
-                                 *, used_microbatching: bool = False) -> float:
+def dpsgd_epsilon(noise_multiplier: float, delta: float, *, n: int, batch_size: int, epochs: int,
+                  used_microbatching: bool = False) -> float:
     """ε of DP-SGD with noise multiplier σ after ``epochs`` epochs (RDP, Poisson sampling).
 
     Args:
@@ -137,14 +156,28 @@ def epsilon_for_noise_multiplier(noise_multiplier: float, delta: float, n: int, 
     return _rdp_epsilon(effective, batch_size / n, dpsgd_steps(n, batch_size, epochs), delta)
 
 
-def epsilon_after_steps(noise_multiplier: float, delta: float, sampling_probability: float, steps: int,
-                        *, used_microbatching: bool = False) -> float:
+def epsilon_for_noise_multiplier(noise_multiplier: float, delta: float, n: int, batch_size: int, epochs: int,
+                                 *, used_microbatching: bool = False) -> float:
+    """:func:`dpsgd_epsilon` with the run's shape by position (kept for one release)."""
+    return dpsgd_epsilon(noise_multiplier, delta, n=n, batch_size=batch_size, epochs=epochs,
+                         used_microbatching=used_microbatching)
+
+
+def dpsgd_epsilon_after_steps(noise_multiplier: float, delta: float, *, sampling_probability: float, steps: int,
+                              used_microbatching: bool = False) -> float:
     """Poisson-RDP ε after ``steps`` optimizer steps with noise multiplier σ and sampling rate q (0 for 0 steps)."""
     steps = int(steps)
     if steps <= 0:
         return 0.0
     sigma = noise_multiplier / 2 if used_microbatching else noise_multiplier
     return _rdp_epsilon(float(sigma), float(sampling_probability), steps, float(delta))
+
+
+def epsilon_after_steps(noise_multiplier: float, delta: float, sampling_probability: float, steps: int,
+                        *, used_microbatching: bool = False) -> float:
+    """:func:`dpsgd_epsilon_after_steps` with ``sampling_probability`` and ``steps`` by position (kept for one release)."""
+    return dpsgd_epsilon_after_steps(noise_multiplier, delta, sampling_probability=sampling_probability, steps=steps,
+                                     used_microbatching=used_microbatching)
 
 
 def epsilon_any_order(noise_multiplier: float, delta: float, epochs: int, *, used_microbatching: bool = False) -> float:
@@ -160,8 +193,8 @@ def epsilon_any_order(noise_multiplier: float, delta: float, epochs: int, *, use
     return float(accountant.get_epsilon(delta))
 
 
-def noise_multiplier_for_epsilon(epsilon: float, delta: float, n: int, batch_size: int, epochs: int,
-                                 *, used_microbatching: bool = False, tol: float = 1e-6) -> float:
+def dpsgd_noise_multiplier(epsilon: float, delta: float, *, n: int, batch_size: int, epochs: int,
+                           used_microbatching: bool = False, tol: float = 1e-6) -> float:
     """Smallest noise multiplier σ whose DP-SGD run meets (ε, δ) (RDP accountant, Poisson sampling).
 
     Brackets the root of ``ε(σ) − ε_target`` by doubling/halving from σ = 1 and calls
@@ -170,11 +203,11 @@ def noise_multiplier_for_epsilon(epsilon: float, delta: float, n: int, batch_siz
 
     Args:
         epsilon: target ε > 0.
-        delta, n, batch_size, epochs, used_microbatching: as for :func:`epsilon_for_noise_multiplier`.
+        delta, n, batch_size, epochs, used_microbatching: as for :func:`dpsgd_epsilon`.
         tol: absolute tolerance on σ.
 
     Returns:
-        σ > 0 with ``epsilon_for_noise_multiplier(σ, ...) <= epsilon``.
+        σ > 0 with ``dpsgd_epsilon(σ, ...) <= epsilon``.
 
     Raises:
         ImportError: dp-accounting is not installed.
@@ -186,6 +219,13 @@ def noise_multiplier_for_epsilon(epsilon: float, delta: float, n: int, batch_siz
         raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
     require_dp_accounting(_PURPOSE)
     return _calibrate(epsilon, delta, n, batch_size, epochs, bool(used_microbatching), float(tol))
+
+
+def noise_multiplier_for_epsilon(epsilon: float, delta: float, n: int, batch_size: int, epochs: int,
+                                 *, used_microbatching: bool = False, tol: float = 1e-6) -> float:
+    """:func:`dpsgd_noise_multiplier` with the run's shape by position (kept for one release)."""
+    return dpsgd_noise_multiplier(epsilon, delta, n=n, batch_size=batch_size, epochs=epochs,
+                                  used_microbatching=used_microbatching, tol=tol)
 
 
 @functools.lru_cache(maxsize=256)
@@ -303,15 +343,15 @@ def _epsilon_cached(noise_multiplier: float, q: float, steps: int, delta: float,
     return epsilon
 
 
-def poisson_epsilon(noise_multiplier: float, q: float, steps: int, delta: float, *,
-                    accountant: str = "pld") -> float:
+def poisson_dpsgd_epsilon(noise_multiplier: float, delta: float, *, q: float, steps: int,
+                          accountant: str = "pld") -> float:
     """ε of ``steps`` Poisson-subsampled Gaussian steps (noise multiplier σ, sampling probability q).
 
     Args:
         noise_multiplier: σ = noise standard deviation / clipping norm (>= 0).
+        delta: δ in (0, 1).
         q: sampling probability in (0, 1].
         steps: number of DP-SGD steps.
-        delta: δ in (0, 1).
         accountant: ``"pld"`` (tighter) or ``"rdp"``.
 
     Returns:
@@ -334,13 +374,18 @@ def poisson_epsilon(noise_multiplier: float, q: float, steps: int, delta: float,
     return _epsilon_cached(sigma, q, steps, delta, accountant)
 
 
-def poisson_noise_multiplier(epsilon: float, delta: float, q: float, steps: int, *, accountant: str = "pld",
-                             tol: float = 1e-4) -> float:
+def poisson_epsilon(noise_multiplier: float, q: float, steps: int, delta: float, *, accountant: str = "pld") -> float:
+    """:func:`poisson_dpsgd_epsilon` with ``q, steps, delta`` by position (kept for one release)."""
+    return poisson_dpsgd_epsilon(noise_multiplier, delta, q=q, steps=steps, accountant=accountant)
+
+
+def poisson_dpsgd_noise_multiplier(epsilon: float, delta: float, *, q: float, steps: int, accountant: str = "pld",
+                                   tol: float = 1e-4) -> float:
     """Smallest σ (within ``tol``) whose Poisson DP-SGD run meets (ε, δ); ε(σ) <= ε is guaranteed.
 
     Brackets the root of ``ε(σ) − ε_target`` by doubling / halving from σ = 1 and solves it by
     Brent's method (``scipy.optimize.brentq``, as ``dp_accounting.calibrate_dp_mechanism`` does) on
-    :func:`poisson_epsilon`, which is decreasing in σ.
+    :func:`poisson_dpsgd_epsilon`, which is decreasing in σ.
 
     Raises:
         ValueError: ε <= 0, δ not in (0, 1), q not in (0, 1], steps < 1, or a target ε that the
@@ -356,6 +401,12 @@ def poisson_noise_multiplier(epsilon: float, delta: float, q: float, steps: int,
         raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
     require_dp_accounting(_PURPOSE)
     return _calibrate_poisson(epsilon, delta, q, steps, accountant, float(tol))
+
+
+def poisson_noise_multiplier(epsilon: float, delta: float, q: float, steps: int, *, accountant: str = "pld",
+                             tol: float = 1e-4) -> float:
+    """:func:`poisson_dpsgd_noise_multiplier` with ``q`` and ``steps`` by position (kept for one release)."""
+    return poisson_dpsgd_noise_multiplier(epsilon, delta, q=q, steps=steps, accountant=accountant, tol=tol)
 
 
 @functools.lru_cache(maxsize=512)

@@ -9,10 +9,12 @@ with ``dp_accounting``'s accountants and keeps the smallest ε among the bounds 
 * ``"pld"``: ``dp_accounting.pld.PLDAccountant`` (privacy-loss distributions, pessimistic
   discretisation, so its ε is an upper bound; the grid step grows with the RDP ε, at most 0.01, to
   keep large compositions fast);
-* ``"analytic"``: when every event is a (self-)composition of plain Gaussian mechanisms, the
+* ``"gaussian"``: when every event is a (self-)composition of plain Gaussian mechanisms, the
   composition is itself one Gaussian mechanism with ``1/σ_eff² = Σ count/σ_i²`` (Dong, Roth, Su 2022,
-  Cor. 3.3), whose exact privacy curve ``dp_accounting.pld.privacy_loss_mechanism.GaussianPrivacyLoss``
-  gives (Balle & Wang 2018).
+  Cor. 3.3; :func:`gaussian_mu` gives its μ-GDP ``μ = 1/σ_eff``), whose exact privacy curve
+  ``dp_accounting.pld.privacy_loss_mechanism.GaussianPrivacyLoss`` gives (Balle & Wang 2018).
+
+``"best"`` (the ledger's default) keeps the smallest of the three.
 
 Each of these is a valid (ε, δ) bound, so their minimum is one too; none is ever replaced by a
 smaller estimate. The composition assumes the events' own neighbouring relation is dp_accounting's
@@ -39,6 +41,7 @@ __all__ = [
     "event_to_json",
     "event_from_json",
     "self_composed",
+    "gaussian_mu",
     "compose_events",
     "event_epsilon_floor",
 ]
@@ -161,6 +164,19 @@ def _gaussian_precision(event) -> float | None:
     return None
 
 
+def gaussian_mu(events) -> float | None:
+    """μ of the μ-GDP guarantee of ``events`` (a sequence of ``DpEvent``) when every one is a
+    (self-)composition of plain Gaussian events: ``μ = √(Σ count/σ_i²)``; None for any other event.
+
+    One Gaussian event of noise multiplier σ is exactly (1/σ)-GDP, and GDP composes by adding μ²
+    (Dong, Roth, Su 2022, Cor. 3.3).
+    """
+    parts = [_gaussian_precision(e) for e in events]
+    if any(p is None for p in parts):
+        return None
+    return math.sqrt(float(sum(parts)))
+
+
 def _pld_interval(rdp_epsilon: float) -> float:
     if not math.isfinite(rdp_epsilon):
         return 1e-4
@@ -186,12 +202,12 @@ def _compose_cached(key: str, delta: float, accountant: str) -> tuple[tuple[str,
             acc.compose(event)
             results.append((f"PLD (dp_accounting.pld.PLDAccountant, pessimistic, grid {interval:.2g})",
                             float(acc.get_epsilon(delta))))
-    if accountant == "best":
-        precision = _gaussian_precision(event)
-        if precision is not None and 0 < precision < math.inf:
+    if accountant in ("best", "gaussian"):
+        mu = gaussian_mu([event])
+        if mu is not None and 0 < mu < math.inf:
             results.append(("one Gaussian mechanism with 1/σ² = Σ 1/σ_i², exact privacy curve "
-                            "(dp_accounting GaussianPrivacyLoss)", gaussian_epsilon(1.0 / math.sqrt(precision), delta)))
-        elif precision == 0:
+                            "(dp_accounting GaussianPrivacyLoss)", gaussian_epsilon(1.0 / mu, delta)))
+        elif mu == 0:
             results.append(("no-op events", 0.0))
     return tuple(results)
 
@@ -203,7 +219,7 @@ def compose_events(events, delta: float, accountant: str = "best") -> tuple[floa
         events: the events, each already self-composed for its repetitions.
         delta: the δ of the composed guarantee, in (0, 1).
         accountant: ``"best"`` (the smallest of RDP, PLD and, for Gaussian-only events, the exact
-            Gaussian curve), ``"rdp"`` or ``"pld"``.
+            Gaussian curve), ``"rdp"``, ``"pld"`` or ``"gaussian"`` (the exact curve only).
 
     Returns:
         ``(epsilon, description)``, or None when no accountant supports the events.

@@ -1,4 +1,10 @@
-"""Gaussian-mechanism calibrations with ``dp_accounting``: ε of one release and the σ for a target ε.
+"""Every noise calibration of the package: Laplace and Gaussian, ε of one release and the noise for a target ε.
+
+* Laplace: :func:`laplace_scale` (``b = Δ₁/ε``).
+* Gaussian (through ``dp_accounting``): :func:`gaussian_sigma` (the smallest σ for (ε, δ) and a
+  sensitivity Δ₂), :func:`gaussian_epsilon` (ε of a noise multiplier), the per-record feature release
+  of input perturbation (:func:`local_gaussian_epsilon`, :func:`sigma_local_gaussian`) and μ-GDP
+  (:func:`gdp_delta`, :func:`gdp_epsilon`).
 
 One Gaussian mechanism ``x + N(0, σ²I)`` with L2 sensitivity Δ₂ has noise multiplier ``σ/Δ₂``.
 Three accountants of ``dp_accounting`` compute its (ε, δ):
@@ -24,6 +30,8 @@ from ..validation import check_choice, check_delta, check_epsilon, check_positiv
 __all__ = [
     "ACCOUNTANTS",
     "require_dp_accounting",
+    "laplace_scale",
+    "gaussian_sigma",
     "gaussian_epsilon",
     "local_gaussian_epsilon",
     "sigma_local_gaussian",
@@ -78,8 +86,39 @@ def _smallest_epsilon(loss, delta: float) -> float:
     return float(hi)
 
 
+def laplace_scale(sensitivity: float, epsilon: float) -> float:
+    """``b = Δ₁/ε``: the Laplace mechanism (Dwork et al. 2006, Thm. 1) gives ε-DP."""
+    return check_positive_real(sensitivity, "sensitivity") / check_epsilon(epsilon)
+
+
+def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
+    """Smallest σ for which one Gaussian mechanism with L2 sensitivity Δ₂ is (ε, δ)-DP.
+
+    Computed by ``dp_accounting``'s exact privacy curve of the Gaussian mechanism
+    (``GaussianPrivacyLoss.from_privacy_guarantee``; the analytic Gaussian mechanism of
+    Balle & Wang, ICML 2018), not by the classic ``√(2 ln(1.25/δ))·Δ/ε`` formula, which is
+    looser and only valid for ε < 1. Its inverse is :func:`gaussian_epsilon` of ``σ/Δ₂``.
+
+    Raises:
+        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), Δ₂ <= 0.
+        ImportError: dp_accounting is missing.
+    """
+    sensitivity = check_positive_real(sensitivity, "sensitivity")
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    require_dp_accounting("the Gaussian-mechanism calibration")
+    from dp_accounting.pld import common, privacy_loss_mechanism
+
+    loss = privacy_loss_mechanism.GaussianPrivacyLoss.from_privacy_guarantee(
+        common.DifferentialPrivacyParameters(epsilon, delta), sensitivity=sensitivity)
+    return float(loss.standard_deviation)
+
+
 def gaussian_epsilon(multiplier, delta, accountant: str = "analytic") -> float:
     """ε at δ of one Gaussian mechanism with noise multiplier ``σ/Δ₂`` (see the module docstring).
+
+    For noise σ on a release of L2 sensitivity Δ₂ pass ``σ/Δ₂``. ``accountant="pld"`` is an
+    independent cross-check of :func:`gaussian_sigma` (the PLD accountant discretises pessimistically,
+    so its ε is slightly above the exact one).
 
     Raises:
         ImportError: dp_accounting is missing.

@@ -5,13 +5,17 @@ Differentially Private Framework for Deep Learning with Convexified Loss Functio
 and Sec. 5.4.5 on answering many queries) need a server-side accountant: every answered query costs
 ``ε_query`` and the total must never exceed the budget, across threads, processes and restarts.
 
-Composition:
+Composition, by the engine the ledger composes with (one code path):
 
 * ``"basic"``: sequential composition, ``Q`` queries cost ``Q·ε_query`` (the paper's choice, for
-  both noise types).
-* ``"gdp"``: Gaussian differential privacy (Dong, Roth, Su 2022; Lu et al. Theorem 3), ``Q``
-  queries of ``μ_query`` cost ``μ = √Q·μ_query``; reported together with its (ε, δ) equivalent,
-  computed by ``dp_accounting`` (:func:`tfdpmech.accounting.gaussian.gdp_epsilon`).
+  both noise types): one pure-ε release repeated ``Q`` times, totalled by
+  :meth:`PrivacyLedger.provable <tfdpmech.accounting.ledger.PrivacyLedger.provable>`.
+* ``"gdp"``: Gaussian differential privacy (Dong, Roth, Su 2022; Lu et al. Theorem 3): a query of
+  ``μ_query`` is the ``dp_accounting.GaussianDpEvent`` of noise multiplier ``1/μ_query``, ``Q``
+  queries its ``Q``-fold self-composition, of ``μ = √Q·μ_query``
+  (:func:`tfdpmech.accounting.events.gaussian_mu`); reported together with its (ε, δ) equivalent,
+  the exact Gaussian privacy curve of ``dp_accounting``
+  (:func:`tfdpmech.accounting.events.compose_events` with ``accountant="gaussian"``).
 
 The spent amount is kept as an integer count of answered queries, so float rounding can neither
 grant an extra query nor refuse a paid one.
@@ -35,7 +39,9 @@ import threading
 
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int
 from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, state_lock, write_json_atomically
-from .gaussian import gdp_delta, gdp_epsilon
+from .events import compose_events, gaussian_mu, self_composed
+from .gaussian import gdp_delta, gdp_epsilon, require_dp_accounting
+from .ledger import PrivacyLedger, Release
 
 __all__ = [
     "QueryBudgetAccountant",
@@ -136,6 +142,7 @@ class QueryBudgetAccountant:
                     f"per_query_epsilon={self.per_query} exceeds total_epsilon={self.total}: not even one query fits"
                 )
         self.delta_for_report = 1e-5 if delta_for_report is None else check_delta(delta_for_report, "delta_for_report")
+        self._query = self._query_release() if self.composition == "basic" else self._query_event(self.per_query)
         self.state_path = None if state_path is None else _check_state_path(state_path)
         self.lock_timeout = float(lock_timeout)
         self._lock = threading.RLock()
@@ -148,11 +155,20 @@ class QueryBudgetAccountant:
                 else:
                     self._write_state(self._state_dict_unlocked())
 
-    # -- arithmetic ---------------------------------------------------------------------------
+    # -- composition (the ledger's engine) -----------------------------------------------------
+    def _query_release(self) -> Release:
+        return Release("query", "query_budget", self.per_query, self.per_query,
+                       "per-query budget (basic composition of pure-ε answers)", per_epoch=True)
+
+    @staticmethod
+    def _query_event(mu: float):
+        # μ-GDP is exactly the privacy curve of one Gaussian mechanism of noise multiplier 1/μ
+        return require_dp_accounting("the GDP query budget").GaussianDpEvent(1.0 / mu)
+
     def _cost(self, queries: int) -> float:
-        if self.composition == "basic":
-            return queries * self.per_query
-        return math.sqrt(queries) * self.per_query
+        if self.composition == "basic":  # the query's release counted `queries` times
+            return PrivacyLedger([self._query]).provable(epochs=queries).epsilon
+        return gaussian_mu([self_composed(self._query, queries)])
 
     @property
     def queries_answered(self) -> int:
@@ -181,7 +197,9 @@ class QueryBudgetAccountant:
             raise ValueError("to_epsilon_delta applies to composition='gdp'; basic composition already gives ε")
         delta = self.delta_for_report if delta is None else check_delta(delta)
         mu = self.spent if mu is None else mu
-        return (gdp_epsilon(mu, delta) if mu > 0 else 0.0), delta
+        if mu <= 0:
+            return 0.0, delta
+        return compose_events([self._query_event(mu)], delta, "gaussian")[0], delta
 
     def report(self) -> dict:
         """Spent and remaining budget (re-read from the state file); for GDP the μ with its (ε, δ) equivalent."""

@@ -42,7 +42,7 @@ import time
 import keras
 import numpy as np
 
-from ..accounting.dpsgd import poisson_noise_multiplier
+from ..accounting.dpsgd import poisson_dpsgd_noise_multiplier
 from ..validation import check_choice, check_positive_int
 from .dpsgd import DPSGD
 from .poisson import PoissonDPSGD
@@ -193,7 +193,7 @@ def public_proxy_accuracy(recipe: Recipe, x_public, y_public, *, n_private: int,
     folds = check_positive_int(folds, "folds", minimum=2)
     q = recipe.batch_for(n_private) / n_private
     steps = recipe.epochs * int(math.ceil(1.0 / q - 1e-12))
-    sigma = poisson_noise_multiplier(epsilon, delta, q, steps, accountant=recipe.accountant)
+    sigma = poisson_dpsgd_noise_multiplier(epsilon, delta, q=q, steps=steps, accountant=recipe.accountant)
     order = np.random.default_rng(seed).permutation(len(x_public))
     parts = np.array_split(order, folds)
     start, accuracies = time.perf_counter(), []

@@ -46,13 +46,13 @@ import tensorflow as tf
 
 from ..accounting.ledger import PrivacyLedger, Release
 from ..mechanism import ClosedFormMechanism, release
-from ..losses.taylor_cross_entropy import PHI2, TaylorCrossEntropy
+from ..mechanisms.adlm.taylor_cross_entropy import PHI2, TaylorCrossEntropy
 from ..noise import gaussian, laplace, make_rng, noise_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
 from ..features.extractor import check_extractor_or_none
-from .calibration import gaussian_sigma, laplace_scale
+from ..accounting.gaussian import gaussian_sigma, laplace_scale
 from . import streaming
 from .feature_map import FeatureMap, feature_map
 from .sensitivity import gaussian_sensitivity, laplace_sensitivity

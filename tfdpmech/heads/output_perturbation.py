@@ -53,7 +53,7 @@ from ..noise import gaussian, make_rng, noise_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
-from .calibration import gaussian_sigma
+from ..accounting.gaussian import gaussian_sigma, require_dp_accounting
 from .feature_map import FeatureMap, feature_map
 
 __all__ = ["OutputPerturbationHead", "OUTPUT_HEAD_MECHANISMS", "DEFAULT_L2", "erm_sensitivity",
@@ -344,7 +344,5 @@ class OutputPerturbationHead(ClosedFormMechanism):
 
 
 def _gaussian_events(multiplier: float, count: int):
-    from ..accounting.gaussian import require_dp_accounting
-
     dp_accounting = require_dp_accounting("the output-perturbation head's ledger")
     return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(multiplier), count)

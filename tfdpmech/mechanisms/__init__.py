@@ -1,17 +1,29 @@
-"""One subpackage per paper: the once-only private steps and the recipe around them.
+"""One subpackage per paper: the once-only private steps, the recipe around them, and every piece
+that belongs to that paper alone (its layers, losses, models, relevance, polynomial surrogates).
 
 * :mod:`.adlm`: AdLM and ILM (Phan et al., ICDM'17).
 * :mod:`.output_perturbation`: output perturbation with a convexified loss (Lu et al.).
 * :mod:`.input_perturbation`: input perturbation for DP-ERM (Kang et al. 2020).
 * :mod:`.pcdbn`: the private convolutional deep belief network (Phan, Wu, Dou 2017).
 * :mod:`.afrrs`: AdLM with budgets per relevance region (Wang et al.).
+
+The names below are resolved on first access (:mod:`tfdpmech._lazy`), so that a generic module
+using one paper's piece (e.g. :mod:`tfdpmech.heads.functional` and AdLM's Taylor loss) imports that
+paper only.
 """
 
-from .adlm import ILM, AdLM, PrivateData
-from .afrrs import AFRRS
-from .input_perturbation import InputPerturbation
-from .output_perturbation import DPPredictor, OutputPerturbationBounds, bounds_from_architecture, compute_bounds
-from .pcdbn import ChebyshevEnergy, PCDBNReference, PrivateCDBN
+from .._lazy import lazy_attributes
+
+_OUTPUT = "tfdpmech.mechanisms.output_perturbation"
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    "AdLM": "tfdpmech.mechanisms.adlm", "ILM": "tfdpmech.mechanisms.adlm", "PrivateData": "tfdpmech.mechanisms.adlm",
+    "AFRRS": "tfdpmech.mechanisms.afrrs",
+    "InputPerturbation": "tfdpmech.mechanisms.input_perturbation",
+    "DPPredictor": _OUTPUT, "OutputPerturbationBounds": _OUTPUT, "bounds_from_architecture": _OUTPUT,
+    "compute_bounds": _OUTPUT,
+    "ChebyshevEnergy": "tfdpmech.mechanisms.pcdbn", "PCDBNReference": "tfdpmech.mechanisms.pcdbn",
+    "PrivateCDBN": "tfdpmech.mechanisms.pcdbn",
+}, ("adlm", "afrrs", "input_perturbation", "output_perturbation", "pcdbn"))
 
 __all__ = [
     "AdLM", "ILM", "AFRRS", "PCDBNReference", "PrivateData", "DPPredictor", "OutputPerturbationBounds", "bounds_from_architecture",

@@ -2,17 +2,34 @@
 
 * :mod:`.mnist`: AdLM's MNIST networks (``mnist_cnn``, ``mlp``) and the standard-layer
   ``standard_cnn`` / ``standard_mlp`` (non-private baseline, DP-SGD).
-* :mod:`.erm`: the DP-ERM models of input perturbation (``linear_model``, ``paper_mlp``, ``L2BallConstraint``).
-* :mod:`.convexified`: output perturbation's ``convexified_mlp`` and ``logits_model_from``.
-* :mod:`.afrrs`: the AFRRS paper's Table-1 (MNIST) and Table-2 (CIFAR-10) models.
-* :mod:`.authors`: the networks of the AdLM and pCDBN authors' public code (the reference modes).
+
+The papers' own models live in their paper's subpackage and are offered here too (resolved on
+first access, :mod:`tfdpmech._lazy`):
+
+* :mod:`tfdpmech.mechanisms.input_perturbation.models`: the DP-ERM models of input perturbation
+  (``linear_model``, ``paper_mlp``, ``L2BallConstraint``).
+* :mod:`tfdpmech.mechanisms.output_perturbation.convexified_mlp`: output perturbation's
+  ``convexified_mlp`` and ``logits_model_from``.
+* :mod:`tfdpmech.mechanisms.afrrs.models`: the AFRRS paper's Table-1 (MNIST) and Table-2 (CIFAR-10) models.
+* :mod:`tfdpmech.mechanisms.adlm.networks`, :mod:`tfdpmech.mechanisms.pcdbn.networks`: the networks of
+  the AdLM and pCDBN authors' public code (the reference modes).
 """
 
-from .afrrs import afrrs_cifar_model, afrrs_mnist_model
-from .authors import authors_mnist_network, lenet5_relevance_model, pcdbn_authors_network
-from .convexified import convexified_mlp, logits_model_from
-from .erm import L2BallConstraint, linear_model, paper_mlp
+from .._lazy import lazy_attributes
 from .mnist import mlp, mnist_cnn, standard_cnn, standard_mlp
+
+_ERM = "tfdpmech.mechanisms.input_perturbation.models"
+_CONVEXIFIED = "tfdpmech.mechanisms.output_perturbation.convexified_mlp"
+_AFRRS = "tfdpmech.mechanisms.afrrs.models"
+_ADLM = "tfdpmech.mechanisms.adlm.networks"
+_PAPER_MODELS = {
+    "linear_model": _ERM, "paper_mlp": _ERM, "L2BallConstraint": _ERM,
+    "convexified_mlp": _CONVEXIFIED, "logits_model_from": _CONVEXIFIED,
+    "afrrs_mnist_model": _AFRRS, "afrrs_cifar_model": _AFRRS,
+    "authors_mnist_network": _ADLM, "lenet5_relevance_model": _ADLM,
+    "pcdbn_authors_network": "tfdpmech.mechanisms.pcdbn.networks",
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _PAPER_MODELS, ("afrrs", "authors", "convexified", "erm"))
 
 __all__ = [
     "mnist_cnn", "mlp", "standard_cnn", "standard_mlp", "linear_model", "paper_mlp", "L2BallConstraint",

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import keras
 
-from ..layers import BatchMinMax, BoundedLRN, InputNoise, PerturbedBias, UnitClip
+from ..layers.batch_min_max import BatchMinMax
+from ..layers.bounded_lrn import BoundedLRN
+from ..layers.unit_clip import UnitClip
+from ..mechanisms.adlm.input_noise import InputNoise
+from ..mechanisms.adlm.perturbed_bias import PerturbedBias
 from ..validation import check_positive_int
 
 __all__ = ["mnist_cnn", "mlp", "standard_cnn", "standard_mlp"]

@@ -1,7 +1,14 @@
-"""Layer-wise relevance propagation and AdLM's private (noisy, dataset-averaged) relevance."""
+"""Old path of :mod:`tfdpmech.mechanisms.adlm`, kept for one release: import from the new path.
 
-from .lrp import STARTS, SUPPORTED_LAYERS, lrp_relevance
-from .private_relevance import normalize_per_example, private_relevance, relevance_sensitivity
+Importing this module warns once (``DeprecationWarning``); its names are the new module's.
+"""
 
-__all__ = ["SUPPORTED_LAYERS", "STARTS", "lrp_relevance", "normalize_per_example", "relevance_sensitivity",
-           "private_relevance"]
+from .._deprecation import warn_moved
+from ..mechanisms.adlm.lrp import *  # noqa: F401,F403
+from ..mechanisms.adlm.lrp import __all__ as _all_0
+from ..mechanisms.adlm.private_relevance import *  # noqa: F401,F403
+from ..mechanisms.adlm.private_relevance import __all__ as _all_1
+
+__all__ = list(_all_0) + list(_all_1)
+
+warn_moved(__name__, "tfdpmech.mechanisms.adlm")

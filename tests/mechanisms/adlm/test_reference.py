@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdpmech.allocation import UniformAllocation
+from tfdpmech.mechanisms.adlm.allocation import UniformAllocation
 from tfdpmech import AdLM, ILM
 from tfdpmech.mechanisms.adlm import reference as ar
-from tfdpmech.models.authors import authors_mnist_network, lenet5_relevance_model
+from tfdpmech.mechanisms.adlm.networks import authors_mnist_network, lenet5_relevance_model
 
 RNG = np.random.default_rng(0)
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tfdpmech.allocation import RelevanceAllocation, UniformAllocation
+from tfdpmech.mechanisms.adlm.allocation import RelevanceAllocation, UniformAllocation
 from tfdpmech.mechanisms.afrrs import RegionAllocation, global_minmax, region_budgets, segment_regions
 
 

@@ -2,11 +2,11 @@
 
 import pytest
 
-from tfdpmech.losses.taylor_cross_entropy import loss_sensitivity
+from tfdpmech.mechanisms.adlm.taylor_cross_entropy import loss_sensitivity
 from tfdpmech.mechanisms.adlm import first_layer_geometry, first_layer_sensitivity
 from tfdpmech.mechanisms.afrrs import AFRRS, afrrs_sensitivities
-from tfdpmech.models.afrrs import afrrs_cifar_model, afrrs_mnist_model
-from tfdpmech.relevance import relevance_sensitivity
+from tfdpmech.mechanisms.afrrs.models import afrrs_cifar_model, afrrs_mnist_model
+from tfdpmech.mechanisms.adlm import relevance_sensitivity
 
 from .helpers import small_data
 

@@ -5,7 +5,7 @@ import pytest
 
 from tfdpmech import AFRRS
 from tfdpmech.mechanisms.afrrs import AFRRSReference
-from tfdpmech.models.authors import lenet5_relevance_model
+from tfdpmech.mechanisms.adlm.networks import lenet5_relevance_model
 
 from .helpers import small_data
 

@@ -19,7 +19,7 @@ from tfdpmech.mechanisms.input_perturbation import (
     perturb_record,
     sigma_input_perturbation,
 )
-from tfdpmech.models.erm import linear_model, paper_mlp
+from tfdpmech.mechanisms.input_perturbation.models import linear_model, paper_mlp
 
 from .helpers import synthetic
 

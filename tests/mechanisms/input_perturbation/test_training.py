@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tfdpmech.mechanisms.input_perturbation import InputPerturbation, erm_objective
-from tfdpmech.models.erm import L2BallConstraint, linear_model
+from tfdpmech.mechanisms.input_perturbation.models import L2BallConstraint, linear_model
 
 from .helpers import synthetic
 

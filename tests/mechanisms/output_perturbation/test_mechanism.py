@@ -13,7 +13,7 @@ import pytest
 from tfdpmech.accounting.gaussian import gdp_epsilon
 from tfdpmech.accounting.query_budget import BudgetExhaustedError, QueryBudgetAccountant
 from tfdpmech.mechanisms.output_perturbation import EXPORT_WARNING, DPPredictor, compute_bounds
-from tfdpmech.models.convexified import convexified_mlp
+from tfdpmech.mechanisms.output_perturbation.convexified_mlp import convexified_mlp
 
 
 # ------------------------------------------------------------------------------------- predictor

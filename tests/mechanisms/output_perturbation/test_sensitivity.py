@@ -22,7 +22,7 @@ from tfdpmech.mechanisms.output_perturbation.sensitivity import (
     compute_bounds,
     describe_mlp,
 )
-from tfdpmech.models.convexified import convexified_mlp
+from tfdpmech.mechanisms.output_perturbation.convexified_mlp import convexified_mlp
 
 
 # dataset: (m, C, n, |W|, rho, delta_omega, delta_z, raw delta_p) -- Lu et al. Table 6 recomputed with
@@ -89,7 +89,7 @@ def test_delta_p_trivial_only_for_adult_and_purchase2():
 
 
 def test_noise_scale_table_at_eps_1():
-    from tfdpmech.layers.noisy_output_neuron import noise_calibration
+    from tfdpmech.mechanisms.output_perturbation.noisy_output_neuron import noise_calibration
 
     # per-query noise scales at ε = 1 from Table 6's Δz_T: Laplace b = (2C+1)Δz_T, Gaussian σ with the
     # paper's split √(4C+1)Δz_T (Lu et al. §5.3) and with the authors' public code's split (2√C+1)Δz_T

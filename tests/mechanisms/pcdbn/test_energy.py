@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdpmech.layers.conv_rbm import ConvRBM
+from tfdpmech.mechanisms.pcdbn.conv_rbm import ConvRBM
 from tfdpmech.mechanisms.pcdbn import ChebyshevEnergy, energy_sensitivity
-from tfdpmech.heads.softmax_head import FunctionalSoftmaxHead
+from tfdpmech.mechanisms.pcdbn.softmax_head import FunctionalSoftmaxHead
 from tfdpmech.mechanisms.pcdbn import PrivateCDBN
 from tfdpmech.mechanisms.pcdbn.monomials import _exact_coefficients
 

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from tfdpmech.layers.conv_rbm import ConvRBM
+from tfdpmech.mechanisms.pcdbn.conv_rbm import ConvRBM
 from tfdpmech.mechanisms.pcdbn import PrivateCDBN
 
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import tfdpmech
-from tfdpmech.layers.conv_rbm import ConvRBM
+from tfdpmech.mechanisms.pcdbn.conv_rbm import ConvRBM
 from tfdpmech.mechanisms.pcdbn import energy_orders, monomial_count, monomial_table, multinomial_factors
 from tfdpmech.mechanisms.pcdbn.monomials import _exact_coefficients
 
@@ -31,8 +31,8 @@ def test_monomial_tables_and_counts():
     t = monomial_table(4, 3)
     assert len(t) == math.comb(6, 3) and np.all(np.diff(t, axis=1) >= 0)
     np.testing.assert_allclose(multinomial_factors(np.array([[0, 0, 1], [0, 1, 2], [2, 2, 2]])), [3, 6, 1])
-    assert energy_orders(tfdpmech.chebyshev.PAPER_SMOOTHSTEP[7]) == [1, 2, 4, 6, 8]
-    assert monomial_count(26, tfdpmech.chebyshev.PAPER_SMOOTHSTEP[3]) == 26 + 351 + 23751  # C(d+m−1, m), m ∈ {1, 2, 4}
+    assert energy_orders(tfdpmech.mechanisms.pcdbn.chebyshev.PAPER_SMOOTHSTEP[7]) == [1, 2, 4, 6, 8]
+    assert monomial_count(26, tfdpmech.mechanisms.pcdbn.chebyshev.PAPER_SMOOTHSTEP[3]) == 26 + 351 + 23751  # C(d+m−1, m), m ∈ {1, 2, 4}
 
 
 @pytest.mark.parametrize("approx,degree", [("paper_smoothstep", 3), ("chebyshev_sigmoid", 3), ("paper_smoothstep", 2)])

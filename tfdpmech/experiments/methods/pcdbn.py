@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ...layers.conv_rbm import ConvRBM
+from ...mechanisms.pcdbn.conv_rbm import ConvRBM
 from ...mechanisms.pcdbn import PrivateCDBN
 from ...mechanisms.pcdbn.reference import PCDBN_CODE_PATH
 from ..registry import Prepared, register_method

@@ -38,14 +38,15 @@ import keras
 import numpy as np
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...allocation import BudgetAllocation, get_allocation
-from ...layers import InputNoise, PerturbedBias
-from ...losses.taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
 from ...mechanism import Mechanism, PreparedFit, reference_mode, release
 from ...metrics import taylor_accuracy
 from ...noise import laplace, make_rng, noise_fingerprint
 from ...released_data import ReleasedData
-from ...relevance.private_relevance import private_relevance
+from .allocation import BudgetAllocation, get_allocation
+from .input_noise import InputNoise
+from .perturbed_bias import PerturbedBias
+from .private_relevance import private_relevance
+from .taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
 from ...validation import (
     check_batch_size,
     check_budget_split,

@@ -25,9 +25,9 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...mechanism import Mechanism, PreparedFit, refuse_model, release
-from ...allocation import BudgetAllocation
-from ...models.authors import authors_mnist_network
 from ...noise import laplace, make_rng, noise_fingerprint
+from .allocation import BudgetAllocation
+from .networks import authors_mnist_network
 from ...validation import (
     check_batch_size,
     check_budget_split,

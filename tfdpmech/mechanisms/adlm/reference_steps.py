@@ -31,10 +31,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...models.authors import lenet5_relevance_model
 from ...noise import laplace, make_rng, tf_laplace
-from ...relevance.lrp import lrp_relevance
 from ...validation import check_batch_size, check_epsilon, check_one_hot, check_positive_int, check_unit_interval
+from .lrp import lrp_relevance
+from .networks import lenet5_relevance_model
 
 __all__ = [
     "DELTA2_MNIST",

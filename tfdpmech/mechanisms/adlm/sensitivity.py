@@ -11,7 +11,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from ...layers import UnitClip
+from ...layers.unit_clip import UnitClip
 from ...validation import check_choice
 
 __all__ = [

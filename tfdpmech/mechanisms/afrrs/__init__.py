@@ -6,13 +6,14 @@
   authors' code path with AFRRS's allocation (claimed, none proven).
 * :func:`plot_segmentation` — a figure like the paper's Figs. 2–3.
 
-The paper's models (Tables 1 and 2) are in :mod:`tfdpmech.models.afrrs`.
+The paper's models (Tables 1 and 2) are in :mod:`.models`.
 """
 
 from .allocation import DEFAULT_GAMMA, RegionAllocation, global_minmax, region_budgets, segment_regions
 from .mechanism import AFRRS, afrrs_sensitivities
+from .models import afrrs_cifar_model, afrrs_mnist_model
 from .plots import plot_segmentation
 from .reference import AFRRSReference
 
 __all__ = ["AFRRS", "AFRRSReference", "RegionAllocation", "DEFAULT_GAMMA", "global_minmax", "region_budgets",
-           "segment_regions", "afrrs_sensitivities", "plot_segmentation"]
+           "segment_regions", "afrrs_sensitivities", "plot_segmentation", "afrrs_mnist_model", "afrrs_cifar_model"]

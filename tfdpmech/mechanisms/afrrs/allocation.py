@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 
-from ...allocation import BudgetAllocation, RelevanceAllocation
+from ..adlm.allocation import BudgetAllocation, RelevanceAllocation
 from ...validation import check_array, check_positive_int
 
 __all__ = ["RegionAllocation", "global_minmax", "segment_regions", "region_budgets", "DEFAULT_GAMMA"]
@@ -117,8 +117,8 @@ def region_budgets(relevance, labels, *, floor: float = 1e-5) -> tuple[np.ndarra
 class RegionAllocation(BudgetAllocation):
     """AFRRS (Eqs. 14–15): every feature of region ``C_k`` gets ``β_j = α_k``.
 
-    The third strategy next to :class:`~tfdpmech.allocation.UniformAllocation` (ILM) and
-    :class:`~tfdpmech.allocation.RelevanceAllocation` (AdLM). ``gamma <= 0`` gives one region per
+    The third strategy next to :class:`~tfdpmech.mechanisms.adlm.allocation.UniformAllocation` (ILM) and
+    :class:`~tfdpmech.mechanisms.adlm.allocation.RelevanceAllocation` (AdLM). ``gamma <= 0`` gives one region per
     feature, i.e. AdLM's ratios with ``|R*_j|``; ``gamma = inf`` gives one region, i.e. ILM.
 
     Args:

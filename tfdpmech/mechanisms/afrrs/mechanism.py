@@ -25,8 +25,8 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from ...losses.taylor_cross_entropy import loss_sensitivity
-from ...relevance.private_relevance import relevance_sensitivity
+from ..adlm.taylor_cross_entropy import loss_sensitivity
+from ..adlm.private_relevance import relevance_sensitivity
 from ...validation import check_positive_int
 from ..adlm import AdLM, first_layer_geometry, first_layer_sensitivity
 from .allocation import DEFAULT_GAMMA, RegionAllocation, _check_gamma, global_minmax
@@ -93,7 +93,7 @@ class AFRRS(AdLM):
 
 
 # ------------------------------------------------------------------------------------------------
-# Sensitivities (Lemmas 1–3) of the paper's models (tfdpmech.models.afrrs: Tables 1 and 2)
+# Sensitivities (Lemmas 1–3) of the paper's models (tfdpmech.mechanisms.afrrs.models: Tables 1 and 2)
 # ------------------------------------------------------------------------------------------------
 def afrrs_sensitivities(model: keras.Model, n: int, *, policy: str = "paper_literal", d_relevance=None) -> dict:
     """Δ_R (Lemma 1), Δ_f (Lemma 2) and Δ_F (Lemma 3) for a model of Table 1 or 2.

@@ -17,7 +17,7 @@ Algorithm 1 (§4), as steps of :meth:`InputPerturbation.perturb` and the recipe 
    ``x̃_i = x_i + z`` (``shared``, the algorithm read literally). The noise and the raw data are not
    kept.
 5. ``θ_0 = 0``; ``T`` steps of full-batch projected gradient descent on the noisy data (lines 7–9;
-   :func:`~tfdpmech.models.erm.linear_model`,
+   :func:`~tfdpmech.mechanisms.input_perturbation.models.linear_model`,
    :class:`~tfdpmech.mechanisms.input_perturbation.training.InputPerturbationBudget`).
 
 Privacy: ``mode="reference"`` is the guarantee *claimed* by Theorem 1 / 3; the published proof
@@ -44,7 +44,7 @@ import numpy as np
 from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, require_dp_accounting, sigma_local_gaussian
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...mechanism import Mechanism, PreparedFit, release
-from ...models.erm import linear_model, paper_mlp
+from .models import linear_model, paper_mlp
 from ...noise import gaussian, make_rng, noise_fingerprint
 from ...validation import (
     ReleasedData,
@@ -395,7 +395,7 @@ class InputPerturbation(Mechanism):
     def make_linear_model(self, d=None, *, use_bias: bool = False, regularize_bias: bool = True):
         """Linear DP-ERM model: zero init, L2(λ/2), projection onto ‖θ‖ <= D (Theorem 2 assumes ‖θ‖ <= D).
 
-        See :func:`tfdpmech.models.erm.linear_model`.
+        See :func:`tfdpmech.mechanisms.input_perturbation.models.linear_model`.
 
         Raises:
             ValueError: an unregularised intercept with shared noise (zero privacy: it absorbs the shared z).

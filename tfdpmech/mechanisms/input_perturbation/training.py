@@ -2,8 +2,8 @@
 
 The recipe of Kang et al. 2020 (Algorithm 1, lines 6–10: T full-batch gradient steps from θ_0 = 0):
 
-* The models: :func:`tfdpmech.models.erm.linear_model` (θ_0 = 0, L2(λ/2), projection onto
-  ‖θ‖ <= D) and :func:`tfdpmech.models.erm.paper_mlp`.
+* The models: :func:`tfdpmech.mechanisms.input_perturbation.models.linear_model` (θ_0 = 0, L2(λ/2), projection onto
+  ‖θ‖ <= D) and :func:`tfdpmech.mechanisms.input_perturbation.models.paper_mlp`.
 * :class:`InputPerturbationBudget`: checks full batch and plain SGD, counts optimizer steps,
   stops at T, refuses step T+1 (strict), logs ``ip_epsilon`` and the ledger's claimed/provable ε.
 * :func:`fit_dp_erm`: compile with plain SGD and ``model.fit`` with ``batch_size = n``.
@@ -145,8 +145,8 @@ def fit_dp_erm(mechanism, model, x_noisy, y, *, learning_rate=None, callbacks=()
     Args:
         mechanism: the :class:`~tfdpmech.mechanisms.input_perturbation.InputPerturbation` that produced
             ``x_noisy``.
-        model: a Keras model with logits output (:func:`~tfdpmech.models.erm.linear_model` or
-            :func:`~tfdpmech.models.erm.paper_mlp`).
+        model: a Keras model with logits output (:func:`~tfdpmech.mechanisms.input_perturbation.models.linear_model` or
+            :func:`~tfdpmech.mechanisms.input_perturbation.models.paper_mlp`).
         x_noisy, y: exactly the arrays :meth:`InputPerturbation.perturb` returned.
         learning_rate: SGD step; None means ``1/β̂`` with β̂ the smoothness of the noisy
             objective (``sup φ''·λ_max(X̃ᵀX̃/n) + λ``, computed from the noisy data: post-processing).

@@ -2,12 +2,15 @@
 
 * :mod:`.mechanism`: :class:`DPPredictor` (answers under a query budget, ledger per batch).
 * :mod:`.sensitivity`: ρ, Δ₂W, Δω, Δz_T, Δp and the OARO bound read from a Keras model.
-
-The model builder is :func:`tfdpmech.models.convexified.convexified_mlp`; the per-query noise layer
-is :class:`tfdpmech.layers.NoisyOutputNeuron`.
+* :mod:`.noisy_output_neuron`: :class:`NoisyOutputNeuron`, the per-query noise layer.
+* :mod:`.convexified_cross_entropy`: :class:`ConvexifiedCrossEntropy`, the risk-averting loss (Eq. 22).
+* :mod:`.convexified_mlp`: :func:`convexified_mlp`, the model builder, and :func:`logits_model_from`.
 """
 
+from .convexified_cross_entropy import ConvexifiedCrossEntropy
+from .convexified_mlp import convexified_mlp, logits_model_from
 from .mechanism import EXPORT_WARNING, DPPredictor
+from .noisy_output_neuron import NoisyOutputNeuron, noise_calibration
 from .sensitivity import (
     BOUNDED_ACTIVATIONS,
     LAMBDA_CONVENTIONS,
@@ -21,4 +24,5 @@ from .sensitivity import (
 __all__ = [
     "DPPredictor", "EXPORT_WARNING", "OutputPerturbationBounds", "bounds_from_architecture", "compute_bounds",
     "describe_mlp", "LAMBDA_CONVENTIONS", "SENSITIVITY_MODES", "BOUNDED_ACTIVATIONS",
+    "NoisyOutputNeuron", "noise_calibration", "ConvexifiedCrossEntropy", "convexified_mlp", "logits_model_from",
 ]

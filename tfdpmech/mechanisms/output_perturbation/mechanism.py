@@ -8,7 +8,7 @@ The recipe, as the paper's steps:
 
 1. Train a non-private MLP ``m → 128 (tanh) → C`` (Table 4) with
    :class:`~tfdpmech.losses.ConvexifiedCrossEntropy` (Eq. 22) and ``L2(c)`` on every kernel (Eq. 23);
-   :func:`tfdpmech.models.convexified.convexified_mlp` builds it.
+   :func:`tfdpmech.mechanisms.output_perturbation.convexified_mlp.convexified_mlp` builds it.
 2. :func:`~tfdpmech.mechanisms.output_perturbation.sensitivity.compute_bounds` reads the model and
    n and returns ρ, Δ₂W, Δω, Δz_T, Δp and the OARO bound (Eq. 15, 18–21, 30).
 3. :class:`DPPredictor` answers queries: it charges the :class:`QueryBudgetAccountant` first, then
@@ -42,8 +42,8 @@ from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant
 from ...mechanism import Mechanism, PreparedFit
 from ...mechanism import release as record_release
-from ...layers.noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
-from ...models.convexified import logits_model_from
+from .noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
+from .convexified_mlp import logits_model_from
 from ...validation import check_array, check_choice, check_positive_int, warn_unproven_mode
 from .sensitivity import OutputPerturbationBounds, describe_mlp
 
@@ -61,7 +61,7 @@ class DPPredictor(Mechanism):
 
     Args:
         logits_model: a trained Keras MLP returning logits (or softmax: it is stripped with
-            :func:`~tfdpmech.models.convexified.logits_model_from`). Never exposed to clients.
+            :func:`~tfdpmech.mechanisms.output_perturbation.convexified_mlp.logits_model_from`). Never exposed to clients.
         bounds: :class:`OutputPerturbationBounds` from :func:`compute_bounds` on that model.
         accountant: a :class:`QueryBudgetAccountant`; its per-query amount is the query's ε (μ
             for Gaussian noise).

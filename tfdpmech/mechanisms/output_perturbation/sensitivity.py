@@ -35,7 +35,7 @@ from typing import Sequence
 import keras
 import numpy as np
 
-from ...models.convexified import LINEAR_ACTIVATIONS, activation_name
+from .convexified_mlp import LINEAR_ACTIVATIONS, activation_name
 from ...validation import check_choice, check_positive_int, check_positive_real
 
 __all__ = [

@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import Release
-from ...layers.conv_rbm import ConvRBM
+from .conv_rbm import ConvRBM
 from ...noise import laplace, make_rng, noise_fingerprint
 from ...validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int, check_real
 from .monomials import (

@@ -16,7 +16,7 @@ Algorithm 1, as steps of :meth:`PrivateCDBN.fit`:
 3. Optional frozen random fully connected layer (``fc_units``; data-independent, so free: §4.2's
    MNIST network has an FC-25 layer whose privacy the paper does not address).
 4. Output layer: Taylor cross-entropy (Eq. 18) with the functional-mechanism statistics perturbed
-   once (:class:`~tfdpmech.heads.softmax_head.FunctionalSoftmaxHead`, the functional head).
+   once (:class:`~tfdpmech.mechanisms.pcdbn.softmax_head.FunctionalSoftmaxHead`, the functional head).
 
 Privacy: every layer reads the private data, so the pipeline is ``(Σ_ℓ ε_ℓ + ε_out)``-DP by
 sequential composition (pure ε, δ = 0 with the Laplace head; (ε, δ) with the Gaussian head; the paper
@@ -37,8 +37,8 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...mechanism import Mechanism, PreparedFit, reference_mode, refuse_model, release
-from ...layers.conv_rbm import ConvRBM
-from ...heads.softmax_head import FunctionalSoftmaxHead
+from .conv_rbm import ConvRBM
+from .softmax_head import FunctionalSoftmaxHead
 from ...noise import make_rng
 from ...validation import (
     check_budget_split, check_choice, check_epsilon, check_labels, check_positive_int, check_positive_real, check_real,

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from ...layers.conv_rbm import ConvRBM
+from .conv_rbm import ConvRBM
 
 __all__ = [
     "MAX_MONOMIALS",

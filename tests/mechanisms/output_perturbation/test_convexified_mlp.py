@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from tfdpmech.models.convexified import logits_model_from
+from tfdpmech.mechanisms.output_perturbation.convexified_mlp import logits_model_from
 
 
 # ---------------------------------------------------------------------------------- Keras models

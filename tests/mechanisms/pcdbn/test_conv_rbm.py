@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 import keras
 
-from tfdpmech.chebyshev import poly_eval_np
-from tfdpmech.layers.conv_rbm import BoxConstraint, ConvRBM
+from tfdpmech.mechanisms.pcdbn.chebyshev import poly_eval_np
+from tfdpmech.mechanisms.pcdbn.conv_rbm import BoxConstraint, ConvRBM
 
 
 def sig(x):

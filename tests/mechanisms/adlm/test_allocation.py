@@ -1,11 +1,11 @@
-"""Tests for tfdpmech.allocation: per-feature budget ratios β (AdLM Eq. 16, with max(R̄_j, floor) for |R̄_j|)."""
+"""Tests for tfdpmech.mechanisms.adlm.allocation: per-feature budget ratios β (AdLM Eq. 16, with max(R̄_j, floor) for |R̄_j|)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tfdpmech.allocation import (
+from tfdpmech.mechanisms.adlm.allocation import (
     BudgetAllocation,
     RelevanceAllocation,
     UniformAllocation,

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import tfdpmech
-from tfdpmech.heads.softmax_head import (
+from tfdpmech.mechanisms.pcdbn.softmax_head import (
     FunctionalSoftmaxHead,
     head_sensitivity,
     project_psd,

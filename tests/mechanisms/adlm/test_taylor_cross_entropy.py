@@ -1,4 +1,4 @@
-"""Tests for tfdpmech.losses.taylor_cross_entropy.
+"""Tests for tfdpmech.mechanisms.adlm.taylor_cross_entropy.
 
 The Taylor polynomial of per-class sigmoid cross-entropy at z = 0 (AdLM Eq. 25) is
 ``log 2 + (1/2 - y) z + z²/8 = (z - (4y - 2))²/8 + log 2 - 1/2`` per class (coefficients ϕ^(0) = log 2,
@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import tfdpmech
 from tfdpmech.losses import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
-from tfdpmech.losses.taylor_cross_entropy import LOG2, PHI2
+from tfdpmech.mechanisms.adlm.taylor_cross_entropy import LOG2, PHI2
 from tfdpmech.metrics import taylor_accuracy
 
 

@@ -1,4 +1,4 @@
-"""Tests for tfdpmech.relevance.private_relevance: normalisation, Δ_R, noise, ledger, bad input."""
+"""Tests for tfdpmech.mechanisms.adlm.private_relevance: normalisation, Δ_R, noise, ledger, bad input."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from tfdpmech.accounting.ledger import PrivacyLedger
 from tfdpmech.noise import laplace, make_rng
-from tfdpmech.relevance import lrp_relevance, normalize_per_example, private_relevance, relevance_sensitivity
+from tfdpmech.mechanisms.adlm import lrp_relevance, normalize_per_example, private_relevance, relevance_sensitivity
 
 
 L = keras.layers

@@ -1,4 +1,4 @@
-"""Tests for tfdpmech.relevance.lrp: LRP with the ε rule against hand computations and numpy loops."""
+"""Tests for tfdpmech.mechanisms.adlm.lrp: LRP with the ε rule against hand computations and numpy loops."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdpmech.relevance import lrp_relevance
+from tfdpmech.mechanisms.adlm import lrp_relevance
 
 
 L = keras.layers

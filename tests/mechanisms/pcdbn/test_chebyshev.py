@@ -7,7 +7,7 @@ import numpy.polynomial.polynomial as P
 import pytest
 import tensorflow as tf
 
-from tfdpmech import chebyshev as cheb
+from tfdpmech.mechanisms.pcdbn import chebyshev as cheb
 
 
 # --- the polynomial printed in pCDBN §3.1 ---------------------------------------------------

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdpmech.losses.convexified_cross_entropy import ConvexifiedCrossEntropy
+from tfdpmech.mechanisms.output_perturbation.convexified_cross_entropy import ConvexifiedCrossEntropy
 
 
 def _batch(seed=0, b=16, c=5, scale=3.0):

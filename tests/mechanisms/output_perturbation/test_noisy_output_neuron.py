@@ -15,7 +15,7 @@ import tensorflow as tf
 from scipy import stats
 
 import tfdpmech  # noqa: F401
-from tfdpmech.layers.noisy_output_neuron import NoisyOutputNeuron, noise_calibration
+from tfdpmech.mechanisms.output_perturbation.noisy_output_neuron import NoisyOutputNeuron, noise_calibration
 
 MNIST_DZ = 0.3577  # Lu et al. Table 6, MNIST Δz_T
 
