@@ -38,11 +38,11 @@ from ..accounting.dpsgd import (
     ACCOUNTANT,
     SAMPLING,
     check_training_shape,
+    dpsgd_epsilon,
+    dpsgd_epsilon_after_steps,
+    dpsgd_noise_multiplier,
     dpsgd_steps,
-    epsilon_after_steps,
     epsilon_any_order,
-    epsilon_for_noise_multiplier,
-    noise_multiplier_for_epsilon,
 )
 from ..accounting.ledger import PrivacyLedger, Release, format_epsilon
 from ..validation import check_epsilon
@@ -140,20 +140,16 @@ class DPSGD(DPSGDRun):
         # the steps training may take: `epochs` passes of full batches (the any-order ε counts passes)
         self.max_train_steps = self.epochs * (self.n // self.batch_size)
         self.sampling_probability = self.batch_size / self.n
-        self.noise_multiplier = noise_multiplier_for_epsilon(
-            self.epsilon, self.delta, self.n, self.batch_size, self.epochs, used_microbatching=self.used_microbatching
-        )
-        self.epsilon_achieved = epsilon_for_noise_multiplier(
-            self.noise_multiplier, self.delta, self.n, self.batch_size, self.epochs,
-            used_microbatching=self.used_microbatching,
-        )
+        shape = dict(n=self.n, batch_size=self.batch_size, epochs=self.epochs, used_microbatching=self.used_microbatching)
+        self.noise_multiplier = dpsgd_noise_multiplier(self.epsilon, self.delta, **shape)
+        self.epsilon_achieved = dpsgd_epsilon(self.noise_multiplier, self.delta, **shape)
         self._eps_any_order: float | None = None
 
     # -- accounting helpers ------------------------------------------------------------------
     def epsilon_after_steps(self, steps: int) -> float:
         """Poisson-RDP ε after ``steps`` optimizer steps with this run's σ, q and δ (0 for 0 steps)."""
-        return epsilon_after_steps(self.noise_multiplier, self.delta, self.sampling_probability, steps,
-                                   used_microbatching=self.used_microbatching)
+        return dpsgd_epsilon_after_steps(self.noise_multiplier, self.delta, sampling_probability=self.sampling_probability,
+                                         steps=steps, used_microbatching=self.used_microbatching)
 
     def _epsilon_any_order(self) -> float:
         if self._eps_any_order is None:

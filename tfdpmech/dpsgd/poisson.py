@@ -40,7 +40,7 @@ they are refused here.
 Accounting: ``dp_accounting`` composes ``steps`` ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))``
 (add-or-remove-one adjacency) with its PLD accountant (default) or its RDP accountant, and σ is
 the smallest noise multiplier whose ε does not exceed the target
-(:func:`tfdpmech.accounting.dpsgd.poisson_noise_multiplier`). That ε is recorded as **proven** in
+(:func:`tfdpmech.accounting.dpsgd.poisson_dpsgd_noise_multiplier`). That ε is recorded as **proven** in
 the :class:`~tfdpmech.accounting.ledger.PrivacyLedger`. The proof assumes the sampling
 randomness is hidden from the adversary: a fixed ``seed`` is for reproducible experiments and must
 be kept secret in a deployment (the default None draws OS entropy).
@@ -71,8 +71,8 @@ from ..accounting.dpsgd import (
     ACCOUNTANT_NAMES,
     ACCOUNTANTS,
     check_sampling_probability,
-    poisson_epsilon,
-    poisson_noise_multiplier,
+    poisson_dpsgd_epsilon,
+    poisson_dpsgd_noise_multiplier,
 )
 from ..accounting.gaussian import require_dp_accounting
 from ..accounting.ledger import PrivacyLedger, Release
@@ -212,10 +212,10 @@ class PoissonDPSGD(DPSGDRun):
         if noise_multiplier is not None:
             self.noise_multiplier = check_positive_real(noise_multiplier, "noise_multiplier")
         else:
-            self.noise_multiplier = poisson_noise_multiplier(self.epsilon, self.delta, self.sampling_probability,
-                                                             self.steps, accountant=self.accountant)
-        self.epsilon_achieved = poisson_epsilon(self.noise_multiplier, self.sampling_probability, self.steps,
-                                                self.delta, accountant=self.accountant)
+            self.noise_multiplier = poisson_dpsgd_noise_multiplier(self.epsilon, self.delta, q=self.sampling_probability,
+                                                                   steps=self.steps, accountant=self.accountant)
+        self.epsilon_achieved = poisson_dpsgd_epsilon(self.noise_multiplier, self.delta, q=self.sampling_probability,
+                                                      steps=self.steps, accountant=self.accountant)
         if self.epsilon is None:
             self.epsilon = self.epsilon_achieved
         seeds = np.random.SeedSequence(seed).spawn(2) if seed is not None else (None, None)
@@ -240,8 +240,8 @@ class PoissonDPSGD(DPSGDRun):
         steps = int(steps)
         if steps <= 0:
             return 0.0
-        return poisson_epsilon(self.noise_multiplier, self.sampling_probability, steps, self.delta,
-                               accountant=self.accountant)
+        return poisson_dpsgd_epsilon(self.noise_multiplier, self.delta, q=self.sampling_probability, steps=steps,
+                                     accountant=self.accountant)
 
     def allowed_steps_per_epoch(self) -> set:
         """``ceil(1/q)`` Poisson draws per epoch."""
