@@ -937,6 +937,34 @@ case("dpsgd.tanh_mlp-input_scaling-unknown", "input_scaling", lambda led: tfdpme
 
 
 # --- the test ----------------------------------------------------------------------------------------------------
+# --- the mechanism contract: prepare, PreparedFit.fit and the release primitive -------------------------------------
+def _contract_release():
+    return _release(component="stat", epsilon_claimed=1.0, epsilon_provable=1.0)
+
+
+case("Mechanism-prepare-no-relevance-model", "relevance_model",
+     lambda led: _adlm(led).prepare(private_model(), _ok_x(), _labels()), "Mechanism")
+case("Mechanism-prepare-head-with-model", "model",
+     lambda led: tfdpmech.FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0).prepare(private_model(), _ok_x(),
+                                                                                       _labels()), "Mechanism")
+case("Mechanism-prepare-head-no-data", "x",
+     lambda led: tfdpmech.FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0).prepare(), "Mechanism")
+case("Mechanism-prepare-cdbn-with-model", "model",
+     lambda led: tfdpmech.PrivateCDBN([tfdpmech.ConvRBM(2, 3)], epsilon=1.0, ledger=led).prepare(private_model()),
+     "Mechanism")
+case("Mechanism-reference-unknown-keyword", "noise_mode",
+     lambda led: tfdpmech.PrivateCDBN(mode="reference", epsilon=1.0, noise_mode="shared_frozen"), "Mechanism")
+case("PreparedFit-fit-other-epochs", "epochs",
+     lambda led: tfdpmech.PreparedFit(private_model(), [0.0], epochs=2).fit(epochs=3), "PreparedFit")
+case("PreparedFit-fit-batch-size", "batch_size",
+     lambda led: tfdpmech.PreparedFit(private_model(), [0.0], epochs=2).fit(batch_size=7), "PreparedFit")
+case("mechanism.release-noise-shape", "noise",
+     lambda led: tfdpmech.mechanism.release(led, _contract_release(), value=np.zeros(3), noise=np.zeros(2)),
+     "mechanism")
+case("mechanism.release-noise-without-value", "value",
+     lambda led: tfdpmech.mechanism.release(led, _contract_release(), noise=np.zeros(2)), "mechanism")
+
+
 def _names_argument(message: str, arg: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(arg)}(?![A-Za-z0-9_])", message) is not None
 
