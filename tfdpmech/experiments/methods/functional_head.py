@@ -38,7 +38,7 @@ def _head(mechanism: str):
         start = time.perf_counter()
         head = FunctionalHead(feats, ctx.num_classes, mechanism=mechanism, epsilon=epsilon,
                               delta=ctx.config.delta if mechanism == "gaussian" else None, seed=seed)
-        head.fit(ctx.x_private, ctx.y_private)
+        head.prepare(x=ctx.x_private, y=ctx.y_private)  # the one release; the model is trained
         seconds = time.perf_counter() - start
         release = head.release
         return Prepared(head.model, ledger=head.ledger, preprocessing_seconds=seconds, epochs=1,
@@ -56,7 +56,8 @@ def _scatter_head(ctx, epsilon, seed) -> Prepared:
     feats = scatter_features(tuple(ctx.x_private.shape[1:]), seed=seed)  # ε = 0: fixed filters, seeded projection
     start = time.perf_counter()
     head = FunctionalHead(feats, ctx.num_classes, mechanism="gaussian", epsilon=epsilon, delta=ctx.config.delta,
-                          seed=seed).fit(ctx.x_private, ctx.y_private)
+                          seed=seed)
+    head.prepare(x=ctx.x_private, y=ctx.y_private)
     seconds = time.perf_counter() - start  # the scattering of the private set included
     return Prepared(head.model, ledger=head.ledger, preprocessing_seconds=seconds, epochs=1,
                     notes={"features": feats.name, "noise_scale": head.release.noise_scale,
