@@ -37,6 +37,7 @@ from ...validation import (
     check_positive_real,
     check_unit_interval,
 )
+from . import reference_steps
 from .reference_steps import (
     DELTA2_MNIST,
     LEARNING_RATE,
@@ -64,33 +65,7 @@ from .reference_steps import (
     train_relevance_model,
 )
 
-__all__ = [
-    "AdLMReference",
-    "ILMReference",
-    "CODE_PATH",
-    "REFERENCE_REASON",
-    "DELTA2_MNIST",
-    "R_LOWERBOUND",
-    "NOISY_INPUT_CLIP",
-    "to_code_range",
-    "pad_to_grid",
-    "train_relevance_model",
-    "averaged_relevance",
-    "sharpen",
-    "relevance_noise_scale",
-    "private_sharpened_relevance",
-    "budget_ratios_on_grid",
-    "inner_crop",
-    "input_noise_scales",
-    "draw_noise_map",
-    "perturb_inputs",
-    "loss_sensitivity_code",
-    "draw_weight_noise",
-    "taylor_terms",
-    "reference_loss",
-    "reference_optimizer",
-    "next_batch_indices",
-]
+__all__ = ["AdLMReference", "ILMReference", "CODE_PATH", "REFERENCE_REASON", *reference_steps.__all__]
 
 CODE_PATH = "authors' code path (haiphanNJIT/PrivateDeepLearning@77fb357, AdLM/MNIST/AdLM.py)"
 REFERENCE_REASON = "labels used without noise at every step; noise shared by the batch"
