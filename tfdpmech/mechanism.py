@@ -53,8 +53,6 @@ class PreparedFit:
         callbacks: the mechanism's callbacks (budget logging, guards); pass them to ``fit``.
         epochs: the number of epochs the budget was computed for, or None when any number may run.
         y: labels to pass beside ``data`` when ``data`` is an array, else None.
-        fit_kwargs: further ``model.fit`` arguments the mechanism's accounting relies on
-            (e.g. ``batch_size``, ``shuffle=False``).
         custom_fit: for a mechanism that trains with its own loop (the reference modes of the
             authors' code, pCDBN's layer-wise training, DP-ERM's full-batch descent):
             ``custom_fit(epochs, callbacks, **fit_kwargs)``.
@@ -65,7 +63,6 @@ class PreparedFit:
     callbacks: list = dataclasses.field(default_factory=list)
     epochs: int | None = None
     y: object = None
-    fit_kwargs: dict = dataclasses.field(default_factory=dict)
     custom_fit: Callable | None = None
 
     @property
@@ -94,17 +91,16 @@ class PreparedFit:
         elif self.epochs is not None and epochs != self.epochs:
             raise ValueError(f"epochs={epochs!r}: the budget was computed for epochs={self.epochs}; prepare the "
                              f"mechanism for {epochs} epochs instead (it composes over the epochs it is told)")
-        clash = sorted(set(kwargs) & (set(self.fit_kwargs) | {"x", "y", "batch_size", "shuffle"}))
+        clash = sorted(set(kwargs) & {"x", "y", "batch_size", "shuffle"})
         if clash and self.data is not None:
-            raise ValueError(f"{clash} are fixed by the mechanism's accounting ({self.fit_kwargs or 'the prepared data'}); "
-                             "drop them from fit()")
+            raise ValueError(f"{clash} are fixed by the prepared data (the batches the accounting assumes); drop them "
+                             "from fit()")
         all_callbacks = [*self.callbacks, *callbacks]
         if self.custom_fit is not None:
             return self.custom_fit(epochs, all_callbacks, **kwargs)
         if self.data is None:
             return None
-        return self.model.fit(self.data, self.y, epochs=epochs, callbacks=all_callbacks,
-                              **{**self.fit_kwargs, **kwargs})
+        return self.model.fit(self.data, self.y, epochs=epochs, callbacks=all_callbacks, **kwargs)
 
 
 def release(ledger: PrivacyLedger, record: Release, *, value=None, noise=None) -> tuple[object, Release]:
