@@ -70,3 +70,22 @@ def test_tiny_bench_writes_ratios_with_spread(tmp_path, capsys):
     assert "| public_only | 0 (private data unused) | 0 (private data unused) | – (private data unused) |" in printed
     assert "| nonprivate | ∞ (no privacy) | ∞ (no privacy) | – (no privacy) |" in printed
     assert "| method | claimed ε | provable ε | neighbours, protects |" in printed
+
+
+def test_printed_table_says_when_only_some_repeats_reached_the_target():
+    from tfdpmech.experiments.bench import _print
+
+    some = {"median": 0.12, "min": 0.12, "max": 0.12, "iqr": 0.0, "repeats": 1}
+    every = {"median": 1.0, "min": 0.9, "max": 1.1, "iqr": 0.1, "repeats": 5}
+    method = {"privacy": {"private": True, "per": "training", "epsilon_claimed": 1.0, "epsilon_provable": 1.0,
+                          "neighbours": "replace_one",
+                          "protects": "record"},
+              "accuracy": every, "examples_per_second": None, "throughput_ratio_to_baseline": None,
+              "preprocessing_seconds": every, "preprocessing_over_one_baseline_epoch": every,
+              "time_to_dpsgd_accuracy_seconds": some, "time_to_accuracy_speedup_vs_dpsgd": some,
+              "public_training_seconds": None, "time_to_dpsgd_accuracy_with_public_training_seconds": None,
+              "time_to_accuracy_with_public_training_speedup_vs_dpsgd": None}
+    lines = []
+    _print({"baseline": "nonprivate", "settings": {"repeats": 5}, "methods": {"head": method}}, log=lines.append)
+    row = next(line for line in lines if line.startswith("| head"))
+    assert row.count("(1 of 5 repeats)") == 2 and "(5 of 5" not in row

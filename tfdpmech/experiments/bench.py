@@ -205,8 +205,14 @@ def privacy_of(runs: list[dict]) -> dict:
 def _print(out: dict, log=print) -> None:
     from ..report.tables import epsilon_cells, scope_cell
 
+    repeats = out["settings"]["repeats"]
+
     def cell(s, fmt=".3g"):
-        return "–" if s is None else f"{s['median']:{fmt}} [{s['min']:{fmt}}–{s['max']:{fmt}}]"
+        if s is None:
+            return "–"
+        some = s.get("repeats", repeats) < repeats  # e.g. only some repeats reached DP-SGD's accuracy
+        return (f"{s['median']:{fmt}} [{s['min']:{fmt}}–{s['max']:{fmt}}]"
+                + (f" ({s['repeats']} of {repeats} repeats)" if some else ""))
 
     log(f"\n| method | claimed ε | provable ε | neighbours, protects | accuracy | examples/s | ratio to {out['baseline']} | private preprocessing s "
         f"(÷ one {out['baseline']} epoch) | time to DP-SGD's accuracy s | speed-up vs DP-SGD "
@@ -232,7 +238,8 @@ def _print(out: dict, log=print) -> None:
     ratio = out.get("dpsgd_poisson_over_shuffled_throughput")
     if ratio:
         log(f"DP-SGD throughput, Poisson / shuffled batches: {cell(ratio)}")
-    log("median [min–max] over repeats; ratios taken within each repeat")
+    log("median [min–max] over repeats (over the repeats that reached it, where fewer: k of n); ratios taken within "
+        "each repeat")
 
 
 def main(args, config: CompareConfig | None = None) -> int:
