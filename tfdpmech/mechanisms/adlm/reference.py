@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...mechanism import Mechanism, PreparedFit, refuse_model, release
-from ...noise import laplace, make_rng, noise_fingerprint
+from ...noise import make_rng, noise_fingerprint
 from .allocation import BudgetAllocation
 from .networks import authors_mnist_network
 from ...validation import (
