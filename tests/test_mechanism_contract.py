@@ -20,7 +20,7 @@ from tfdpmech.accounting.query_budget import QueryBudgetAccountant
 from tfdpmech.dpsgd import DPSGD, PoissonDPSGD
 from tfdpmech.heads import OutputPerturbationHead
 from tfdpmech.layers import ConvRBM
-from tfdpmech.mechanism import MECHANISM_MODES, Mechanism, PreparedFit, release
+from tfdpmech.mechanism import KINDS, MECHANISM_MODES, Mechanism, PreparedFit, release
 from tfdpmech.mechanisms.adlm.mechanism import AdLMBudget
 from tfdpmech.mechanisms.adlm.reference import AdLMReference
 from tfdpmech.mechanisms.output_perturbation import DPPredictor, compute_bounds
@@ -44,7 +44,7 @@ def test_every_paper_answers_the_contract():
             "OutputPerturbationHead"} <= names
     for cls in all_mechanism_classes():
         assert cls.paper, f"{cls.__name__} names no paper"
-        assert cls.kind in ("training", "closed_form", "query")
+        assert cls.kind in KINDS
         assert set(cls.modes) <= set(MECHANISM_MODES) | {"noiseless", "exact"}, cls
         mode = inspect.signature(cls.__init__).parameters.get("mode")
         if mode is not None:  # a default is always the proven mode

@@ -2,7 +2,7 @@
 
 Shaped like the libraries it sits beside: constructed with its budget and ``mode`` (as a
 diffprivlib mechanism), it turns an ordinary Keras model and the private data into what Keras
-trains (as Opacus's ``make_private`` returns model, optimizer and loader), and every noise draw is
+trains (as Opacus's ``make_private`` returns model, optimizer and loader), and every release is
 recorded through one primitive, :func:`release`, into one :class:`PrivacyLedger` (as a
 tensorflow-privacy ``DPQuery`` yields its ``DpEvent``)::
 
@@ -104,7 +104,11 @@ class PreparedFit:
 
 
 def release(ledger: PrivacyLedger, record: Release, *, value=None, noise=None) -> tuple[object, Release]:
-    """The one primitive every noise draw goes through: add ``noise`` to ``value`` and record it.
+    """The one primitive every release is recorded through (adding ``noise`` to ``value`` when given).
+
+    The package's mechanisms draw their noise where the statistic is computed (a Keras layer, the
+    DP-SGD train step, the head's solve) and pass only ``record``; ``value`` and ``noise`` serve a
+    mechanism written against the contract that releases a statistic it holds.
 
     Args:
         ledger: the mechanism's :class:`PrivacyLedger`.
@@ -153,10 +157,6 @@ class Mechanism(abc.ABC):
         data, a closed-form head) happen here and are recorded in :attr:`ledger`.
         """
 
-    def epsilon(self, epochs: int | None = None) -> tuple[float, float | None]:
-        """``(claimed ε, provable ε or None)`` of everything recorded so far (the ledger's composition)."""
-        return self.ledger.epsilon_claimed(epochs), self.ledger.epsilon_provable(epochs)
-
 
 class ClosedFormMechanism(Mechanism):
     """A mechanism whose one release is its trained model: ``fit(x, y)`` solves on the released
@@ -184,7 +184,7 @@ class ClosedFormMechanism(Mechanism):
 def refuse_model(mechanism: Mechanism, model) -> None:
     """For mechanisms that build their own network (the authors' code paths, pCDBN): no ``model``."""
     if model is not None:
-        raise ValueError(f"{type(mechanism).__name__} trains the network it builds itself (see its build()); call "
+        raise ValueError(f"model: {type(mechanism).__name__} trains the network it builds itself; call "
                          "prepare(x=..., y=...) without a model")
 
 

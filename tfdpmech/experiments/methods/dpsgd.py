@@ -31,6 +31,7 @@ import keras
 import numpy as np
 
 from ...accounting.ledger import Release
+from ...mechanism import release
 from ...dpsgd import DPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, PoissonDPSGD, make_dpsgd, tanh_mlp
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
@@ -113,7 +114,7 @@ def _head(ctx, epsilon, seed) -> Prepared:
                                for i in range(0, ctx.n_private, 2000)]).astype(np.float32)
     recipe = HEAD_RECIPE.replace(epochs=_epochs(ctx, HEAD_RECIPE.epochs))
     dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed)
-    dp.ledger.record(_public_release(ctx))
+    release(dp.ledger, _public_release(ctx))
     head = keras.Sequential([keras.Input((features.shape[1],)), keras.layers.Dense(ctx.num_classes)],
                             name="dpsgd_head")
     public_head = _layer_after(public, FEATURE_LAYER)
@@ -185,7 +186,7 @@ def _finetune(ctx, epsilon, seed) -> Prepared:
     model = _trainable_copy(public)
     recipe = FINETUNE_RECIPE.replace(epochs=_epochs(ctx, FINETUNE_RECIPE.epochs))
     dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed)
-    dp.ledger.record(_public_release(ctx))
+    release(dp.ledger, _public_release(ctx))
     return _prepared(dp, dp.prepare(model, ctx.x_private, ctx.y_private, seed=seed, verbose=0), start,
                      initialised_from=public.name, public=ctx.public_source)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...accounting.ledger import Release, ledger_or_new
+from ...mechanism import release as record_release
 from ...noise import laplace, make_rng, noise_fingerprint
 from ...validation import check_array, check_epsilon, check_positive_int
 from .lrp import lrp_batches, prepare_lrp
@@ -130,7 +131,7 @@ def private_relevance(
     r_bar = (total / n + noise).reshape(input_shape)  # Eqs. 10–11
     release = _relevance_release(epsilon, sensitivity, scale, model_trained_on_private_data, noise, n, d, mu, start)
     if ledger is not None:
-        ledger.record(release)
+        record_release(ledger, release)
     return r_bar, release
 
 
