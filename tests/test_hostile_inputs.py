@@ -27,7 +27,7 @@ import pytest
 import tfdpmech
 from tfdpmech import (
     AFRRS, AdLM, BatchMinMax, BatchStatisticsNormalization, PCDBNReference, BoundedLRN, ChebyshevEnergy, ConvexifiedCrossEntropy, ConvRBM, DPPredictor,
-    FunctionalSoftmaxHead, ILM, InputNoise, InputPerturbation, NoisyOutputNeuron, PerturbedBias, PrivacyBudget,
+    FunctionalSoftmaxHead, ILM, InputNoise, InputPerturbation, InputPerturbationAssumptions, NoisyOutputNeuron, PerturbedBias, PrivacyBudget,
     PrivacyLedger, PrivateCDBN, PrivateData, QueryBudgetAccountant, Release, TaylorCrossEntropy, UnitClip,
     compute_bounds, format_epsilon, taylor_accuracy,
 )
@@ -278,12 +278,49 @@ for k, v in BAD_DELTA.items():
     case(f"InputPerturbation-delta-{k}", "delta", lambda led, v=v: _ip(led, delta=v), "InputPerturbation")
 for k, v in BAD_INT.items():
     case(f"InputPerturbation-epochs-{k}", "epochs", lambda led, v=v: _ip(led, epochs=v), "InputPerturbation")
-for name in ("l2", "feature_norm_bound", "G", "kappa", "pl_constant", "c"):
+for name in ("l2", "feature_norm_bound"):
     for k in ("nan", "neg", "str", "bool", "huge_int"):
         case(f"InputPerturbation-{name}-{k}", name, lambda led, name=name, k=k: _ip(led, **{name: BAD_POSITIVE[k]}),
              "InputPerturbation")
-for name in ("mode", "noise_structure", "condition", "accountant", "l2_convention", "g_convention"):
+for name in ("mode", "accountant"):
     case(f"InputPerturbation-{name}-unknown", name, lambda led, name=name: _ip(led, **{name: "unknown"}),
+         "InputPerturbation")
+for k, v in {"dict": {"kappa": 2.0}, "str": "pl", "none_like": [None]}.items():
+    case(f"InputPerturbation-assumptions-{k}", "assumptions", lambda led, v=v: _ip(led, assumptions=v),
+         "InputPerturbation")
+case("InputPerturbation-assumptions-and-keyword", "assumptions",
+     lambda led: _ip(led, assumptions=InputPerturbationAssumptions(), kappa=2.0), "InputPerturbation")
+case("InputPerturbation-unknown-keyword", "kapa", lambda led: _ip(led, kapa=2.0), "InputPerturbation")
+
+
+# InputPerturbationAssumptions (built alone, and inside the mechanism's constructor)
+def _ipa(led, **kw):
+    return _ip(led, mode="reference", assumptions=InputPerturbationAssumptions(**kw))
+
+
+for name in ("G", "kappa", "pl_constant", "c"):
+    for k in ("nan", "inf", "neg", "zero", "str", "bool", "huge_int", "subnormal", "complex", "list"):
+        case(f"InputPerturbationAssumptions-{name}-{k}", name,
+             lambda led, name=name, k=k: _ipa(led, **{name: BAD_POSITIVE[k]}), "InputPerturbationAssumptions")
+for name in ("noise_structure", "condition", "l2_convention", "g_convention"):
+    for k, v in {"unknown": "unknown", "none": None, "int": 1}.items():
+        case(f"InputPerturbationAssumptions-{name}-{k}", name, lambda led, name=name, v=v: _ipa(led, **{name: v}),
+             "InputPerturbationAssumptions")
+for name in ("strict", "paper_literal_pl"):
+    for k, v in {"str": "yes", "int": 1, "none": None, "nan": NAN}.items():
+        case(f"InputPerturbationAssumptions-{name}-{k}", name, lambda led, name=name, v=v: _ipa(led, **{name: v}),
+             "InputPerturbationAssumptions")
+case("InputPerturbationAssumptions-paper_literal_pl-without-pl", "paper_literal_pl",
+     lambda led: InputPerturbationAssumptions(paper_literal_pl=True), "InputPerturbationAssumptions")
+case("InputPerturbationAssumptions-shared-private", "noise_structure",
+     lambda led: _ip(led, mode="private", assumptions=InputPerturbationAssumptions(noise_structure="shared")),
+     "InputPerturbationAssumptions")
+# the former keyword spelling still refuses bad values by name
+for name in ("G", "kappa", "pl_constant", "c"):
+    case(f"InputPerturbation-former-{name}-neg", name, lambda led, name=name: _ip(led, **{name: -1.0}),
+         "InputPerturbation")
+for name in ("noise_structure", "condition", "l2_convention", "g_convention"):
+    case(f"InputPerturbation-former-{name}-unknown", name, lambda led, name=name: _ip(led, **{name: "unknown"}),
          "InputPerturbation")
 for k, v in {"one": 1, "str": "2", "float": 2.5}.items():
     case(f"InputPerturbation-num_classes-{k}", "num_classes", lambda led, v=v: _ip(led, num_classes=v),

@@ -18,8 +18,8 @@ from .features import public_features, random_features
 from .heads import FunctionalHead, FunctionalSoftmaxHead
 from .losses import ConvexifiedCrossEntropy, TaylorCrossEntropy
 from .mechanisms import (
-    AFRRS, ILM, AdLM, ChebyshevEnergy, DPPredictor, InputPerturbation, PCDBNReference, PrivateCDBN, PrivateData,
-    compute_bounds,
+    AFRRS, ILM, AdLM, ChebyshevEnergy, DPPredictor, InputPerturbation, InputPerturbationAssumptions, PCDBNReference,
+    PrivateCDBN, PrivateData, compute_bounds,
 )
 from .mechanism import Mechanism, PreparedFit
 from .metrics import taylor_accuracy
@@ -31,8 +31,8 @@ __all__ = [
     # the contract every mechanism answers
     "Mechanism", "PreparedFit",
     # mechanisms (one per paper)
-    "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation", "PrivateCDBN",
-    "PCDBNReference",
+    "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation",
+    "InputPerturbationAssumptions", "PrivateCDBN", "PCDBNReference",
     # the functional-mechanism head and its feature extractors
     "FunctionalHead", "public_features", "random_features",
     # layers, losses, metrics

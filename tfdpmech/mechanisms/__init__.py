@@ -19,6 +19,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
     "AdLM": "tfdpmech.mechanisms.adlm", "ILM": "tfdpmech.mechanisms.adlm", "PrivateData": "tfdpmech.mechanisms.adlm",
     "AFRRS": "tfdpmech.mechanisms.afrrs",
     "InputPerturbation": "tfdpmech.mechanisms.input_perturbation",
+    "InputPerturbationAssumptions": "tfdpmech.mechanisms.input_perturbation",
     "DPPredictor": _OUTPUT, "OutputPerturbationBounds": _OUTPUT, "bounds_from_architecture": _OUTPUT,
     "compute_bounds": _OUTPUT,
     "ChebyshevEnergy": "tfdpmech.mechanisms.pcdbn", "PCDBNReference": "tfdpmech.mechanisms.pcdbn",
@@ -27,5 +28,5 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
 
 __all__ = [
     "AdLM", "ILM", "AFRRS", "PCDBNReference", "PrivateData", "DPPredictor", "OutputPerturbationBounds", "bounds_from_architecture",
-    "compute_bounds", "InputPerturbation", "PrivateCDBN", "ChebyshevEnergy",
+    "compute_bounds", "InputPerturbation", "InputPerturbationAssumptions", "PrivateCDBN", "ChebyshevEnergy",
 ]

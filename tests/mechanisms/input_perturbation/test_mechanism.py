@@ -12,6 +12,7 @@ from tfdpmech import PrivacyLedger
 from tfdpmech.accounting.gaussian import local_gaussian_epsilon
 from tfdpmech.mechanisms.input_perturbation import (
     InputPerturbation,
+    InputPerturbationAssumptions,
     clip_rows,
     erm_objective,
     erm_optimum,
@@ -44,7 +45,8 @@ def test_perturb_rejects_bad_data():
     with pytest.raises(ValueError, match="2-D"):
         InputPerturbation(0.1, 1e-3, 5, seed=0, mode="reference").perturb(x.reshape(50, 3, 1), y)
     with pytest.raises(ValueError, match="per_record"):
-        InputPerturbation(0.1, 1e-3, 5, mode="private", noise_structure="shared")
+        InputPerturbation(0.1, 1e-3, 5, mode="private",
+                          assumptions=InputPerturbationAssumptions(noise_structure="shared"))
     with pytest.raises(ValueError, match="label_epsilon"):
         InputPerturbation(0.1, 1e-3, 5, label_epsilon=0.05, mode="reference")
 
@@ -70,7 +72,8 @@ def test_minibatch_is_an_error_in_strict_mode():
     x, y = synthetic(60, 3)
     with pytest.raises(ValueError, match="full-batch"):
         InputPerturbation(0.1, 1e-3, 5, batch_size=20, seed=0, mode="reference").perturb(x, y)
-    ip = InputPerturbation(0.1, 1e-3, 5, batch_size=20, strict=False, seed=0, mode="reference")
+    ip = InputPerturbation(0.1, 1e-3, 5, batch_size=20, seed=0, mode="reference",
+                           assumptions=InputPerturbationAssumptions(strict=False))
     with pytest.warns(UserWarning, match="extrapolate"):
         ip.perturb(x, y)
     assert ip.n_effective == 20 and ip.T_effective == 15  # n -> B, T -> all optimizer steps
@@ -146,7 +149,8 @@ def test_noise_distribution_per_record_and_shared():
     # rows are independent: correlation between row pairs ~ 0 (|r| < 4/sqrt(pairs·d) whp; fixed seed)
     a, b = z[0::2].ravel(), z[1::2].ravel()
     assert abs(np.corrcoef(a, b)[0, 1]) < 4 / math.sqrt(a.size)
-    shared = InputPerturbation(0.5, 1e-6, 10, noise_structure="shared", seed=2, mode="reference")
+    shared = InputPerturbation(0.5, 1e-6, 10, seed=2, mode="reference",
+                               assumptions=InputPerturbationAssumptions(noise_structure="shared"))
     with pytest.warns(UserWarning, match="no per-record protection"):
         zs = shared.perturb(x, y)[0]
     assert np.all(zs == zs[0]) and np.any(zs[0] != 0)
@@ -189,7 +193,8 @@ def test_shared_noise_with_free_intercept_leaves_weights_noise_free():
         noisy = fit(x + rng.normal(size=d) * sigma)  # one z shared by all rows
         np.testing.assert_allclose(noisy[:d], clean[:d], atol=1e-4)  # weights untouched by the noise
 
-    ip = InputPerturbation(0.1, 1e-3, 3, noise_structure="shared", seed=0, mode="reference")
+    ip = InputPerturbation(0.1, 1e-3, 3, seed=0, mode="reference",
+                           assumptions=InputPerturbationAssumptions(noise_structure="shared"))
     x01, y01 = synthetic(40, 3)
     with pytest.warns(UserWarning, match="shared"):
         xn, yn = ip.perturb(x01, y01)
@@ -219,7 +224,8 @@ def test_ledger_paper_is_claimed_and_report():
                 "n", "noise_structure", "mode", "guarantee"):
         assert key in rep
     assert "claimed by Kang et al. 2020 Thm 1" in rep["guarantee"]
-    pl = InputPerturbation(0.2, 1e-3, 10, condition="pl", pl_constant=0.05, seed=0, mode="reference")
+    pl = InputPerturbation(0.2, 1e-3, 10, seed=0, mode="reference",
+                           assumptions=InputPerturbationAssumptions(condition="pl", pl_constant=0.05))
     pl.perturb(x, y)
     assert "Theorem 3" in pl.release.basis
     assert pl.sigma == pytest.approx(sigma_input_perturbation(0.2, 1e-3, 50, 10, pl.G, 0.05, condition="pl"))

@@ -1,6 +1,7 @@
 """Input perturbation (Kang et al. 2020): Gaussian noise on the features, drawn once, before training.
 
 * :mod:`.mechanism`: :class:`InputPerturbation`.
+* :mod:`.assumptions`: :class:`InputPerturbationAssumptions` (theorem, constants, conventions, strictness).
 * :mod:`.calibration`: the paper's σ of Theorems 1 / 3 and its accountant (claimed).
 * :mod:`.constants`: constants of L2-regularised logistic regression from public quantities.
 * :mod:`.records`: clipping to the public bound, client-side noise, randomized labels.
@@ -8,6 +9,7 @@
 * :mod:`.models`: the DP-ERM models (:func:`linear_model`, :func:`paper_mlp`, :class:`L2BallConstraint`).
 """
 
+from .assumptions import InputPerturbationAssumptions
 from .calibration import (
     CONDITIONS,
     epsilon_paper_accountant,
@@ -21,7 +23,7 @@ from .records import check_labels_in_classes, clip_rows, perturb_record, randomi
 from .training import InputPerturbationBudget, erm_objective, erm_optimum, fit_dp_erm, unregularized_biases
 
 __all__ = [
-    "InputPerturbation", "MODES", "NOISE_STRUCTURES", "CONDITIONS", "G_CONVENTIONS", "L2_CONVENTIONS",
+    "InputPerturbation", "InputPerturbationAssumptions", "MODES", "NOISE_STRUCTURES", "CONDITIONS", "G_CONVENTIONS", "L2_CONVENTIONS",
     "paper_constant", "sigma_input_perturbation", "epsilon_paper_accountant",
     "LogisticConstants", "logistic_constants",
     "clip_rows", "perturb_record", "randomized_response", "check_labels_in_classes",

@@ -55,11 +55,10 @@ from ...validation import (
     check_epsilon,
     check_instance,
     check_positive_int,
-    check_positive_real,
     warn_unproven_mode,
 )
+from .assumptions import NOISE_STRUCTURES, InputPerturbationAssumptions, resolve_assumptions
 from .calibration import (
-    CONDITIONS,
     curvature_factor,
     epsilon_paper_accountant,
     paper_constant,
@@ -72,7 +71,6 @@ from .training import InputPerturbationBudget, fit_dp_erm
 __all__ = ["MODES", "NOISE_STRUCTURES", "InputPerturbation"]
 
 MODES = ("reference", "private")  # Theorem 1/3 as published (claimed) / per-record Gaussian (proven)
-NOISE_STRUCTURES = ("per_record", "shared")
 NORM_TOL = 1e-6  # relative slack on ‖x‖ <= R for float round-off
 
 PAPER_BASIS = (
@@ -92,34 +90,28 @@ class InputPerturbation(Mechanism):
         epochs: T, the number of full-batch gradient-descent steps the noise is calibrated for.
         n: the number of training records, if known in advance (checked against the data).
         num_classes: 2 (binary, sigmoid) or M > 2 (multinomial, softmax; outside the paper's theory).
-        l2: regularisation strength λ (strong convexity Δ = λ, see ``l2_convention``).
-        l2_convention: ``"half"`` (λ of (λ/2)‖θ‖²) or ``"keras"`` (factor of ``keras.regularizers.L2``).
+        l2: regularisation strength λ (strong convexity Δ = λ; see ``assumptions.l2_convention``).
         feature_norm_bound: R, the public bound on every ‖x_i‖.
         mode: ``"private"`` (the default: a per-record Gaussian mechanism on the features, proven) or
             ``"reference"`` (σ of Theorem 1 / 3, claimed only; warns
             :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
-        noise_structure: ``"per_record"`` (default) or ``"shared"`` (one z for all rows, Algorithm 1
-            read literally; no per-record protection, refused with an unregularised intercept).
-        condition: ``"strong_convexity"`` (Theorem 1) or ``"pl"`` (Theorem 3).
-        pl_constant: μ for ``condition="pl"``; None means λ (strong convexity implies PL).
-        c, kappa: the constant of Eq. 9 and the gap constant κ of Eq. 28 (see :func:`paper_constant`).
-        paper_literal_pl: reproduce Eq. 12 literally (no √μ).
-        g_convention: ``"full"`` or ``"data_term"`` (see :func:`logistic_constants`).
-        G: override the Lipschitz constant (required reading for models the theory does not cover).
-        clip: clip rows to ‖x‖ <= R instead of refusing them (recorded in the ledger).
-        batch_size: None for full batch (the proof's setting); a smaller batch is an error when
-            ``strict`` in ``mode="reference"``, else a warned extrapolation (n → B, T → all steps).
+        batch_size: None for full batch (the proof's setting); a smaller batch is an error in
+            ``mode="reference"`` when ``assumptions.strict``, else a warned extrapolation (n → B, T → all steps).
         label_epsilon: with ``mode="private"``, randomize labels with this ε (k-RR); the features then
             get ``epsilon − label_epsilon``. None: labels are public and the guarantee covers features.
+        clip: clip rows to ‖x‖ <= R instead of refusing them (recorded in the ledger).
         accountant: ``"analytic"`` (exact, default), ``"rdp"`` or ``"pld"`` for ``mode="private"``.
-        strict: raise (True) or warn (False) on configurations the proof does not cover.
+        assumptions: an :class:`~tfdpmech.mechanisms.input_perturbation.assumptions.InputPerturbationAssumptions`
+            (theorem, constants c, κ, μ, G, conventions, shared noise, strictness); None: Theorem 1 with
+            the constants of L2-regularised logistic regression. Its fields were keyword arguments of
+            this constructor, accepted for one release with a ``DeprecationWarning`` (once per process).
         seed: None (OS entropy, the default) or an int for tests; never stored with the model.
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one by default).
 
     Raises:
-        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), epochs < 1, n < 2, λ, R, G, c, κ or μ <= 0, an unknown
-            mode / noise structure / condition, ``mode="private"`` with shared noise, ``label_epsilon``
-            outside ``mode="private"`` or not below ``epsilon``.
+        ValueError / TypeError: ε <= 0, δ ∉ (0, 1), epochs < 1, n < 2, λ or R <= 0, an unknown mode,
+            ``mode="private"`` with shared noise, ``label_epsilon`` outside ``mode="private"`` or not below
+            ``epsilon``, ``assumptions`` not an ``InputPerturbationAssumptions``, an unknown keyword.
 
     Example:
         >>> ip = InputPerturbation(epsilon=1.0, delta=1 / n**2, epochs=100, l2=0.01)   # doctest: +SKIP
@@ -137,11 +129,11 @@ class InputPerturbation(Mechanism):
     modes = ("private", "reference")
 
     def __init__(self, epsilon, delta, epochs, *, n=None, num_classes: int = 2, l2: float = 0.01,
-                 l2_convention: str = "half", feature_norm_bound: float = 1.0, mode: str = "private",
-                 noise_structure: str = "per_record", condition: str = "strong_convexity", pl_constant=None,
-                 c=None, kappa: float = 1.0, paper_literal_pl: bool = False, g_convention: str = "full",
-                 G=None, clip: bool = False, batch_size=None, label_epsilon=None, accountant: str = "analytic",
-                 strict: bool = True, seed=None, ledger: PrivacyLedger | None = None):
+                 feature_norm_bound: float = 1.0, mode: str = "private", batch_size=None, label_epsilon=None,
+                 clip: bool = False, accountant: str = "analytic",
+                 assumptions: InputPerturbationAssumptions | None = None, seed=None,
+                 ledger: PrivacyLedger | None = None, **former_keywords):
+        self.assumptions = a = resolve_assumptions(type(self).__name__, assumptions, former_keywords, stacklevel=2)
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
         self.epochs = check_positive_int(epochs, "epochs")
@@ -149,23 +141,22 @@ class InputPerturbation(Mechanism):
         self.mode = check_choice(mode, "mode", MODES)
         if self.mode != "private":
             warn_unproven_mode(type(self).__name__, self.mode)
-        self.noise_structure = check_choice(noise_structure, "noise_structure", NOISE_STRUCTURES)
-        self.condition = check_choice(condition, "condition", CONDITIONS)
+        self.noise_structure = a.noise_structure
+        self.condition = a.condition
         self.constants = logistic_constants(l2, feature_norm_bound, num_classes=num_classes,
-                                            g_convention=g_convention, l2_convention=l2_convention)
+                                            g_convention=a.g_convention, l2_convention=a.l2_convention)
         self.num_classes = self.constants.num_classes
         self.feature_norm_bound = self.constants.feature_norm_bound
-        self.G = self.constants.G if G is None else check_positive_real(G, "G")
-        self.curvature = (self.constants.strong_convexity if pl_constant is None
-                          else check_positive_real(pl_constant, "pl_constant"))
-        self.c = None if c is None else check_positive_real(c, "c")
-        self.kappa = check_positive_real(kappa, "kappa")
-        self.paper_literal_pl = bool(paper_literal_pl)
+        self.G = self.constants.G if a.G is None else a.G
+        self.curvature = self.constants.strong_convexity if a.pl_constant is None else a.pl_constant
+        self.c = a.c
+        self.kappa = a.kappa
+        self.paper_literal_pl = a.paper_literal_pl
         curvature_factor(self.curvature, self.condition, self.paper_literal_pl)
         self.clip = bool(clip)
         self.batch_size = None if batch_size is None else check_positive_int(batch_size, "batch_size")
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
-        self.strict = bool(strict)
+        self.strict = a.strict
         if self.mode == "private" and self.noise_structure == "shared":
             raise ValueError(
                 "mode='private' needs noise_structure='per_record': one noise vector shared by all "
@@ -216,7 +207,8 @@ class InputPerturbation(Mechanism):
         if self.batch_size is not None and self.batch_size < n:
             message = (
                 f"batch_size={self.batch_size} < n={n}: the paper's proof is for full-batch gradient descent; pass "
-                "batch_size=None (full batch) or strict=False to extrapolate (n -> batch_size in n(n-1), T -> all "
+                "batch_size=None (full batch) or assumptions=InputPerturbationAssumptions(strict=False) to "
+                "extrapolate (n -> batch_size in n(n-1), T -> all "
                 "optimizer steps, an extrapolation Theorem 1 does not cover)"
             )
             if self.strict:

@@ -106,7 +106,8 @@ class InputPerturbationBudget(ReleasedDataGuard, PrivacyBudget):
             self._fail(
                 f"this fit runs {steps} batches per epoch, but the noise was calibrated for {expected} (full batch: "
                 f"batch_size=n={n_records}); the paper's proof needs full-batch gradient descent. Fit with "
-                "batch_size=len(x_noisy) (InputPerturbation.fit does) or calibrate with batch_size= and strict=False"
+                "batch_size=len(x_noisy) (InputPerturbation.fit does) or calibrate with batch_size= and "
+                "assumptions=InputPerturbationAssumptions(strict=False)"
             )
         optimizer = getattr(self.model, "optimizer", None)
         if mech.mode == "reference" and optimizer is not None and not _is_plain_sgd(optimizer):
