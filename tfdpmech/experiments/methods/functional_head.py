@@ -31,8 +31,8 @@ def public_head(head_class, training: dict = CLOSED_FORM, **options):
         feats = _features(ctx, seed)
         kwargs = {key: value(ctx) if callable(value) else value for key, value in options.items()}
         head = head_class(feats, ctx.num_classes, epsilon=epsilon, seed=seed, **kwargs)
-        return Build(head, x=ctx.x_private, y=ctx.y_private,
-                     notes={"public": ctx.public_source, "features": feats.name, **training})
+        notes = {"public": ctx.public_source, "features": feats.name, **training}
+        return Build(head, x=ctx.x_private, y=ctx.y_private, notes=notes)
     return build
 
 

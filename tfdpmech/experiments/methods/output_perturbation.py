@@ -50,23 +50,22 @@ def _query_time(mode: str):
 
 
 register_mechanism("outpert_reference", _query_time("reference"),
-                "Lu et al. Algorithm 1 (one noisy output neuron per query, Laplace): ε per query, claimed only "
-                "(its sensitivity argument does not cover three or more classes: docs/mechanisms/output_perturbation.md)", mode="reference",
-                paper="output_perturbation", data=("image", "tabular"))
+                   "Lu et al. Algorithm 1 (one noisy output neuron per query, Laplace): ε per query, claimed only "
+                   "(its sensitivity argument does not cover three or more classes: "
+                   "docs/mechanisms/output_perturbation.md)",
+                   mode="reference", paper="output_perturbation", data=("image", "tabular"))
 register_mechanism("outpert_paper_bound", _query_time("private"),
-                "output perturbation with Laplace noise on every logit, calibrated with Lu et al.'s Δz_T (Eq. 18–19): "
-                "ε per query, claimed only — Δz_T is not a bound for an MLP, so none proven "
-                "(docs/mechanisms/output_perturbation.md); the proven variant is outpert_head", mode="reference",
-                paper="output_perturbation", data=("image", "tabular"))
+                   "output perturbation with Laplace noise on every logit, calibrated with Lu et al.'s Δz_T "
+                   "(Eq. 18–19): ε per query, claimed only — Δz_T is not a bound for an MLP, so none proven "
+                   "(docs/mechanisms/output_perturbation.md); the proven variant is outpert_head",
+                   mode="reference", paper="output_perturbation", data=("image", "tabular"))
 register_alias("outpert_private", "outpert_paper_bound",
                "its old name; renamed because its proof rested on Lu et al.'s unproven sensitivity bound (Eq. 18)")
-
-
-register_mechanism("outpert_head", public_head(OutputPerturbationHead, training={
-                       "training": "L-BFGS + Newton to the exact minimiser, noise on the weights once (no epochs)"},
-                   delta=lambda ctx: ctx.config.delta),
-                "output perturbation that is proven (Chaudhuri, Monteleoni & Sarwate 2011, Corollary 8): one-vs-rest "
-                "L2-regularised logistic regression on the public model's bounded features mapped to the unit sphere, "
-                "solved to the minimiser, Gaussian noise on the weights once (σ from dp_accounting for the K classes "
-                "together); then any number of queries: (ε, δ) proven", mode="private", paper="output_perturbation",
-                uses_public=True)
+register_mechanism("outpert_head",
+                   public_head(OutputPerturbationHead, delta=lambda ctx: ctx.config.delta, training={"training": (
+                       "L-BFGS + Newton to the exact minimiser, noise on the weights once (no epochs)")}),
+                   "output perturbation that is proven (Chaudhuri, Monteleoni & Sarwate 2011, Corollary 8): "
+                   "one-vs-rest L2-regularised logistic regression on the public model's bounded features mapped to "
+                   "the unit sphere, solved to the minimiser, Gaussian noise on the weights once (σ from "
+                   "dp_accounting for the K classes together); then any number of queries: (ε, δ) proven",
+                   mode="private", paper="output_perturbation", uses_public=True)
