@@ -59,9 +59,7 @@ register_method("public_only", _public_only,
 register_mechanism(
     "fm_head", public_head(FunctionalHead, mechanism="laplace"),
     "functional-mechanism head (Zhang et al. PVLDB 2012) on the public model's bounded features: (S1, S2) summed "
-    "over the private set, Laplace noise once (pure ε), closed form: proven; it is also AdLM's and ILM's provable "
-    "mode (Algorithm 1's loss-coefficient release done soundly, once over the private set)", mode="private",
-    uses_public=True)
+    "over the private set, Laplace noise once (pure ε), closed form: proven", mode="private", uses_public=True)
 register_mechanism(
     "fm_head_gauss", public_head(FunctionalHead, mechanism="gaussian", delta=lambda ctx: ctx.config.delta),
     "functional-mechanism head with Gaussian noise once (features clipped to unit norm, σ from dp_accounting): "
