@@ -148,6 +148,23 @@ class Mechanism(abc.ABC):
     modes: ClassVar[tuple[str, ...]] = ("private",)
     mode: str = "private"
     ledger: PrivacyLedger
+    # note name -> attribute (dotted) that :meth:`describe` reports: what the mechanism already knows
+    described: ClassVar[dict[str, str]] = {}
+
+    def describe(self) -> dict:
+        """Facts about this mechanism's calibration for a report, read after :meth:`prepare`: the
+        attributes named in :attr:`described` (noise scale, sensitivity, engine...) and the seconds of
+        each stage where the mechanism measures them (a ``seconds`` dict: ``<stage>_seconds``).
+        Attributes not yet set (None) are left out."""
+        facts = {}
+        for key, attribute in self.described.items():
+            value = self
+            for part in attribute.split("."):
+                value = getattr(value, part, None)
+            if value is not None:
+                facts[key] = value
+        facts.update({f"{stage}_seconds": s for stage, s in (getattr(self, "seconds", None) or {}).items()})
+        return facts
 
     @abc.abstractmethod
     def prepare(self, model=None, x=None, y=None, **options) -> PreparedFit:

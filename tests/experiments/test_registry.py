@@ -1,10 +1,10 @@
-"""The method contract: registration, mode words, the Prepared record."""
+"""The method contract: registration, mode words, the Prepared record, the one adapter over the mechanism contract."""
 
 import numpy as np
 import pytest
 
-from tfdpmech.experiments import METHODS, Prepared, register_method
-from tfdpmech.experiments.registry import method
+from tfdpmech.experiments import METHODS, Build, CompareConfig, Prepared, register_alias, register_mechanism, register_method
+from tfdpmech.experiments.registry import ALIASES, canonical_name, method
 
 
 def test_every_method_uses_a_mode_word():
@@ -29,3 +29,81 @@ def test_single_logit_is_read_as_binary_probabilities():
 
     p = Prepared(model).probabilities(np.zeros((2, 3)))
     np.testing.assert_allclose(p, [[0.5, 0.5], [0.0, 1.0]], atol=1e-6)
+
+
+# the methods with no Mechanism behind them: no privacy, the public model alone, a library's regulariser
+WITHOUT_MECHANISM = {"nonprivate", "public_only", "kifer"}
+
+
+def test_every_mechanism_method_goes_through_the_one_adapter():
+    for name, m in METHODS.items():
+        if name in WITHOUT_MECHANISM:
+            continue
+        assert getattr(m.prepare, "build", None) is not None, f"{name} is not registered with register_mechanism"
+
+
+def test_the_adapter_turns_prepare_into_the_runners_record():
+    from tfdpmech.accounting.ledger import PrivacyLedger
+    from tfdpmech.mechanism import Mechanism, PreparedFit
+
+    calls = []
+
+    class Stub:  # answers the contract without subclassing Mechanism (whose subclasses other tests enumerate)
+        kind = "training"
+        described = {"noise_scale": "scale", "unset": "missing"}
+        scale = 2.5
+        describe = Mechanism.describe
+
+        def __init__(self):
+            self.ledger = PrivacyLedger()
+            self.seconds = {"solve": 0.1}
+
+        def prepare(self, model=None, x=None, y=None, **options):
+            calls.append((model, x, y, options))
+            return PreparedFit(model, data="batches", callbacks=["budget"], epochs=3)
+
+    class Ctx:
+        def public_training_seconds(self, seed):
+            return None
+
+    def build(ctx, epsilon, seed):
+        return Build(Stub(), "model", "x", "y", {"seed": seed}, notes={"recipe": "r"},
+                     prepared={"examples_per_epoch": 7})
+
+    register_mechanism("x_stub_method", build, "a stub", mode="private")
+    try:
+        prepared = METHODS["x_stub_method"].prepare(Ctx(), 1.0, 4)
+    finally:
+        del METHODS["x_stub_method"]
+    assert calls == [("model", "x", "y", {"seed": 4})]  # the contract's prepare, with the builder's arguments
+    assert isinstance(prepared.ledger, PrivacyLedger) and prepared.epochs == 3 and prepared.examples_per_epoch == 7
+    assert prepared.notes == {"noise_scale": 2.5, "solve_seconds": 0.1, "recipe": "r"}  # from the mechanism
+    assert prepared.callbacks == [] and prepared.fit is not None  # the mechanism's callbacks run inside its fit
+    assert prepared.per == "training" and prepared.preprocessing_seconds >= 0
+
+
+def test_an_alias_runs_and_reports_under_the_new_name():
+    assert canonical_name("outpert_private") == "outpert_paper_bound" and method("adlm_private").name == "fm_head"
+    config = CompareConfig(methods=("adlm_private", "fm_head", "ilm_private"), public=300)
+    assert config.validate().methods == ("fm_head", "public_only")  # one method runs once, under its name
+    for old, (new, why) in ALIASES.items():
+        assert new in METHODS and old not in METHODS and why
+
+
+def test_registry_refuses_a_duplicate_or_an_old_name():
+    with pytest.raises(ValueError, match="already registered"):
+        register_mechanism("fm_head", lambda ctx, e, s: None, "d", mode="private")
+    with pytest.raises(ValueError, match="old name of 'fm_head'"):
+        register_mechanism("adlm_private", lambda ctx, e, s: None, "d", mode="private")
+    with pytest.raises(ValueError, match="would hide the registered method"):
+        register_alias("fm_head", "fm_head_gauss", "why")
+    with pytest.raises(ValueError, match="no method 'nope'"):
+        register_alias("x_old", "nope", "why")
+
+
+def test_names_follow_one_scheme():
+    # '_private' / '_reference' only as a paper method's mode (last, or before a variant), matching its mode word
+    for name, m in METHODS.items():
+        for word in ("private", "reference"):
+            if f"_{word}" in name:
+                assert m.mode == word and m.paper, name

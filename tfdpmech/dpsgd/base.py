@@ -63,6 +63,9 @@ class DPSGDRun(Mechanism):
     """
 
     paper = "Abadi et al. 2016, Deep Learning with Differential Privacy (CCS)"
+    sampling = ""  # "poisson" or "shuffled": set by each sampling scheme
+    described = {"engine": "engine", "path": "path", "sampling": "sampling", "noise_multiplier": "noise_multiplier",
+                 "steps": "steps"}
 
     def __init__(self, *, epsilon: float | None, delta: float, n: int, epochs: int, batch_size: int,
                  l2_norm_clip: float, learning_rate: float | None, optimizer: str, path: str,

@@ -104,6 +104,7 @@ class DPSGD(DPSGDRun):
 
     Reference: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
     """
+    sampling = "shuffled"
 
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,
                  l2_norm_clip: float = 1.0, learning_rate: float | None = None, optimizer: str = "adam",

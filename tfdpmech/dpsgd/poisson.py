@@ -154,6 +154,7 @@ class PoissonDPSGD(DPSGDRun):
             cannot train (subclassed, batch-mixing layers, unbuilt, softmax output with the
             default loss).
     """
+    sampling = "poisson"
 
     def __init__(self, epsilon: float | None, delta: float, expected_batch_size: int | None = None, epochs: int = 1,
                  n: int | None = None, *, sampling_probability: float | None = None,

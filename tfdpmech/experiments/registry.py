@@ -1,28 +1,40 @@
 """The method registry: every method the runner offers answers one contract.
 
-A method is registered once with :func:`register_method`; ``prepare(ctx, epsilon, seed)`` does
-the method's private work for one run and returns a :class:`Prepared` (a model, how to train
-it, its ledger). Adding a method takes a few lines::
+A method is registered once; ``prepare(ctx, epsilon, seed)`` does the method's private work for
+one run and returns a :class:`Prepared` (a model, how to train it, its ledger). A method built on
+a :class:`~tfdpmech.mechanism.Mechanism` is registered with :func:`register_mechanism` and a
+``build(ctx, epsilon, seed) -> Build`` (the mechanism and what its ``prepare`` takes); the one
+generic adapter calls ``prepare``, times it and reads the notes from the mechanism's
+:meth:`~tfdpmech.mechanism.Mechanism.describe`::
 
-    from tfdpmech.experiments import Prepared, register_method
+    from tfdpmech.experiments import Build, register_mechanism
 
-    def prepare(ctx, epsilon, seed):
-        model = ctx.build("standard")
-        model.compile("adam", loss=keras.losses.CategoricalCrossentropy(from_logits=True))
-        return Prepared(model, ctx.train_dataset(seed), ledger=my_ledger(epsilon))
+    def build(ctx, epsilon, seed):
+        return Build(MyMechanism(epsilon, seed=seed), ctx.build("standard"), ctx.x_private, ctx.y_private)
 
-    register_method("mine", prepare, "my mechanism (paper §3)", mode="private")
+    register_mechanism("mine", build, "my mechanism (paper §3): proven", mode="private", paper="mine")
+
+:func:`register_method` takes a hand-written ``prepare`` (the methods without a mechanism: no
+privacy, a library's regulariser).
+
+Names: ``<paper>_<mode>`` where a run is the paper mechanism's ``mode=`` as it stands
+(``reference``: claimed, ``private``: proven), a variant appended (``pcdbn_private_gauss``);
+``<family>_<variant>`` where the run is named by what differs (``adlm_per_record``,
+``adlm_shared``, ``fm_head_gauss``, ``dpsgd_head``); descriptive names for the rest
+(``nonprivate``, ``public_only``). A mode word in a name is the method's mode. One function has
+one name: an old name stays accepted through :func:`register_alias`, with why it changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable
 
 import numpy as np
 
-__all__ = ["MODES", "Method", "Prepared", "METHODS", "ALIASES", "register_method", "register_alias", "canonical_name",
-           "method", "available_methods"]
+__all__ = ["MODES", "Method", "Prepared", "Build", "METHODS", "ALIASES", "register_method", "register_mechanism",
+           "register_alias", "canonical_name", "method", "available_methods"]
 
 MODES = ("reference", "private", "none")
 
@@ -118,6 +130,8 @@ def register_method(name: str, prepare: Callable, description: str, *, mode: str
         raise ValueError(f"method name {name!r} must be a non-empty string without commas")
     if name in METHODS and METHODS[name].prepare is not prepare:
         raise ValueError(f"method {name!r} is already registered ({METHODS[name].description}); pick another name")
+    if name in ALIASES:
+        raise ValueError(f"method name {name!r} is an old name of {ALIASES[name][0]!r}; pick another name")
     if takes_epsilon is None:
         takes_epsilon = mode != "none"
     METHODS[name] = Method(name, prepare, description, mode, paper, takes_epsilon, tuple(data), uses_public,
@@ -125,8 +139,84 @@ def register_method(name: str, prepare: Callable, description: str, *, mode: str
     return METHODS[name]
 
 
+@dataclasses.dataclass
+class Build:
+    """What the ``build(ctx, epsilon, seed)`` of :func:`register_mechanism` returns for one run.
+
+    Attributes:
+        mechanism: a :class:`~tfdpmech.mechanism.Mechanism`, constructed with the run's budget and seed.
+        model, x, y, options: the arguments of ``mechanism.prepare(model, x, y, **options)``.
+        notes: facts of the run's set-up that are the method's choice, not the mechanism's (recipe,
+            network, public source); reported beside ``mechanism.describe()``.
+        own_loop: the mechanism trains once with its own loop, epochs and no Keras callbacks
+            (``fit()`` as prepared; pCDBN's layer-wise training).
+        prepared: :class:`Prepared` fields that differ from what the contract gives (the model answered
+            with when the mechanism trains a part of it, a per-query ledger, records per epoch).
+    """
+
+    mechanism: object
+    model: object = None
+    x: object = None
+    y: object = None
+    options: dict = dataclasses.field(default_factory=dict)
+    notes: dict = dataclasses.field(default_factory=dict)
+    own_loop: bool = False
+    prepared: dict = dataclasses.field(default_factory=dict)
+
+
+def _fit(run, own_loop: bool) -> Callable:
+    """``fit(epochs, callbacks)`` of a :class:`~tfdpmech.mechanism.PreparedFit` for the runner."""
+    def fit(epochs, callbacks):
+        if own_loop:
+            run.fit()
+        elif run.custom_fit is not None:
+            run.fit(epochs, callbacks)
+        else:  # model.fit(data, ...) with the mechanism's callbacks first
+            run.fit(epochs, callbacks, verbose=0)
+            return None
+        return run.model  # a custom loop's model exists once it has trained
+    return fit
+
+
+def mechanism_prepare(build: Callable, mode: str) -> Callable:
+    """The one adapter: ``build``, ``mechanism.prepare``, timed (the public model's training excluded: it is
+    reported beside), turned into a :class:`Prepared` with the mechanism's own ledger and notes."""
+    def prepare(ctx, epsilon, seed) -> Prepared:
+        public_before = ctx.public_training_seconds(seed)
+        start = time.perf_counter()
+        built = build(ctx, epsilon, seed)
+        run = built.mechanism.prepare(built.model, built.x, built.y, **built.options)
+        seconds = time.perf_counter() - start
+        public_after = ctx.public_training_seconds(seed)
+        if public_before is None and public_after is not None:
+            seconds -= public_after
+        mech = built.mechanism
+        fields = dict(model=run.model, ledger=None if mode == "none" else mech.ledger,
+                      epochs=1 if run.trained else run.epochs, per="query" if mech.kind == "query" else "training",
+                      preprocessing_seconds=seconds, notes={**mech.describe(), **built.notes})
+        if not run.trained:
+            fields["fit"] = _fit(run, built.own_loop)
+        fields.update(built.prepared)
+        return Prepared(**fields)
+    prepare.build = build
+    return prepare
+
+
+def register_mechanism(name: str, build: Callable, description: str, *, mode: str, paper: str | None = None,
+                       takes_epsilon: bool | None = None, data: tuple = ("image",), uses_public: bool = False,
+                       requires: tuple = ()) -> Method:
+    """Register a method built on the mechanism contract: ``build(ctx, epsilon, seed) -> Build``.
+
+    The method's ``prepare`` is :func:`mechanism_prepare`; the other arguments are those of
+    :func:`register_method`.
+    """
+    return register_method(name, mechanism_prepare(build, mode), description, mode=mode, paper=paper,
+                           takes_epsilon=takes_epsilon, data=data, uses_public=uses_public, requires=requires)
+
+
 def register_alias(old: str, new: str, why: str) -> None:
-    """Accept ``old`` as a name of the registered method ``new`` (runs and reports say ``new``)."""
+    """Accept ``old`` as a name of the registered method ``new`` (runs and reports say ``new``); ``why``
+    says why the name changed (``tfdpmech methods`` prints it)."""
     if new not in METHODS:
         raise ValueError(f"alias {old!r} -> {new!r}: no method {new!r} is registered")
     if old in METHODS:

@@ -84,7 +84,8 @@ class CompareConfig:
         """Check every setting before anything is trained; ValueError naming the setting and the fix."""
         if not self.methods:
             raise ValueError("no methods given; pass e.g. --methods nonprivate,dpsgd (`tfdpmech methods` lists them)")
-        self.methods = tuple(canonical_name(name) for name in self.methods)  # old names run under the current one
+        # old names run under the current one, once (two old names of one method are one method)
+        self.methods = tuple(dict.fromkeys(canonical_name(name) for name in self.methods))
         for name in self.methods:
             get_method(name)
         if not self.datasets:

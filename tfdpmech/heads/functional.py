@@ -143,6 +143,7 @@ class FunctionalHead(ClosedFormMechanism):
     """
 
     paper = "Zhang et al. 2012, functional mechanism (PVLDB), on features that never saw the private data"
+    described = {"noise_scale": "release.noise_scale", "sensitivity": "release.sensitivity", "ridge": "ridge"}
 
     def __init__(self, features, num_classes: int, *, mechanism: str = "gaussian", epsilon, delta=None,
                  ridge=None, ridge_factor: float = 1.0, quadratic_weight=None, nonnegative=None,

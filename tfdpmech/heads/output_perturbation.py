@@ -186,6 +186,7 @@ class OutputPerturbationHead(ClosedFormMechanism):
     """
 
     paper = "Chaudhuri, Monteleoni & Sarwate 2011, output perturbation of regularised ERM (JMLR)"
+    described = {"noise_scale": "noise_scale", "sensitivity": "sensitivity", "l2": "l2"}
 
     def __init__(self, features, num_classes: int, *, epsilon, delta=None, mechanism: str = "gaussian",
                  l2: float = DEFAULT_L2, tolerance=None, seed=None, batch_size: int | None = None,

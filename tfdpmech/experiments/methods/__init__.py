@@ -1,3 +1,3 @@
 """The built-in methods; each module registers its methods when imported."""
 
-from . import adlm, afrrs, baselines, dpsgd, functional_head, input_perturbation, output_perturbation, pcdbn  # noqa: F401
+from . import adlm, baselines, dpsgd, functional_head, input_perturbation, output_perturbation, pcdbn  # noqa: F401

@@ -25,8 +25,6 @@ methods (the quick presets and the benchmark use it to keep runs short).
 
 from __future__ import annotations
 
-import time
-
 import keras
 import numpy as np
 
@@ -35,7 +33,7 @@ from ...mechanism import release
 from ...dpsgd import DPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, PoissonDPSGD, make_dpsgd, tanh_mlp
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
-from ..registry import Prepared, register_method
+from ..registry import Build, register_mechanism
 from .baselines import tabular_labels, tabular_loss
 
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model (as the functional head)
@@ -45,17 +43,14 @@ def _epochs(ctx, default: int) -> int:
     return int((ctx.config.options or {}).get("dpsgd_epochs", default))
 
 
-def _prepared(dp, run, start, **notes) -> Prepared:
-    """The runner's record of a :class:`~tfdpmech.mechanism.PreparedFit` from ``dp.prepare``."""
+def _build(dp, model, x, y, notes=None, **options) -> Build:
+    """The DP-SGD run ``dp`` on ``model`` and ``(x, y)``; records per epoch from its steps and batch size."""
     per_epoch = getattr(dp, "steps_per_epoch", dp.steps // dp.epochs) * dp.batch_size
-    return Prepared(run.model, run.data, dp.ledger, run.callbacks, epochs=run.epochs,
-                    preprocessing_seconds=time.perf_counter() - start, examples_per_epoch=per_epoch,
-                    notes={"engine": dp.engine, "path": dp.path,
-                           "sampling": "poisson" if isinstance(dp, PoissonDPSGD) else "shuffled",
-                           "noise_multiplier": dp.noise_multiplier, "steps": dp.steps, **notes})
+    return Build(dp, model, x, y, {"seed": options.pop("seed"), "verbose": 0, **options}, notes=notes or {},
+                 prepared={"examples_per_epoch": per_epoch})
 
 
-def _tabular(ctx, epsilon, seed, sampling):
+def _tabular(ctx, epsilon, seed, sampling) -> Build:
     n = ctx.n_private
     batch = min(256, max(16, n // 4))
     if sampling == "poisson":
@@ -64,11 +59,11 @@ def _tabular(ctx, epsilon, seed, sampling):
     else:
         dp = DPSGD(epsilon, 1.0 / n**2, batch, 20, n, learning_rate=0.05, drop_remainder=True)
     base = erm_linear_model(ctx.x_private.shape[1], ctx.num_classes, l2=0.0)
-    return dp, dp.prepare(base, ctx.x_private, tabular_labels(ctx, ctx.y_private), loss=tabular_loss(ctx.num_classes),
-                          metrics=(), seed=seed, verbose=0)
+    return _build(dp, base, ctx.x_private, tabular_labels(ctx, ctx.y_private), loss=tabular_loss(ctx.num_classes),
+                  metrics=(), seed=seed)
 
 
-def _image(ctx, epsilon, seed, sampling):
+def _image(ctx, epsilon, seed, sampling) -> Build:
     cfg = ctx.config
     if cfg.model == "mlp":  # the stated recipe
         recipe = RECIPE.replace(epochs=_epochs(ctx, RECIPE.epochs))
@@ -81,17 +76,13 @@ def _image(ctx, epsilon, seed, sampling):
         model = ctx.build("standard")
         notes = {"recipe": "the comparison's batch size, epochs and learning rate", "network": model.name}
     dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling)
-    return dp, dp.prepare(model, ctx.x_private, ctx.y_private, seed=seed, verbose=0), notes
+    return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
 
 
 def _dpsgd(sampling):
-    def prepare(ctx, epsilon, seed) -> Prepared:
-        start = time.perf_counter()
-        if ctx.kind == "tabular":
-            return _prepared(*_tabular(ctx, epsilon, seed, sampling), start)
-        dp, run, notes = _image(ctx, epsilon, seed, sampling)
-        return _prepared(dp, run, start, **notes)
-    return prepare
+    def build(ctx, epsilon, seed) -> Build:
+        return (_tabular if ctx.kind == "tabular" else _image)(ctx, epsilon, seed, sampling)
+    return build
 
 
 # --- public pre-training ------------------------------------------------------------------------
@@ -104,10 +95,9 @@ def _public_release(ctx) -> Release:
     )
 
 
-def _head(ctx, epsilon, seed) -> Prepared:
+def _head(ctx, epsilon, seed) -> Build:
     ctx.require_public("dpsgd_head")
-    public = ctx.public_model(seed)  # trained (and cached) outside the private timing
-    start = time.perf_counter()
+    public = ctx.public_model(seed)  # its training is reported beside, not in the private time
     extractor = keras.Model(public.inputs, public.get_layer(FEATURE_LAYER).output, name="public_features")
     # Features of each private record alone (inference mode: the batch min-max uses its public estimates).
     features = np.concatenate([np.asarray(extractor(ctx.x_private[i:i + 2000], training=False))
@@ -121,17 +111,12 @@ def _head(ctx, epsilon, seed) -> Prepared:
     if isinstance(public_head, keras.layers.Dense) and public_head.kernel.shape == head.layers[-1].kernel.shape:
         # start from the public model's own head (public weights: ε = 0); DP-SGD refines it on the private records
         head.layers[-1].kernel.assign(public_head.kernel)
-    run = dp.prepare(head, features, ctx.y_private, seed=seed, verbose=0)
+    built = _build(dp, head, features, ctx.y_private, {"features": f"{public.name}/{FEATURE_LAYER}",
+                                                       "public": ctx.public_source}, seed=seed)
     # the evaluated model: public extractor (frozen) → the DP-trained head (shared weights)
-    model = keras.Model(extractor.inputs, head(extractor.outputs[0]), name="public_features_dpsgd_head")
-    prepared = _prepared(dp, run, start, features=f"{public.name}/{FEATURE_LAYER}", public=ctx.public_source)
-    prepared.model, prepared.train = model, None
-
-    def fit(epochs, callbacks):
-        run.model.fit(run.data, epochs=epochs, verbose=0, callbacks=callbacks)
-
-    prepared.fit = fit
-    return prepared
+    built.prepared["model"] = keras.Model(extractor.inputs, head(extractor.outputs[0]),
+                                          name="public_features_dpsgd_head")
+    return built
 
 
 def _layer_after(model: keras.Model, name: str):
@@ -179,30 +164,29 @@ def _trainable_copy(public: keras.Model) -> keras.Model:
     return model
 
 
-def _finetune(ctx, epsilon, seed) -> Prepared:
+def _finetune(ctx, epsilon, seed) -> Build:
     ctx.require_public("dpsgd_finetune")
     public = ctx.public_model(seed)
-    start = time.perf_counter()
     model = _trainable_copy(public)
     recipe = FINETUNE_RECIPE.replace(epochs=_epochs(ctx, FINETUNE_RECIPE.epochs))
     dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed)
     release(dp.ledger, _public_release(ctx))
-    return _prepared(dp, dp.prepare(model, ctx.x_private, ctx.y_private, seed=seed, verbose=0), start,
-                     initialised_from=public.name, public=ctx.public_source)
+    return _build(dp, model, ctx.x_private, ctx.y_private, {"initialised_from": public.name,
+                                                             "public": ctx.public_source}, seed=seed)
 
 
-register_method("dpsgd", _dpsgd("poisson"),
+register_mechanism("dpsgd", _dpsgd("poisson"),
                 "DP-SGD (Abadi et al. 2016) with Poisson sampling (noisy sum / expected "
                 "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe (tfdpmech.dpsgd.recipe)",
                 mode="private", paper="dpsgd", data=("image", "tabular"))
-register_method("dpsgd_shuffled", _dpsgd("shuffled"),
+register_mechanism("dpsgd_shuffled", _dpsgd("shuffled"),
                 "DP-SGD with shuffled fixed-size batches, same hyper-parameters as dpsgd: the Poisson ε is claimed, "
                 "the any-order ε (no amplification by sampling) is provable",
                 mode="private", paper="dpsgd", data=("image", "tabular"))
-register_method("dpsgd_head", _head,
+register_mechanism("dpsgd_head", _head,
                 "DP-SGD (Poisson) on a linear head over the public model's bounded features (the functional head's "
                 "extractor, trained on public records only): proven",
                 mode="private", paper="dpsgd", uses_public=True)
-register_method("dpsgd_finetune", _finetune,
+register_mechanism("dpsgd_finetune", _finetune,
                 "DP-SGD (Poisson) on the whole public model, initialised from its public weights: proven",
                 mode="private", paper="dpsgd", uses_public=True)

@@ -1,26 +1,47 @@
 """The functional-mechanism head in the runner, and the public model alone.
 
-Every method here takes its features from ``ctx.public_model(seed)`` — the comparison's
+Every head here takes its features from ``ctx.public_model(seed)`` — the comparison's
 private-family network trained on the public records only — cut at its bounded last hidden
 layer (``hidden_clip``: a ``UnitClip`` in [0, 1]), and touches the private records once, through
 the head's one release (Zhang et al., PVLDB 2012; docs/mechanisms/functional_head.md).
+``fm_head_scatter`` takes data-independent scattering features instead (no public data).
 """
 
 from __future__ import annotations
 
-import time
-
 from ...features import public_features, scatter_features
 from ...heads import FunctionalHead
-from ..registry import Prepared, register_method
+from ..registry import Build, Prepared, register_alias, register_mechanism, register_method
 
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model
+
+CLOSED_FORM = {"training": "closed form on the released statistics (no epochs)"}
 
 
 def _features(ctx, seed):
     ctx.require_public("the functional head")
     return public_features(ctx.public_model(seed), FEATURE_LAYER, trained_on=ctx.x_public,
                            description=f"public data: {ctx.public_source}")
+
+
+def public_head(head_class, training: dict = CLOSED_FORM, **options):
+    """``build`` of a closed-form head on the public model's features (``options`` go to the head; a callable
+    one is read from the context)."""
+    def build(ctx, epsilon, seed) -> Build:
+        feats = _features(ctx, seed)
+        kwargs = {key: value(ctx) if callable(value) else value for key, value in options.items()}
+        head = head_class(feats, ctx.num_classes, epsilon=epsilon, seed=seed, **kwargs)
+        notes = {"public": ctx.public_source, "features": feats.name, **training}
+        return Build(head, x=ctx.x_private, y=ctx.y_private, notes=notes)
+    return build
+
+
+def _scatter(ctx, epsilon, seed) -> Build:
+    """The Gaussian head on data-independent scattering features: no public data at all."""
+    feats = scatter_features(tuple(ctx.x_private.shape[1:]), seed=seed)  # ε = 0: fixed filters, seeded projection
+    head = FunctionalHead(feats, ctx.num_classes, mechanism="gaussian", epsilon=epsilon, delta=ctx.config.delta,
+                          seed=seed)
+    return Build(head, x=ctx.x_private, y=ctx.y_private, notes={"features": feats.name, **CLOSED_FORM})
 
 
 def _public_only(ctx, epsilon, seed) -> Prepared:
@@ -32,63 +53,26 @@ def _public_only(ctx, epsilon, seed) -> Prepared:
                            "private_records_used": 0})
 
 
-def _head(mechanism: str):
-    def prepare(ctx, epsilon, seed) -> Prepared:
-        feats = _features(ctx, seed)  # the public model is trained (and cached) here, outside the private timing
-        start = time.perf_counter()
-        head = FunctionalHead(feats, ctx.num_classes, mechanism=mechanism, epsilon=epsilon,
-                              delta=ctx.config.delta if mechanism == "gaussian" else None, seed=seed)
-        head.prepare(x=ctx.x_private, y=ctx.y_private)  # the one release; the model is trained
-        seconds = time.perf_counter() - start
-        release = head.release
-        return Prepared(head.model, ledger=head.ledger, preprocessing_seconds=seconds, epochs=1,
-                        notes={"public": ctx.public_source, "features": feats.name,
-                               "noise_scale": release.noise_scale, "sensitivity": release.sensitivity,
-                               "ridge": head.ridge, "private_seconds": seconds,
-                               "features_seconds": head.seconds["features"],
-                               "statistics_release_solve_seconds": head.seconds["statistics_release_solve"],
-                               "training": "closed form on the released statistics (no epochs)"})
-    return prepare
-
-
-def _scatter_head(ctx, epsilon, seed) -> Prepared:
-    """The Gaussian head on data-independent scattering features: no public data at all."""
-    feats = scatter_features(tuple(ctx.x_private.shape[1:]), seed=seed)  # ε = 0: fixed filters, seeded projection
-    start = time.perf_counter()
-    head = FunctionalHead(feats, ctx.num_classes, mechanism="gaussian", epsilon=epsilon, delta=ctx.config.delta,
-                          seed=seed)
-    head.prepare(x=ctx.x_private, y=ctx.y_private)
-    seconds = time.perf_counter() - start  # the scattering of the private set included
-    return Prepared(head.model, ledger=head.ledger, preprocessing_seconds=seconds, epochs=1,
-                    notes={"features": feats.name, "noise_scale": head.release.noise_scale,
-                           "sensitivity": head.release.sensitivity, "ridge": head.ridge, "private_seconds": seconds,
-                           "features_seconds": head.seconds["features"],
-                           "statistics_release_solve_seconds": head.seconds["statistics_release_solve"],
-                           "training": "closed form on the released statistics (no epochs)"})
-
-
 register_method("public_only", _public_only,
                 "the public model alone (trained on the public records only; ε = 0 for the private set): what the "
                 "private data add is read against it", mode="none", takes_epsilon=False, uses_public=True)
-register_method("fm_head", _head("laplace"),
-                "functional-mechanism head (Zhang et al. PVLDB 2012) on the public model's bounded features: "
-                "(S1, S2) summed over the private set, Laplace noise once (pure ε), closed form: proven",
-                mode="private", uses_public=True)
-register_method("fm_head_gauss", _head("gaussian"),
-                "functional-mechanism head with Gaussian noise once (features clipped to unit norm, σ from "
-                "dp_accounting): (ε, δ) proven", mode="private", uses_public=True)
-register_method("fm_head_scatter", _scatter_head,
-                "functional-mechanism head (Gaussian) on data-independent features: the 2-D scattering transform "
-                "(Tramèr & Boneh 2021, kymatio, J = 2) and a fixed 512-dim random projection; no public data; (ε, δ) "
-                "proven", mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))
-register_method("adlm_private", _head("laplace"),
-                "AdLM provable mode: Algorithm 1's loss-coefficient release (lines 16–19) done soundly — summed over "
-                "the private set, once, on the public relevance model's bounded hidden layer; Steps 1–2 unused, so "
-                "it coincides with ilm_private (and AFRRS's private head): proven", mode="private", paper="adlm",
-                uses_public=True)
-register_method("ilm_private", _head("laplace"),
-                "ILM provable mode: the same head as adlm_private (allocation only matters for the unused "
-                "first-layer release, so ILM, AdLM and AFRRS coincide here): proven", mode="private", paper="ilm",
-                uses_public=True)
+register_mechanism(
+    "fm_head", public_head(FunctionalHead, mechanism="laplace"),
+    "functional-mechanism head (Zhang et al. PVLDB 2012) on the public model's bounded features: (S1, S2) summed "
+    "over the private set, Laplace noise once (pure ε), closed form: proven", mode="private", uses_public=True)
+register_mechanism(
+    "fm_head_gauss", public_head(FunctionalHead, mechanism="gaussian", delta=lambda ctx: ctx.config.delta),
+    "functional-mechanism head with Gaussian noise once (features clipped to unit norm, σ from dp_accounting): "
+    "(ε, δ) proven", mode="private", uses_public=True)
+register_mechanism(
+    "fm_head_scatter", _scatter,
+    "functional-mechanism head (Gaussian) on data-independent features: the 2-D scattering transform (Tramèr & "
+    "Boneh 2021, kymatio, J = 2) and a fixed 512-dim random projection; no public data; (ε, δ) proven",
+    mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))
+for _old, _paper in (("adlm_private", "AdLM"), ("ilm_private", "ILM")):
+    register_alias(_old, "fm_head",
+                   f"{_paper}'s provable mode is the Laplace functional head on the public model's bounded features "
+                   "(Algorithm 1's loss-coefficient release, once over the private set; the allocation only matters "
+                   "for a first-layer release it does not make): the same function as fm_head, one name")
 
-__all__ = ["FEATURE_LAYER"]
+__all__ = ["FEATURE_LAYER", "public_head"]

@@ -7,14 +7,13 @@ gradient steps (Kang et al. Algorithm 1, T = ``epochs``), on the same clipped fe
 from __future__ import annotations
 
 import math
-import time
 
 import keras
 import numpy as np
 
 from ...accounting.ledger import PrivacyLedger, Release
 from ...mechanisms.input_perturbation import InputPerturbation
-from ..registry import Prepared, register_method
+from ..registry import Build, Prepared, register_mechanism, register_method
 
 # tensorflow-privacy's KiferRegularizer module imports the package and its DP Keras optimizers, which fail on
 # Keras 3: objective perturbation runs on the TensorFlow 2.15 stack only (elsewhere results.md lists it as left out)
@@ -28,21 +27,12 @@ def mechanism_seed(seed: int) -> int:
 
 
 def _input_perturbation(mode: str):
-    def prepare(ctx, epsilon, seed) -> Prepared:
-        start = time.perf_counter()
-        n = ctx.n_private
-        ip = InputPerturbation(epsilon, 1.0 / n**2, ctx.config.epochs, num_classes=ctx.num_classes,
-                               l2=ctx.config.l2, feature_norm_bound=1.0, mode=mode,
-                               seed=mechanism_seed(seed))
-        run = ip.prepare(x=ctx.x_private, y=ctx.labels_private)  # the linear DP-ERM model, T full-batch steps
-        prepared = time.perf_counter() - start
-
-        def fit(epochs, callbacks):
-            run.fit(callbacks=callbacks)
-
-        return Prepared(run.model, ledger=ip.ledger, fit=fit, epochs=ip.epochs, preprocessing_seconds=prepared,
-                        notes={"sigma": ip.release.noise_scale, "delta": 1.0 / n**2})
-    return prepare
+    """``build`` of input perturbation: the linear DP-ERM model, T = ``epochs`` full-batch steps, δ = 1/n²."""
+    def build(ctx, epsilon, seed) -> Build:
+        ip = InputPerturbation(epsilon, 1.0 / ctx.n_private**2, ctx.config.epochs, num_classes=ctx.num_classes,
+                               l2=ctx.config.l2, feature_norm_bound=1.0, mode=mode, seed=mechanism_seed(seed))
+        return Build(ip, x=ctx.x_private, y=ctx.labels_private)
+    return build
 
 
 def _kifer(ctx, epsilon, seed) -> Prepared:
@@ -71,11 +61,11 @@ def _kifer(ctx, epsilon, seed) -> Prepared:
     return Prepared(model, ledger=PrivacyLedger([release]), fit=fit, epochs=epochs)
 
 
-register_method("ip_reference", _input_perturbation("reference"),
+register_mechanism("ip_reference", _input_perturbation("reference"),
                 "input perturbation, Kang et al. Theorem 1 calibration (per-record Gaussian noise on the features "
                 "once): ε claimed, none proven", mode="reference", paper="input_perturbation", data=("tabular",),
                 requires=(("dp_accounting", "pip install dp-accounting"),))
-register_method("ip_private", _input_perturbation("private"),
+register_mechanism("ip_private", _input_perturbation("private"),
                 "input perturbation calibrated as a per-record Gaussian mechanism on the features (dp_accounting): "
                 "proven for the features, labels public", mode="private", paper="input_perturbation",
                 data=("tabular",), requires=(("dp_accounting", "pip install dp-accounting"),))

@@ -8,12 +8,9 @@ network (32/64 maps, 2,400 epochs) is far larger (docs/mechanisms/pcdbn.md lists
 
 from __future__ import annotations
 
-import math
-
 from ...mechanisms.pcdbn.conv_rbm import ConvRBM
 from ...mechanisms.pcdbn import PrivateCDBN
-from ...mechanisms.pcdbn.reference import PCDBN_CODE_PATH
-from ..registry import Prepared, register_method
+from ..registry import Build, register_mechanism
 
 
 def _layers(mode: str):
@@ -23,56 +20,44 @@ def _layers(mode: str):
 
 
 def _pcdbn(mode: str, head_mechanism: str = "laplace"):
-    def prepare(ctx, epsilon, seed) -> Prepared:
-        pretrain = int(ctx.config.options.get("pretrain_epochs", 3))
-        kwargs = dict(num_classes=ctx.num_classes, mode=mode, fc_units=25, fc_scale=16.0, pretrain_epochs=pretrain,
-                      batch_size=ctx.config.batch_size, learning_rate=0.01, head_epochs=int(ctx.config.options.get("head_epochs", ctx.config.epochs)),
+    """``build`` of the CDBN above in ``mode`` (``exact``: no privacy); layer-wise training with its own loop."""
+    def build(ctx, epsilon, seed) -> Build:
+        options = ctx.config.options
+        kwargs = dict(num_classes=ctx.num_classes, mode=mode, fc_units=25, fc_scale=16.0,
+                      pretrain_epochs=int(options.get("pretrain_epochs", 3)), batch_size=ctx.config.batch_size,
+                      learning_rate=0.01, head_epochs=int(options.get("head_epochs", ctx.config.epochs)),
                       head_learning_rate=0.05, head_ridge=1e-2, seed=seed)
         if mode == "private":
             kwargs.update(epsilon=epsilon, split=(0.125, 0.125, 0.75))  # most of the budget to the head (our choice)
             if head_mechanism == "gaussian":  # the head's one release with Gaussian noise: (ε, δ) in total
                 kwargs.update(head_mechanism="gaussian", head_delta=ctx.config.delta)
-        cdbn = PrivateCDBN(_layers(mode), **kwargs)
-        run = cdbn.prepare(x=ctx.x_private, y=ctx.y_private)
-
-        def fit(epochs, callbacks):  # layer-wise training with its own loop: no Keras callbacks
-            return run.fit()
-
-        return Prepared(None, ledger=cdbn.ledger if mode != "exact" else None, fit=fit, epochs=1,
-                        notes={"pretrain_epochs": pretrain})
-    return prepare
+        return Build(PrivateCDBN(_layers(mode), **kwargs), x=ctx.x_private, y=ctx.y_private, own_loop=True,
+                     prepared={"epochs": 1})
+    return build
 
 
-register_method("cdbn", _pcdbn("exact"), "CDBN without privacy (exact ConvRBM energy), the pCDBN reference point",
+register_mechanism("cdbn", _pcdbn("exact"), "CDBN without privacy (exact ConvRBM energy), the pCDBN reference point",
                 mode="none")
-register_method("pcdbn_private", _pcdbn("private"),
+register_mechanism("pcdbn_private", _pcdbn("private"),
                 "pCDBN with the functional mechanism on the aggregated Chebyshev coefficients (Phan et al. §4, "
                 "Algorithm 1) and a private head: proven", mode="private", paper="pcdbn")
-register_method("pcdbn_private_gauss", _pcdbn("private", "gaussian"),
+register_mechanism("pcdbn_private_gauss", _pcdbn("private", "gaussian"),
                 "pcdbn_private with the Gaussian calibration of the head's one release (features normalised to unit "
                 "norm, σ from dp_accounting): (ε, δ) proven", mode="private", paper="pcdbn")
 
 
-def _reference(ctx, epsilon, seed) -> Prepared:
+def _reference(ctx, epsilon, seed) -> Build:
     """The authors' code path: batch min(3,600, n/2), ``pretrain_epochs`` per encoder (code: 10) and
     ``reference_epochs`` fine-tuning epochs (code: 2,400; default 20 × head_epochs)."""
     options = ctx.config.options
     batch = min(3600, max(ctx.n_private // 2, 1))
-    pretrain = int(options.get("pretrain_epochs", 10))
     epochs = int(options.get("reference_epochs", 20 * int(options.get("head_epochs", ctx.config.epochs))))
-    ref = PrivateCDBN(mode="reference", epsilon=epsilon, batch_size=batch, pretrain_epochs=pretrain, seed=seed)
-    run = ref.prepare(x=ctx.x_private, y=ctx.y_private)
-
-    def fit(epochs, callbacks):
-        run.fit(epochs, callbacks)
-        return run.model
-
-    return Prepared(None, ledger=ref.ledger, fit=fit, epochs=epochs, predict_proba=ref.predict_proba,
-                    notes={"code_path": PCDBN_CODE_PATH, "batch_size": batch, "pretrain_epochs": pretrain,
-                           "steps_per_epoch": math.ceil(ctx.n_private / batch)})
+    ref = PrivateCDBN(mode="reference", epsilon=epsilon, batch_size=batch,
+                      pretrain_epochs=int(options.get("pretrain_epochs", 10)), seed=seed)
+    return Build(ref, x=ctx.x_private, y=ctx.y_private, prepared={"epochs": epochs, "predict_proba": ref.predict_proba})
 
 
-register_method("pcdbn_reference", _reference,
+register_mechanism("pcdbn_reference", _reference,
                 "pCDBN as the authors' public code trains it (noisy Chebyshev coefficients in pre-training only, "
                 "per-batch shared output noise, clean labels; Phan et al. Fig. 5b): claimed, none proven",
                 mode="reference", paper="pcdbn")

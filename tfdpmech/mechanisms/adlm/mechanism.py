@@ -125,6 +125,7 @@ class AdLM(Mechanism):
     name = "adlm"
     paper = "Phan et al. 2017, Adaptive Laplace Mechanism (ICDM)"
     modes = MODES
+    described = {"noise_mode": "noise_mode"}
     allocation_name = "relevance"
     mode = "private"
     reference_class = AdLMReference

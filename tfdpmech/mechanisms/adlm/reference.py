@@ -270,7 +270,7 @@ class AdLMReference(Mechanism):
                 raise ValueError("the relevance allocation needs relevance_model= (trained on public data only, see "
                                  "train_relevance_model), or call fit_relevance() first")
             self.fit_relevance(relevance_model, x)
-        per_epoch = len(x) // self.batch_size
+        per_epoch = self.steps_per_epoch = len(x) // self.batch_size
 
         prepared = PreparedFit(None, x, y=y)
 
@@ -281,6 +281,14 @@ class AdLMReference(Mechanism):
 
         prepared.custom_fit = authors_loop
         return prepared
+
+    def describe(self) -> dict:
+        """The code path, batch size, steps per epoch (after :meth:`prepare`) and the relevance step's scalars."""
+        facts = {"code_path": CODE_PATH, "batch_size": self.batch_size}
+        if getattr(self, "steps_per_epoch", None) is not None:
+            facts["steps_per_epoch"] = self.steps_per_epoch
+        facts.update({k: v for k, v in self.relevance_details.items() if isinstance(v, (int, float, str))})
+        return facts
 
     def fit(self, x01, y, *, steps: int, x_test=None, y_test=None, eval_every: int = 250,
             callback=None, callbacks=(), steps_per_epoch: int | None = None, verbose: int = 0) -> dict:

@@ -56,6 +56,7 @@ class AFRRS(AdLM):
     paper = "Wang et al., AFRRS: AdLM with budgets per feature-relevance region"
     allocation_name = "regions"
     reference_class = AFRRSReference
+    described = {"gamma": "gamma"}
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, gamma: float = DEFAULT_GAMMA, n_regions: int | None = None,
                  **kwargs):
@@ -84,6 +85,13 @@ class AFRRS(AdLM):
             self._allocation = RegionAllocation(self.relevance, self.gamma, n_regions=self.n_regions,
                                                 floor=self.relevance_floor)
         return self._allocation
+
+    def describe(self) -> dict:
+        """γ, and the number of relevance regions once the relevance is known."""
+        facts = super().describe()
+        if self.relevance is not None:
+            facts["regions"] = self.allocation().summary()["n_regions"]
+        return facts
 
     def report(self, epochs: int | None = None) -> dict:
         out = super().report(epochs)

@@ -127,6 +127,7 @@ class InputPerturbation(Mechanism):
     paper = "Kang et al. 2020, Input Perturbation (arXiv:2002.08570)"
     _budget_callback_warned = False
     modes = ("private", "reference")
+    described = {"sigma": "release.noise_scale", "delta": "delta"}
 
     def __init__(self, epsilon, delta, epochs, *, n=None, num_classes: int = 2, l2: float = 0.01,
                  feature_norm_bound: float = 1.0, mode: str = "private", batch_size=None, label_epsilon=None,

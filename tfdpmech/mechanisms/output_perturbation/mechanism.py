@@ -88,6 +88,7 @@ class DPPredictor(Mechanism):
 
     paper = "Lu et al., output perturbation with a convexified loss: noise on every answer"
     kind = "query"
+    described = {"noise": "noise"}
     modes = ("private", "reference")
 
     def __init__(self, logits_model, bounds: OutputPerturbationBounds, accountant, *, noise: str = "gaussian",

@@ -90,6 +90,7 @@ class PrivateCDBN(Mechanism):
     """
 
     paper = "Phan et al. 2016, Private Convolutional Deep Belief Network (pCDBN)"
+    described = {"pretrain_epochs": "pretrain_epochs"}
     modes = (*PCDBN_MODES, "reference")
 
     def __new__(cls, layers=None, *, mode: str = "private", **kwargs):

@@ -299,6 +299,7 @@ class PCDBNReference(Mechanism):
             raise ValueError("PCDBNReference.prepare needs the private images and labels: prepare(x=..., y=...)")
 
         prepared = PreparedFit(None, x, y=y)
+        self.steps_per_epoch = math.ceil(len(x) / self.batch_size)
 
         def authors_loop(epochs, callbacks, **kwargs):
             history = self.fit(x, y, epochs=epochs, callbacks=callbacks, **kwargs)
@@ -307,6 +308,13 @@ class PCDBNReference(Mechanism):
 
         prepared.custom_fit = authors_loop
         return prepared
+
+    def describe(self) -> dict:
+        """The code path, batch size, pre-training epochs and (after :meth:`prepare`) steps per epoch."""
+        facts = {"code_path": PCDBN_CODE_PATH, "batch_size": self.batch_size, "pretrain_epochs": self.pretrain_epochs}
+        if getattr(self, "steps_per_epoch", None) is not None:
+            facts["steps_per_epoch"] = self.steps_per_epoch
+        return facts
 
     def fit(self, x01, y, *, epochs: int, x_test=None, y_test=None, eval_every: int = 5, callback=None,
             callbacks=(), verbose: int = 0) -> dict:
