@@ -29,6 +29,7 @@ import tensorflow as tf
 from ..distribute import is_chief
 from ..mechanism import release
 from .poisson_sampling import pad_batch
+from .train_step import KERAS_3
 
 __all__ = ["is_multiworker", "check_sampling_seed", "seed_words", "poisson_batch", "shuffled_batch", "replica_slice",
            "fingerprint", "check_same_everywhere", "SharedBatches", "shared_dataset", "install_multiworker_fit"]
@@ -204,7 +205,10 @@ def install_multiworker_fit(run, model, strategy) -> None:
                 "fit joins the workers and records the release before the first noisy step; train_on_batch or a "
                 "custom loop would train without it"
             )
-        return inner(data)
+        logs = inner(data)
+        if KERAS_3:  # Keras 3 reduces the logs under MultiWorkerMirroredStrategy by a MEAN over axis 0 (not scalars)
+            logs = tf.nest.map_structure(lambda v: tf.reshape(v, [1]) if v.shape.rank == 0 else v, logs)
+        return logs
 
     def dp_fit(x=None, y=None, *args, **kwargs):
         shared = getattr(run, "shared_batches", None)
@@ -231,6 +235,17 @@ def install_multiworker_fit(run, model, strategy) -> None:
         shared.start = int(model.optimizer.iterations.numpy())
         return fit(x, y, *args, **kwargs)
 
+    if hasattr(model, "_maybe_symbolic_build"):  # Keras 3: build from this worker's first slice
+
+        def symbolic_build(iterator=None, data_batch=None):
+            # Keras 3's own version takes a distributed batch and all-reduces it (MEAN), which fails for the
+            # (x, y, mask) tuples under MultiWorkerMirroredStrategy; the build needs the shapes only.
+            shared = run.shared_batches
+            local = replica_slice(shared.batch(shared.start), 0, strategy.num_replicas_in_sync)
+            with strategy.scope():
+                model._symbolic_build(data_batch=tuple(tf.convert_to_tensor(a) for a in local))
+
+        model._maybe_symbolic_build = symbolic_build
     model.train_step = train_step
     model.train_function = None
     model.fit = dp_fit
