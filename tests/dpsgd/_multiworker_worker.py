@@ -40,7 +40,8 @@ def initial_weights(d=10, c=3):
 
 
 def small_model():
-    model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(3)])
+    # float64 stated on the layer: Keras 3 keeps the dtype policy of the first layer a process built
+    model = keras.Sequential([keras.Input((10,), dtype="float64"), keras.layers.Dense(3, dtype="float64")])
     model.set_weights(initial_weights())
     return model
 

@@ -117,7 +117,8 @@ def trained_cluster(tmp_path_factory):
 
 def _reference(dp, batches):
     """One process, no strategy, σ = 0: the same run trained on the same global batches."""
-    keras.backend.set_floatx("float64")
+    floatx = keras.backend.floatx()
+    keras.backend.set_floatx("float64")  # the losses' dtype (the model states its own)
     install = base.install_dp_train_step
     base.install_dp_train_step = worker_module.noise_off(install)
     try:
@@ -129,7 +130,7 @@ def _reference(dp, batches):
         return model.get_weights()
     finally:
         base.install_dp_train_step = install
-        keras.backend.set_floatx("float32")
+        keras.backend.set_floatx(floatx)
 
 
 def _assert_same(got, want):

@@ -238,8 +238,8 @@ def install_multiworker_fit(run, model, strategy) -> None:
     if hasattr(model, "_maybe_symbolic_build"):  # Keras 3: build from this worker's first slice
 
         def symbolic_build(iterator=None, data_batch=None):
-            # Keras 3's own version takes a distributed batch and all-reduces it (MEAN), which fails for the
-            # (x, y, mask) tuples under MultiWorkerMirroredStrategy; the build needs the shapes only.
+            # Keras 3's own version pulls a distributed batch and all-reduces it (MEAN), which fails under
+            # MultiWorkerMirroredStrategy for these batches; the build needs the shapes only.
             shared = run.shared_batches
             local = replica_slice(shared.batch(shared.start), 0, strategy.num_replicas_in_sync)
             with strategy.scope():
