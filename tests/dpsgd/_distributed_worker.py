@@ -84,10 +84,14 @@ if tf_privacy_available():
         out["tf_privacy_error"] = error_of(
             lambda: tfp.compile(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])))
     out["tf_privacy_releases"] = len(tfp.ledger.releases)
-multi = tf.distribute.MultiWorkerMirroredStrategy()  # one worker, no TF_CONFIG: still refused for DP-SGD
-mw = PoissonDPSGD(1.0, 1e-5, expected_batch_size=10, epochs=1, n=100, engine="tfdpmech")
+# one worker without TF_CONFIG: MultiWorkerMirroredStrategy needs the shared sampling seed, and fits only on dataset()
+multi = tf.distribute.MultiWorkerMirroredStrategy()
+mw = PoissonDPSGD(1.0, 1e-5, expected_batch_size=10, epochs=1, n=100, engine="tfdpmech")  # no seed
 with multi.scope():
-    out["multiworker_error"] = error_of(lambda: mw.compile(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])))
+    mw_model = mw.compile(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]))
+xs, ys = rng.uniform(0, 1, (100, 3)).astype(np.float32), np.eye(2, dtype=np.float32)[rng.integers(2, size=100)]
+out["multiworker_seed_error"] = error_of(lambda: mw.dataset(xs, ys))
+out["multiworker_fit_error"] = error_of(lambda: mw_model.fit(xs, ys, batch_size=32, epochs=1, verbose=0))
 out["multiworker_releases"] = len(mw.ledger.releases)
 
 with open(sys.argv[1], "w") as fh:

@@ -60,7 +60,9 @@ def test_poisson_dpsgd_trains_under_mirrored_strategy_with_one_release(two_repli
 def test_what_the_accounting_does_not_cover_is_refused_before_any_release(two_replicas):
     assert "batch_size=25 does not split evenly across the strategy's 2 replicas" in two_replicas["odd_batch_error"]
     assert two_replicas["odd_batch_releases"] == 0
-    assert "does not support strategy=MultiWorkerMirroredStrategy" in two_replicas["multiworker_error"]
+    assert "PoissonDPSGD.dataset under MultiWorkerMirroredStrategy needs seed= (got None)" in \
+        two_replicas["multiworker_seed_error"]
+    assert "fit trains only on PoissonDPSGD.dataset(x, y, seed=...)" in two_replicas["multiworker_fit_error"]
     assert two_replicas["multiworker_releases"] == 0
     if "tf_privacy_error" in two_replicas:  # the TensorFlow 2.15 stack
         assert "Pass engine='tfdpmech'" in two_replicas["tf_privacy_error"]

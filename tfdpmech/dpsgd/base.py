@@ -31,6 +31,7 @@ from .paths import (
     resolve_engine,
     supports_fast_clipping,
 )
+from .multiworker import install_multiworker_fit, is_multiworker
 from .train_step import install_dp_train_step
 
 __all__ = ["DPSGDRun", "OPTIMIZERS", "MAX_STEPS", "DEFAULT_LEARNING_RATES"]
@@ -151,24 +152,21 @@ class DPSGDRun(Mechanism):
 
     # -- model preparation -------------------------------------------------------------------
     replicas = 1  # replicas of the tf.distribute strategy the model trains under (set by compile)
+    multiworker = None  # the MultiWorkerMirroredStrategy the model trains under (set by compile), else None
+    shared_batches = None  # under it, the shared global batches of the last dataset() (multiworker.SharedBatches)
 
     def _check_distribution(self, model) -> None:
         """Refuse a strategy, engine or per-replica batch the accounting does not cover (before any release).
 
-        Under ``MirroredStrategy`` tfdpmech's engine clips on every replica, sums across them (the optimizer's SUM
-        all-reduce) and adds one noise draw per global step on replica 0 (:mod:`tfdpmech.dpsgd.train_step`).
+        Under ``MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` tfdpmech's engine clips on every replica,
+        sums across them (the optimizer's SUM all-reduce) and adds one noise draw per global step on replica 0
+        (:mod:`tfdpmech.dpsgd.train_step`); several workers also share the global batches
+        (:mod:`tfdpmech.dpsgd.multiworker`).
         """
         strategy = check_strategy(strategy_of(model), f"{type(self).__name__}.compile")
         if strategy is None:
-            self.replicas = 1
+            self.replicas, self.multiworker = 1, None
             return
-        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            raise ValueError(
-                f"{type(self).__name__} does not support strategy=MultiWorkerMirroredStrategy: every worker would "
-                "need the same secret sampling/shuffling stream for each record to be used as the accounting assumes. "
-                "Train on the devices of one machine with tf.distribute.MirroredStrategy(), or without a strategy "
-                "(the functional head, tfdpmech.heads.FunctionalHead, does support several workers)"
-            )
         if self.engine != "tfdpmech":
             if getattr(self, "_engine_argument", None) != "auto":
                 raise ValueError(
@@ -183,6 +181,7 @@ class DPSGDRun(Mechanism):
         if rows % replicas:
             raise ValueError(self._replica_split_message(rows, replicas))
         self.replicas = replicas
+        self.multiworker = strategy if is_multiworker(strategy) else None
 
     def _checked_engine(self, engine) -> str:
         self._engine_argument = engine
@@ -246,6 +245,10 @@ class DPSGDRun(Mechanism):
     def compile(self, model, *, loss=None, metrics=("accuracy",), optimizer=None) -> keras.Model:
         """Compile ``model`` for DP-SGD, record the release, and return the model to ``fit``.
 
+        Under ``MultiWorkerMirroredStrategy`` the release is recorded by the returned model's ``fit``
+        instead, on the chief only, once every worker has joined and before the first noisy step
+        (:mod:`tfdpmech.dpsgd.multiworker`); ``fit`` then trains only on :meth:`dataset`.
+
         Args:
             model: a built, un-compiled ``keras.Model`` with logits output, or a builder
                 (callable without arguments) returning one, e.g. ``tfdpmech.models.standard_cnn``.
@@ -267,7 +270,7 @@ class DPSGDRun(Mechanism):
                 layers, ``path="fast_clipping"`` for an unsupported model, or
                 ``path="vectorized"`` for a subclassed model.
         """
-        if self.release is not None:
+        if self.model is not None:
             name = type(self).__name__
             raise RuntimeError(
                 f"this {name} already compiled a model and recorded its privacy release; create a new {name} "
@@ -296,6 +299,9 @@ class DPSGDRun(Mechanism):
             model = self._compile_tfdpmech(model, loss, metrics, optimizer)
             self._guard_train_step(model)
             self.model = model
+            if self.multiworker is not None:  # recorded by fit, on the chief, once every worker has joined
+                install_multiworker_fit(self, model, self.multiworker)
+                return model
             self.release = release(self.ledger, self._make_release())[1]
             return model
         _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()

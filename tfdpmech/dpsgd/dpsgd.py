@@ -48,6 +48,7 @@ from ..accounting.ledger import PrivacyLedger, Release, format_epsilon
 from ..validation import check_epsilon
 from .base import DEFAULT_LEARNING_RATES, MAX_STEPS, OPTIMIZERS, DPSGDRun  # noqa: F401  (importable from here)
 from .callback import DPSGDBudget
+from .multiworker import shared_dataset
 
 __all__ = ["OPTIMIZERS", "DPSGD", "DPSGDBudget"]
 
@@ -297,7 +298,9 @@ class DPSGD(DPSGDRun):
         Args:
             x, y: the n training examples and their labels. With the default loss, integer class ids
                 of shape (n,) are one-hot encoded (after :meth:`compile`, which knows the classes).
-            seed: shuffle seed (None: a different order every run).
+            seed: shuffle seed (None: a different order every run). Under ``MultiWorkerMirroredStrategy``
+                required: the secret every worker shares, so that all draw the same permutations
+                (:mod:`tfdpmech.dpsgd.multiworker`); the returned dataset is then a distributed one.
 
         Raises:
             TypeError: non-numeric or complex data.
@@ -305,6 +308,8 @@ class DPSGD(DPSGDRun):
                 and y differ in length, integer labels out of range or before :meth:`compile`.
         """
         x, y = self._checked_data(x, y)
+        if self.multiworker is not None:  # the same permutations on every worker, each its slice of every batch
+            return shared_dataset(self, x, y, seed, poisson=False)
         ds = tf.data.Dataset.from_tensor_slices((x.astype(np.float32), y))
         ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
         return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

@@ -78,6 +78,7 @@ from ..accounting.gaussian import require_dp_accounting
 from ..accounting.ledger import PrivacyLedger, Release
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
 from .base import MAX_STEPS, DPSGDRun
+from .multiworker import shared_dataset
 from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
 from .poisson_sampling import PAD_SDS, PoissonSampler, pad_batch, padded_batch_size, poisson_dataset  # noqa: F401
@@ -359,13 +360,17 @@ class PoissonDPSGD(DPSGDRun):
 
         Args:
             x, y: all n private records and their labels.
-            seed: sampler seed; None uses the stream seeded by the constructor's ``seed``.
+            seed: sampler seed; None uses the stream seeded by the constructor's ``seed``. Under
+                ``MultiWorkerMirroredStrategy`` one of the two is required: the secret every worker
+                shares, so that all draw the same global batches (:mod:`tfdpmech.dpsgd.multiworker`).
 
         Raises:
             ValueError: ``len(x)`` differs from n, or x and y differ in length.
         """
         x, y = self._checked_data(x, y)  # numeric, finite, n records; integer labels one-hot for the default loss
         sampler_seed = seed if seed is not None else self._sampler_seed
+        if self.multiworker is not None:  # the same global batches on every worker, each its slice
+            return shared_dataset(self, x, y, sampler_seed, poisson=True)
         return poisson_dataset(x, y, self.sampling_probability, self.steps_per_epoch, seed=sampler_seed,
                                padded_size=self.padded_batch_size)
 

@@ -10,9 +10,10 @@
    sampling, the batch size for shuffled batches) — never the realised batch size, which depends
    on the data;
 
-Under ``tf.distribute.MirroredStrategy`` each replica computes step 1 on its slice of the global
-batch, and only replica 0 (``replica_id_in_sync_group == 0``) adds the noise; every replica divides by
-the **global** L. The Keras optimizers of both stacks then all-reduce the gradients with
+Under ``tf.distribute.MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` (several workers:
+:mod:`.multiworker`) each replica computes step 1 on its slice of the global batch, and only replica 0
+(``replica_id_in_sync_group == 0``, which numbers the replicas of every worker) adds the noise; every
+replica divides by the **global** L. The Keras optimizers of both stacks then all-reduce the gradients with
 ``ReduceOp.SUM`` (Keras 2.15 ``Optimizer.aggregate_gradients`` → ``all_reduce_sum_gradients``; Keras 3
 ``TFOptimizer._all_reduce_sum_gradients``; the replica scaling of Keras 3's
 ``scale_loss_for_distribution`` touches the logged loss only, never these gradients), so the update is
