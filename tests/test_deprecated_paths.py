@@ -35,9 +35,10 @@ MOVED = {
     "tfdpmech.models.erm": ["tfdpmech.mechanisms.input_perturbation.models"],
     "tfdpmech.heads.softmax_head": ["tfdpmech.mechanisms.pcdbn.softmax_head"],
     "tfdpmech.heads.calibration": ["tfdpmech.accounting.gaussian"],
+    "tfdpmech.mechanism": ["tfdpmech.contract"],
 }
 # old paths also reachable as an attribute of their package (``tfdpmech.chebyshev`` after ``import tfdpmech``)
-BY_ATTRIBUTE = ("tfdpmech.chebyshev", "tfdpmech.layers.conv_rbm")
+BY_ATTRIBUTE = ("tfdpmech.chebyshev", "tfdpmech.layers.conv_rbm", "tfdpmech.mechanism")
 
 PUBLIC_PACKAGES = [
     "tfdpmech", "tfdpmech.accounting", "tfdpmech.audit", "tfdpmech.data", "tfdpmech.dpsgd", "tfdpmech.features",

@@ -995,11 +995,11 @@ case("PreparedFit-fit-other-epochs", "epochs",
      lambda led: tfdpmech.PreparedFit(private_model(), [0.0], epochs=2).fit(epochs=3), "PreparedFit")
 case("PreparedFit-fit-batch-size", "batch_size",
      lambda led: tfdpmech.PreparedFit(private_model(), [0.0], epochs=2).fit(batch_size=7), "PreparedFit")
-case("mechanism.release-noise-shape", "noise",
-     lambda led: tfdpmech.mechanism.release(led, _contract_release(), value=np.zeros(3), noise=np.zeros(2)),
-     "mechanism")
-case("mechanism.release-noise-without-value", "value",
-     lambda led: tfdpmech.mechanism.release(led, _contract_release(), noise=np.zeros(2)), "mechanism")
+case("contract.release-noise-shape", "noise",
+     lambda led: tfdpmech.contract.release(led, _contract_release(), value=np.zeros(3), noise=np.zeros(2)),
+     "contract")
+case("contract.release-noise-without-value", "value",
+     lambda led: tfdpmech.contract.release(led, _contract_release(), noise=np.zeros(2)), "contract")
 
 
 def _names_argument(message: str, arg: str) -> bool:

@@ -20,7 +20,7 @@ from tfdpmech.accounting.query_budget import QueryBudgetAccountant
 from tfdpmech.dpsgd import DPSGD, PoissonDPSGD
 from tfdpmech.heads import OutputPerturbationHead
 from tfdpmech.layers import ConvRBM
-from tfdpmech.mechanism import KINDS, MECHANISM_MODES, Mechanism, PreparedFit, release
+from tfdpmech.contract import KINDS, MECHANISM_MODES, Mechanism, PreparedFit, release
 from tfdpmech.mechanisms.adlm.mechanism import AdLMBudget
 from tfdpmech.mechanisms.adlm.reference import AdLMReference
 from tfdpmech.mechanisms.output_perturbation import DPPredictor, compute_bounds
@@ -34,7 +34,7 @@ def all_mechanism_classes():
         cls = todo.pop()
         out.append(cls)
         todo.extend(cls.__subclasses__())
-    return sorted({c for c in out if c.__module__ != "tfdpmech.mechanism"}, key=lambda c: c.__name__)
+    return sorted({c for c in out if c.__module__ != "tfdpmech.contract"}, key=lambda c: c.__name__)
 
 
 def test_every_paper_answers_the_contract():

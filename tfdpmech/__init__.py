@@ -6,7 +6,7 @@ correct argument proves (or "none proven"). The package map is in ``docs/archite
 
 from . import _lazy
 from . import (
-    accounting, audit, data, dpsgd, features, heads, layers, losses, mechanism, mechanisms, metrics, models, noise,
+    accounting, audit, data, contract, dpsgd, features, heads, layers, losses, mechanisms, metrics, models, noise,
     validation,
 )
 from .accounting import (
@@ -21,7 +21,7 @@ from .mechanisms import (
     AFRRS, ILM, AdLM, ChebyshevEnergy, DPPredictor, InputPerturbation, InputPerturbationAssumptions, PCDBNReference,
     PrivateCDBN, PrivateData, compute_bounds,
 )
-from .mechanism import Mechanism, PreparedFit
+from .contract import Mechanism, PreparedFit
 from .metrics import taylor_accuracy
 from .validation import PrivacyLeakWarning, UnprovenModeWarning
 
@@ -42,9 +42,9 @@ __all__ = [
     "PrivacyBudget", "PrivacyLedger", "Release", "format_epsilon", "QueryBudgetAccountant", "BudgetExhaustedError",
     "BudgetStateError", "PrivacyLeakWarning", "UnprovenModeWarning",
     # subpackages and modules
-    "accounting", "audit", "data", "dpsgd", "features", "heads", "layers", "losses", "mechanism", "mechanisms",
+    "accounting", "audit", "contract", "data", "dpsgd", "features", "heads", "layers", "losses", "mechanisms",
     "metrics", "models", "noise", "validation",
 ]
 
 # modules kept at their old top-level path for one release (they warn when imported)
-__getattr__, _ = _lazy.lazy_attributes(__name__, {}, ("allocation", "chebyshev", "relevance"))
+__getattr__, _ = _lazy.lazy_attributes(__name__, {}, ("allocation", "chebyshev", "mechanism", "relevance"))

@@ -44,7 +44,7 @@ def test_every_mechanism_method_goes_through_the_one_adapter():
 
 def test_the_adapter_turns_prepare_into_the_runners_record():
     from tfdpmech.accounting.ledger import PrivacyLedger
-    from tfdpmech.mechanism import Mechanism, PreparedFit
+    from tfdpmech.contract import Mechanism, PreparedFit
 
     calls = []
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ..distribute import check_strategy, strategy_of
-from ..mechanism import Mechanism, PreparedFit, release
+from ..contract import Mechanism, PreparedFit, release
 from ..validation import check_array, check_choice, check_instance, check_labels, check_positive_int, check_positive_real
 from .callback import DPSGDBudget
 from .clipping import resolve_clipping
@@ -366,7 +366,7 @@ class DPSGDRun(Mechanism):
             verbose: the budget callback's logging (0: silent).
 
         Returns:
-            a :class:`~tfdpmech.mechanism.PreparedFit` whose ``fit()`` runs exactly :attr:`epochs`.
+            a :class:`~tfdpmech.contract.PreparedFit` whose ``fit()`` runs exactly :attr:`epochs`.
 
         Raises:
             every error of :meth:`dataset` (checked first, before the release is recorded) and of

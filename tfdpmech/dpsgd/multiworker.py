@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..distribute import is_chief
-from ..mechanism import release
+from ..contract import release
 from .poisson_sampling import pad_batch
 from .train_step import KERAS_3
 

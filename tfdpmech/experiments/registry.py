@@ -2,10 +2,10 @@
 
 A method is registered once; ``prepare(ctx, epsilon, seed)`` does the method's private work for
 one run and returns a :class:`Prepared` (a model, how to train it, its ledger). A method built on
-a :class:`~tfdpmech.mechanism.Mechanism` is registered with :func:`register_mechanism` and a
+a :class:`~tfdpmech.contract.Mechanism` is registered with :func:`register_mechanism` and a
 ``build(ctx, epsilon, seed) -> Build`` (the mechanism and what its ``prepare`` takes); the one
 generic adapter calls ``prepare``, times it and reads the notes from the mechanism's
-:meth:`~tfdpmech.mechanism.Mechanism.describe`::
+:meth:`~tfdpmech.contract.Mechanism.describe`::
 
     from tfdpmech.experiments import Build, register_mechanism
 
@@ -144,7 +144,7 @@ class Build:
     """What the ``build(ctx, epsilon, seed)`` of :func:`register_mechanism` returns for one run.
 
     Attributes:
-        mechanism: a :class:`~tfdpmech.mechanism.Mechanism`, constructed with the run's budget and seed.
+        mechanism: a :class:`~tfdpmech.contract.Mechanism`, constructed with the run's budget and seed.
         model, x, y, options: the arguments of ``mechanism.prepare(model, x, y, **options)``.
         notes: facts of the run's set-up that are the method's choice, not the mechanism's (recipe,
             network, public source); reported beside ``mechanism.describe()``.
@@ -165,7 +165,7 @@ class Build:
 
 
 def _fit(run, own_loop: bool) -> Callable:
-    """``fit(epochs, callbacks)`` of a :class:`~tfdpmech.mechanism.PreparedFit` for the runner."""
+    """``fit(epochs, callbacks)`` of a :class:`~tfdpmech.contract.PreparedFit` for the runner."""
     def fit(epochs, callbacks):
         if own_loop:
             run.fit()

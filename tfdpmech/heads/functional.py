@@ -45,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..accounting.ledger import PrivacyLedger, Release
-from ..mechanism import ClosedFormMechanism, release
+from ..contract import ClosedFormMechanism, release
 from ..mechanisms.adlm.taylor_cross_entropy import PHI2, TaylorCrossEntropy
 from ..noise import gaussian, laplace, make_rng, noise_fingerprint
 from ..validation import (

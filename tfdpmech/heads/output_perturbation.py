@@ -47,7 +47,7 @@ import keras
 import numpy as np
 
 from ..accounting.ledger import PrivacyLedger, Release
-from ..mechanism import ClosedFormMechanism, release
+from ..contract import ClosedFormMechanism, release
 from ..features.extractor import check_extractor_or_none
 from ..noise import gaussian, make_rng, noise_fingerprint
 from ..validation import (

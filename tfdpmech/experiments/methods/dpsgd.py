@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 from ...accounting.ledger import Release
-from ...mechanism import release
+from ...contract import release
 from ...dpsgd import DPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, PoissonDPSGD, make_dpsgd, tanh_mlp
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model

@@ -38,7 +38,7 @@ import keras
 import numpy as np
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...mechanism import Mechanism, PreparedFit, reference_mode, release
+from ...contract import Mechanism, PreparedFit, reference_mode, release
 from ...metrics import taylor_accuracy
 from ...noise import laplace, make_rng, noise_fingerprint
 from ...released_data import ReleasedData

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...accounting.ledger import Release, ledger_or_new
-from ...mechanism import release as record_release
+from ...contract import release as record_release
 from ...noise import laplace, make_rng, noise_fingerprint
 from ...validation import check_array, check_epsilon, check_positive_int
 from .lrp import lrp_batches, prepare_lrp

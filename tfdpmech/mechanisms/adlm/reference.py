@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...mechanism import Mechanism, PreparedFit, refuse_model, release
+from ...contract import Mechanism, PreparedFit, refuse_model, release
 from ...noise import make_rng, noise_fingerprint
 from .allocation import BudgetAllocation
 from .networks import authors_mnist_network

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...accounting.ledger import Release
-from ...mechanism import release
+from ...contract import release
 from ...noise import laplace, noise_fingerprint
 from ...validation import check_positive_int, check_unit_interval
 from ..adlm.reference import CODE_PATH, REFERENCE_REASON, AdLMReference

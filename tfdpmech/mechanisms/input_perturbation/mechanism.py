@@ -43,7 +43,7 @@ import numpy as np
 
 from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, require_dp_accounting, sigma_local_gaussian
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...mechanism import Mechanism, PreparedFit, release
+from ...contract import Mechanism, PreparedFit, release
 from .models import linear_model, paper_mlp
 from ...noise import gaussian, make_rng, noise_fingerprint
 from ...validation import (

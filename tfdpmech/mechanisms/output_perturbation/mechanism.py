@@ -40,8 +40,8 @@ import tensorflow as tf
 from ...accounting.gaussian import gdp_epsilon
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...accounting.query_budget import QueryBudgetAccountant, UnlimitedAccountant
-from ...mechanism import Mechanism, PreparedFit
-from ...mechanism import release as record_release
+from ...contract import Mechanism, PreparedFit
+from ...contract import release as record_release
 from .noisy_output_neuron import GAUSSIAN_SPLITS, NOISE_TYPES, OUTPUT_MODES, NoisyOutputNeuron
 from .convexified_mlp import logits_model_from
 from ...validation import check_array, check_choice, check_positive_int, warn_unproven_mode

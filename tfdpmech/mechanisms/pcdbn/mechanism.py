@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...mechanism import Mechanism, PreparedFit, reference_mode, refuse_model, release
+from ...contract import Mechanism, PreparedFit, reference_mode, refuse_model, release
 from .conv_rbm import ConvRBM
 from .softmax_head import FunctionalSoftmaxHead
 from ...noise import make_rng

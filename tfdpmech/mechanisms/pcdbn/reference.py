@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...mechanism import Mechanism, PreparedFit, refuse_model, release
+from ...contract import Mechanism, PreparedFit, refuse_model, release
 from .networks import pcdbn_authors_network
 from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
 from ...validation import check_epsilon, check_one_hot, check_positive_int, check_positive_real, check_unit_interval

@@ -1,0 +1,224 @@
+"""The contract every mechanism answers: ``prepare`` a Keras model and data, then ``fit``.
+
+Shaped like the libraries it sits beside: constructed with its budget and ``mode`` (as a
+diffprivlib mechanism), it turns an ordinary Keras model and the private data into what Keras
+trains (as Opacus's ``make_private`` returns model, optimizer and loader), and every release is
+recorded through one primitive, :func:`release`, into one :class:`PrivacyLedger` (as a
+tensorflow-privacy ``DPQuery`` yields its ``DpEvent``)::
+
+    mech = AdLM.from_total(1.0, batch_size=500, seed=0)        # any mechanism, any mode
+    run = mech.prepare(model, x_train, y_train, relevance_model=public_model)
+    run.fit(epochs=30)                                         # model.fit(run.data, callbacks=run.callbacks)
+    print(mech.ledger.summary())                               # claimed and provable ε side by side
+
+Three kinds of mechanism answer it:
+
+- **training** mechanisms (AdLM, ILM, AFRRS, DP-SGD, input perturbation, pCDBN) return the model
+  compiled with the mechanism's loss and the data and callbacks ``fit`` needs;
+- **closed-form** mechanisms (the functional and output-perturbation heads) release in ``prepare``
+  and return a trained model (``data`` is None: there is nothing left to fit);
+- **query-time** mechanisms (:class:`~tfdpmech.mechanisms.DPPredictor`) return a model wrapping the
+  trained one, which spends budget on every answered batch.
+
+``mode`` is ``"private"`` (the default everywhere: what is proven) or ``"reference"`` (the paper or
+the authors' code as they ran it: ε claimed, none proven, with the reason in the ledger).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import inspect
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from .accounting.ledger import PrivacyLedger, Release
+
+__all__ = ["Mechanism", "ClosedFormMechanism", "PreparedFit", "release", "MECHANISM_MODES", "KINDS"]
+
+MECHANISM_MODES = ("private", "reference")
+KINDS = ("training", "closed_form", "query")
+
+
+@dataclasses.dataclass
+class PreparedFit:
+    """What :meth:`Mechanism.prepare` returns: the pieces of one ``model.fit``.
+
+    Attributes:
+        model: the Keras model to train (compiled with the mechanism's loss), the trained model of a
+            closed-form mechanism, or the wrapping model of a query-time one.
+        data: what ``model.fit`` takes as ``x`` (a ``tf.data.Dataset`` or the released arrays), or
+            None when nothing is left to train.
+        callbacks: the mechanism's callbacks (budget logging, guards); pass them to ``fit``.
+        epochs: the number of epochs the budget was computed for, or None when any number may run.
+        y: labels to pass beside ``data`` when ``data`` is an array, else None.
+        custom_fit: for a mechanism that trains with its own loop (the reference modes of the
+            authors' code, pCDBN's layer-wise training, DP-ERM's full-batch descent):
+            ``custom_fit(epochs, callbacks, **fit_kwargs)``.
+    """
+
+    model: object
+    data: object = None
+    callbacks: list = dataclasses.field(default_factory=list)
+    epochs: int | None = None
+    y: object = None
+    custom_fit: Callable | None = None
+
+    @property
+    def trained(self) -> bool:
+        """True when ``prepare`` already produced the final model (closed-form and query-time)."""
+        return self.data is None and self.custom_fit is None
+
+    def fit(self, epochs: int | None = None, callbacks=(), **kwargs):
+        """Run the training the mechanism accounted for: ``model.fit(data, callbacks=...)``.
+
+        Args:
+            epochs: defaults to :attr:`epochs`; a different number than the budget was computed for
+                is refused (more epochs would spend more than the ledger records).
+            callbacks: extra Keras callbacks, run after the mechanism's own.
+            **kwargs: further ``model.fit`` arguments (``verbose``, ``validation_data``...).
+
+        Returns:
+            the Keras ``History`` (or what the mechanism's own loop returns); None when
+            :attr:`trained` (nothing to fit).
+
+        Raises:
+            ValueError: ``epochs`` other than :attr:`epochs`, or a keyword that the accounting fixes.
+        """
+        if epochs is None:
+            epochs = self.epochs if self.epochs is not None else 1
+        elif self.epochs is not None and epochs != self.epochs:
+            raise ValueError(f"epochs={epochs!r}: the budget was computed for epochs={self.epochs}; prepare the "
+                             f"mechanism for {epochs} epochs instead (it composes over the epochs it is told)")
+        clash = sorted(set(kwargs) & {"x", "y", "batch_size", "shuffle"})
+        if clash and self.data is not None:
+            raise ValueError(f"{clash} are fixed by the prepared data (the batches the accounting assumes); drop them "
+                             "from fit()")
+        all_callbacks = [*self.callbacks, *callbacks]
+        if self.custom_fit is not None:
+            return self.custom_fit(epochs, all_callbacks, **kwargs)
+        if self.data is None:
+            return None
+        return self.model.fit(self.data, self.y, epochs=epochs, callbacks=all_callbacks, **kwargs)
+
+
+def release(ledger: PrivacyLedger, record: Release, *, value=None, noise=None) -> tuple[object, Release]:
+    """The one primitive every release is recorded through (adding ``noise`` to ``value`` when given).
+
+    The package's mechanisms draw their noise where the statistic is computed (a Keras layer, the
+    DP-SGD train step, the head's solve) and pass only ``record``; ``value`` and ``noise`` serve a
+    mechanism written against the contract that releases a statistic it holds.
+
+    Args:
+        ledger: the mechanism's :class:`PrivacyLedger`.
+        record: the :class:`Release` describing this draw (claimed and provable ε, basis, event);
+            it is validated (its constructor) before anything is added.
+        value: the exact statistic (array-like), or None for a release whose noise is added
+            elsewhere (inside a Keras layer or train step, or already added) and only needs recording.
+        noise: an array of ``value``'s shape, or a callable ``shape -> array`` drawing it.
+
+    Returns:
+        ``(value + noise, the recorded Release)``; the first is None when ``value`` is None.
+
+    Raises:
+        ValueError: noise of another shape than ``value``, or noise without a value (nothing is recorded).
+    """
+    noisy = None
+    if value is not None:
+        value = np.asarray(value)
+        drawn = np.asarray(noise(value.shape) if callable(noise) else noise)
+        if drawn.shape != value.shape:
+            raise ValueError(f"noise has shape {drawn.shape} but the released value has {value.shape}")
+        noisy = value + drawn
+    elif noise is not None:
+        raise ValueError("noise was given without a value to add it to; pass value=")
+    return noisy, ledger.record(record)
+
+
+class Mechanism(abc.ABC):
+    """Base of every paper's mechanism (see the module docstring).
+
+    Subclasses set :attr:`paper` and :attr:`kind`, hold ``self.mode`` (one of :attr:`modes`) and
+    ``self.ledger`` (a :class:`PrivacyLedger`), and implement :meth:`prepare`.
+    """
+
+    paper: ClassVar[str] = ""
+    kind: ClassVar[str] = "training"
+    modes: ClassVar[tuple[str, ...]] = ("private",)
+    mode: str = "private"
+    ledger: PrivacyLedger
+    # note name -> attribute (dotted) that :meth:`describe` reports: what the mechanism already knows
+    described: ClassVar[dict[str, str]] = {}
+
+    def describe(self) -> dict:
+        """Facts about this mechanism's calibration for a report, read after :meth:`prepare`: the
+        attributes named in :attr:`described` (noise scale, sensitivity, engine...) and the seconds of
+        each stage where the mechanism measures them (a ``seconds`` dict: ``<stage>_seconds``).
+        Attributes not yet set (None) are left out."""
+        facts = {}
+        for key, attribute in self.described.items():
+            value = self
+            for part in attribute.split("."):
+                value = getattr(value, part, None)
+            if value is not None:
+                facts[key] = value
+        facts.update({f"{stage}_seconds": s for stage, s in (getattr(self, "seconds", None) or {}).items()})
+        return facts
+
+    @abc.abstractmethod
+    def prepare(self, model=None, x=None, y=None, **options) -> PreparedFit:
+        """Turn ``model`` and the private ``(x, y)`` into a :class:`PreparedFit`.
+
+        Every argument is checked before any budget is spent; the once-only releases (perturbed
+        data, a closed-form head) happen here and are recorded in :attr:`ledger`.
+        """
+
+
+class ClosedFormMechanism(Mechanism):
+    """A mechanism whose one release is its trained model: ``fit(x, y)`` solves on the released
+    statistics and sets ``self.model`` (the functional and output-perturbation heads, built on a
+    feature extractor given to the constructor)."""
+
+    kind: ClassVar[str] = "closed_form"
+
+    def prepare(self, model=None, x=None, y=None, **fit_options) -> PreparedFit:
+        """``fit(x, y, **fit_options)``, the one release, then the trained Keras model (nothing left to fit).
+
+        Raises:
+            ValueError: a ``model`` (the head's model is built from the extractor given to the
+                constructor), missing data; and every error of ``fit`` (all before the release).
+        """
+        if model is not None:
+            raise ValueError(f"{type(self).__name__} builds its model on the feature extractor given to its "
+                             "constructor; call prepare(x=..., y=...) without a model")
+        if x is None:
+            raise ValueError(f"{type(self).__name__}.prepare needs the private records: prepare(x=..., y=...)")
+        self.fit(x, y, **fit_options)
+        return PreparedFit(self.model)
+
+
+def refuse_model(mechanism: Mechanism, model) -> None:
+    """For mechanisms that build their own network (the authors' code paths, pCDBN): no ``model``."""
+    if model is not None:
+        raise ValueError(f"model: {type(mechanism).__name__} trains the network it builds itself; call "
+                         "prepare(x=..., y=...) without a model")
+
+
+def reference_mode(cls, reference_class, args, kwargs):
+    """``cls(..., mode="reference")``: an instance of the paper's reference implementation
+    (the authors' code path), which answers the same contract; keywords it does not take are
+    refused with the list of those it does."""
+    accepted = set()
+    for klass in reference_class.__mro__:  # follow **kwargs up the base classes
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        accepted |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise TypeError(f"{cls.__name__}(mode='reference') runs the authors' code path, where {unknown} do not "
+                        f"apply; it takes {sorted(accepted)} (see {reference_class.__name__})")
+    return reference_class(*args, **kwargs)
