@@ -133,7 +133,7 @@ class DPSGDRun(Mechanism):
 
     @abc.abstractmethod
     def _optimizer(self, dp_optimizer_keras):
-        """The optimizer of the run's own (``optimizer`` / ``learning_rate`` arguments)."""
+        """The Keras optimizer the run's ``optimizer`` argument (its :class:`~tfdpmech.dpsgd.OptimizerSettings`) names."""
 
     @abc.abstractmethod
     def _guard_train_step(self, model) -> None:
@@ -255,8 +255,8 @@ class DPSGDRun(Mechanism):
             loss: a ``keras.losses.Loss`` (its reduction is overridden); None means
                 ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels.
             metrics: Keras metrics for ``compile``.
-            optimizer: a ``keras.optimizers.Optimizer`` instead of the run's own (``optimizer`` /
-                ``learning_rate`` arguments); not with ``path="microbatch"``.
+            optimizer: a ``keras.optimizers.Optimizer`` instead of the run's own (the constructor's
+                ``optimizer`` settings); not with ``path="microbatch"``.
 
         Returns:
             With ``engine="tfdpmech"``, ``model`` itself with the DP train step. With tensorflow-privacy:
