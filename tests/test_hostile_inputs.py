@@ -913,9 +913,10 @@ _dp_shared_cases("DPSGD", _dpsgd, ("batch_size", "epochs", "n"))
 dp_case("DPSGD-epochs-huge", "epochs", lambda led: _dpsgd(led, epochs=10**400))
 dp_case("DPSGD-batch_size-remainder", "batch_size", lambda led: _dpsgd(led, batch_size=30))
 dp_case("DPSGD-drop_remainder-str", "drop_remainder", lambda led: _dpsgd(led, batch_size=30, drop_remainder="yes"))
-for name in ("l2_norm_clip", "learning_rate"):
-    for k in ("nan", "neg", "str", "bool", "huge_int"):
-        dp_case(f"DPSGD-{name}-{k}", name, lambda led, name=name, k=k: _dpsgd(led, **{name: BAD_POSITIVE[k]}))
+for k in ("nan", "neg", "str", "bool", "huge_int"):
+    dp_case(f"DPSGD-l2_norm_clip-{k}", "l2_norm_clip", lambda led, k=k: _dpsgd(led, l2_norm_clip=BAD_POSITIVE[k]))
+    dp_case(f"DPSGD-learning_rate-{k}", "learning_rate",
+            lambda led, k=k: _dpsgd(led, optimizer=_opt(learning_rate=BAD_POSITIVE[k])))
 for name in ("optimizer", "path"):
     dp_case(f"DPSGD-{name}-unknown", name, lambda led, name=name: _dpsgd(led, **{name: "x"}))
 dp_case("DPSGD-num_microbatches-7", "num_microbatches", lambda led: _dpsgd(led, num_microbatches=7))
@@ -930,6 +931,11 @@ dp_case("DPSGD.callback-verbose-str", "verbose", lambda led: _dpsgd(led).callbac
 
 
 # Poisson-sampled DP-SGD (the default DP-SGD of the comparison) and the stated recipe
+def _opt(name="adam", **kw):
+    from tfdpmech.dpsgd import OptimizerSettings
+    return OptimizerSettings(name, **kw)
+
+
 def _poisson(led, **kw):
     from tfdpmech.dpsgd import PoissonDPSGD
     args = dict(epsilon=2.0, delta=1e-3, expected_batch_size=10, epochs=1, n=N, ledger=led)
@@ -949,11 +955,40 @@ for k in ("nan", "neg", "str", "bool"):
             lambda led, k=k: _poisson(led, epsilon=None, noise_multiplier=BAD_POSITIVE[k]))
     dp_case(f"PoissonDPSGD-l2_norm_clip-{k}", "l2_norm_clip", lambda led, k=k: _poisson(led, l2_norm_clip=BAD_POSITIVE[k]))
 for k, v in {"one": 1.0, "neg": -0.5, "str": "0.9", "adam": 0.5}.items():
-    dp_case(f"PoissonDPSGD-momentum-{k}", "momentum", lambda led, v=v: _poisson(led, momentum=v))
+    dp_case(f"PoissonDPSGD-momentum-{k}", "momentum",
+            lambda led, k=k, v=v: _poisson(led, optimizer=_opt("adam" if k == "adam" else "sgd", momentum=v)))
 for k, v in {"one": 1.0, "zero": 0.0, "str": "0.99"}.items():
-    dp_case(f"PoissonDPSGD-ema_momentum-{k}", "ema_momentum", lambda led, v=v: _poisson(led, ema_momentum=v))
-for name in ("lr_schedule", "accountant", "optimizer", "path"):
+    dp_case(f"PoissonDPSGD-ema_momentum-{k}", "ema_momentum", lambda led, v=v: _poisson(led, optimizer=_opt(ema_momentum=v)))
+dp_case("PoissonDPSGD-lr_schedule-unknown", "lr_schedule", lambda led: _poisson(led, optimizer=_opt(lr_schedule="x")))
+for name in ("accountant", "optimizer", "path"):
     dp_case(f"PoissonDPSGD-{name}-unknown", name, lambda led, name=name: _poisson(led, **{name: "x"}))
+# OptimizerSettings (built alone, and inside either constructor)
+for k in ("nan", "inf", "neg", "zero", "str", "bool", "huge_int", "subnormal", "complex", "list"):
+    case(f"OptimizerSettings-learning_rate-{k}", "learning_rate",
+         lambda led, k=k: _opt(learning_rate=BAD_POSITIVE[k]), "dpsgd")
+for k, v in {"one": 1.0, "neg": -0.5, "nan": NAN, "inf": INF, "str": "0.9", "bool": True, "complex": 0.5j,
+             "none": None, "adam": 0.5}.items():
+    case(f"OptimizerSettings-momentum-{k}", "momentum",
+         lambda led, k=k, v=v: _opt("adam" if k == "adam" else "sgd", momentum=v), "dpsgd")
+for k, v in {"one": 1.0, "zero": 0.0, "neg": -0.5, "nan": NAN, "str": "0.99", "bool": True, "complex": 0.5j}.items():
+    case(f"OptimizerSettings-ema_momentum-{k}", "ema_momentum", lambda led, v=v: _opt(ema_momentum=v), "dpsgd")
+for name in ("name", "lr_schedule"):
+    for k, v in {"unknown": "x", "none": None, "int": 1, "upper": "ADAM" if name == "name" else "COSINE"}.items():
+        case(f"OptimizerSettings-{name}-{k}", name, lambda led, name=name, v=v: _opt(**{name: v}), "dpsgd")
+for field, value in {"momentum": 0.9, "lr_schedule": "cosine", "ema_momentum": 0.99}.items():
+    dp_case(f"DPSGD-OptimizerSettings-{field}", field,
+            lambda led, field=field, value=value: _dpsgd(led, optimizer=_opt("sgd", **{field: value})))
+for k, v in {"int": 1, "dict": {"name": "adam"}, "none": None, "class": keras.optimizers.Adam}.items():
+    dp_case(f"PoissonDPSGD-optimizer-{k}", "optimizer", lambda led, v=v: _poisson(led, optimizer=v))
+    dp_case(f"DPSGD-optimizer-{k}", "optimizer", lambda led, v=v: _dpsgd(led, optimizer=v))
+dp_case("PoissonDPSGD-settings-and-keyword", "momentum",
+        lambda led: _poisson(led, optimizer=_opt("sgd"), momentum=0.9))
+dp_case("PoissonDPSGD-unknown-keyword", "learnig_rate", lambda led: _poisson(led, learnig_rate=0.1))
+dp_case("DPSGD-former-momentum", "momentum", lambda led: _dpsgd(led, momentum=0.9))
+# the former keyword spelling still refuses bad values by name
+dp_case("DPSGD-former-learning_rate-neg", "learning_rate", lambda led: _dpsgd(led, learning_rate=-1.0))
+for name, v in {"learning_rate": -1.0, "momentum": 1.5, "ema_momentum": 0.0, "lr_schedule": "x"}.items():
+    dp_case(f"PoissonDPSGD-former-{name}", name, lambda led, name=name, v=v: _poisson(led, optimizer="sgd", **{name: v}))
 dp_case("PoissonDPSGD-path-microbatch", "path", lambda led: _poisson(led, path="microbatch"))
 for k, v in {"zero": 0.0, "above": 2.0, "str": "0.5", "nan": NAN}.items():
     case(f"dpsgd.PoissonSampler-q-{k}", "q", lambda led, v=v: tfdpmech.dpsgd.PoissonSampler(10, v), "dpsgd")

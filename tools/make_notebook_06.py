@@ -129,11 +129,12 @@ tensorflow-privacy's (it assumes Poisson sampling, so the ledger calls it *claim
 shuffled fixed-size batches, for which the ledger proves the ε of composing one Gaussian mechanism per epoch. Read
 the rows by the **provable** column; the head's provable ε is its one release."""),
 code("""try:
-    from tfdpmech.dpsgd import DPSGD
+    from tfdpmech.dpsgd import DPSGD, OptimizerSettings
     for eps in EPSILONS:
         keras.utils.set_random_seed(0)
         epochs = 1 if SMALL else 5
-        dp = DPSGD(eps, DELTA, 250, epochs, len(x_private) // 250 * 250, learning_rate=1e-3, path="vectorized")
+        dp = DPSGD(eps, DELTA, 250, epochs, len(x_private) // 250 * 250,
+                   optimizer=OptimizerSettings("adam", learning_rate=1e-3), path="vectorized")
         model = dp.compile(tfdpmech.models.standard_mlp(10))
         n = len(x_private) // 250 * 250
         model.fit(dp.dataset(x_private[:n], y_private[:n], seed=0), epochs=epochs, verbose=0)

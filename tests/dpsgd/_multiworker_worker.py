@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import tfdpmech.dpsgd.base as base
 from tfdpmech.distribute import is_chief
-from tfdpmech.dpsgd import DPSGD, PoissonDPSGD
+from tfdpmech.dpsgd import DPSGD, OptimizerSettings, PoissonDPSGD
 
 MODE, OUT = sys.argv[1], sys.argv[2]
 SEED = 1234  # the shared sampling seed
@@ -65,14 +65,15 @@ def main():
         install = base.install_dp_train_step
         base.install_dp_train_step = noise_off(install)
         result["poisson"] = trained(PoissonDPSGD(2.0, 1e-5, expected_batch_size=16, epochs=1, n=64, seed=SEED,
-                                                 optimizer="sgd", learning_rate=0.5, engine="tfdpmech"),
+                                                 optimizer=OptimizerSettings("sgd", learning_rate=0.5),
+                                                 engine="tfdpmech"),
                                     strategy, x, y)
-        result["shuffled"] = trained(DPSGD(2.0, 1e-5, 16, 1, 64, optimizer="sgd", learning_rate=0.5), strategy, x, y,
-                                     seed=SEED)
+        result["shuffled"] = trained(DPSGD(2.0, 1e-5, 16, 1, 64, optimizer=OptimizerSettings("sgd", learning_rate=0.5)),
+                                     strategy, x, y, seed=SEED)
         base.install_dp_train_step = install
         # the noise of one global step: zero inputs, so the update is -noise / L alone
         dp = PoissonDPSGD(None, 1e-5, sampling_probability=1.0, epochs=1, n=6, noise_multiplier=1.7,
-                          l2_norm_clip=0.3, optimizer="sgd", learning_rate=1.0, seed=SEED)
+                          l2_norm_clip=0.3, optimizer=OptimizerSettings("sgd", learning_rate=1.0), seed=SEED)
         with strategy.scope():
             model = dp.compile(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2000, use_bias=False,
                                                                                       kernel_initializer="zeros")]),

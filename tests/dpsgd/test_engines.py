@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdpmech.dpsgd import DPSGD, PoissonDPSGD, tanh_mlp
+from tfdpmech.dpsgd import DPSGD, OptimizerSettings, PoissonDPSGD, tanh_mlp
 from tfdpmech.dpsgd.paths import tf_privacy_available
 from tfdpmech.dpsgd.train_step import install_dp_train_step
 from tfdpmech.models import standard_cnn
@@ -37,7 +37,7 @@ def _step_update(engine, build, batch, n, expected_batch, clip=0.05):
     model = build()
     before = [v.numpy().copy() for v in model.trainable_variables]
     dp = PoissonDPSGD(1.0, 1e-5, expected_batch_size=expected_batch, epochs=1, n=n, l2_norm_clip=clip,
-                      optimizer="sgd", learning_rate=1e4, engine=engine, seed=0)
+                      optimizer=OptimizerSettings("sgd", learning_rate=1e4), engine=engine, seed=0)
     dp_model = dp.compile(model)
     if engine == "tensorflow_privacy":  # the noise off: its train step draws N(0, (C·σ)²)
         dp_model._noise_multiplier = 0.0

@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import tfdpmech.dpsgd.base as base
-from tfdpmech.dpsgd import DPSGD, PoissonDPSGD
+from tfdpmech.dpsgd import DPSGD, OptimizerSettings, PoissonDPSGD
 from tfdpmech.dpsgd.multiworker import (
     check_sampling_seed,
     fingerprint,
@@ -147,7 +147,7 @@ def test_two_workers_train_noise_free_exactly_what_one_process_trains(trained_cl
         assert result["replicas"] == 2
     # Poisson: the constructor's seed is the shared sampling seed
     dp = PoissonDPSGD(2.0, 1e-5, expected_batch_size=16, epochs=1, n=64, seed=worker_module.SEED,
-                      optimizer="sgd", learning_rate=0.5, engine="tfdpmech")
+                      optimizer=OptimizerSettings("sgd", learning_rate=0.5), engine="tfdpmech")
     pwords = seed_words(dp._sampler_seed)
     want = _reference(dp, [poisson_batch(x, y, dp.sampling_probability, dp.padded_batch_size, pwords, t)
                            for t in range(dp.steps)])
@@ -155,7 +155,7 @@ def test_two_workers_train_noise_free_exactly_what_one_process_trains(trained_cl
     for result in trained_cluster:
         assert result["poisson"]["steps"] == 4
         _assert_same(result["poisson"]["weights"], want)
-    dp = DPSGD(2.0, 1e-5, 16, 1, 64, optimizer="sgd", learning_rate=0.5, engine="tfdpmech")
+    dp = DPSGD(2.0, 1e-5, 16, 1, 64, optimizer=OptimizerSettings("sgd", learning_rate=0.5), engine="tfdpmech")
     want = _reference(dp, [shuffled_batch(x, y, 16, 4, words, t) for t in range(4)])
     for result in trained_cluster:
         assert result["shuffled"]["steps"] == 4

@@ -19,6 +19,7 @@ from scipy import stats
 from tfdpmech import data
 from tfdpmech.accounting.dpsgd import poisson_dpsgd_epsilon, poisson_dpsgd_noise_multiplier
 from tfdpmech.accounting.ledger import PrivacyLedger
+from tfdpmech.dpsgd import OptimizerSettings
 from tfdpmech.dpsgd.clipping import resolve_clipping
 from tfdpmech.dpsgd.paths import tf_privacy_available
 from tfdpmech.dpsgd.poisson import (
@@ -294,8 +295,8 @@ def test_tiny_fit_runs_the_accounted_steps_and_stops_there(mnist_small):
     x, y = mnist_small
     keras.utils.set_random_seed(0)
     ledger = PrivacyLedger()
-    dp = PoissonDPSGD(4.0, DELTA, expected_batch_size=50, epochs=2, n=N, learning_rate=3e-3, seed=0,
-                      accountant="rdp", ledger=ledger)
+    dp = PoissonDPSGD(4.0, DELTA, expected_batch_size=50, epochs=2, n=N,
+                      optimizer=OptimizerSettings(learning_rate=3e-3), seed=0, accountant="rdp", ledger=ledger)
     model = dp.compile(tiny_mlp())
     assert dp.path == "fast_clipping"
     history = model.fit(dp.dataset(x, y), epochs=dp.epochs, verbose=0, callbacks=[dp.callback(verbose=0)])

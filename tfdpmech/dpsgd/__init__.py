@@ -7,6 +7,8 @@
   any-order ε is *provable*.
 - :class:`DPSGDRun` (:mod:`.base`): what both share (validated settings, engines, ``compile``, data
   checks); :class:`DPSGDBudget` (:mod:`.callback`): their Keras callback.
+- :class:`OptimizerSettings` (:mod:`.optimizer_settings`): the optimiser of either run (name, step
+  size, SGD momentum, schedule, weight average) in one frozen object; ``optimizer="adam"`` names it.
 - :mod:`.poisson_sampling` (Poisson batches, padded) and :mod:`.poisson_models` (tensorflow-privacy's
   DP models with the Poisson train step).
 - :mod:`.recipe`: the stated recipe (:data:`RECIPE`, :func:`tanh_mlp`, :func:`make_dpsgd`).
@@ -26,13 +28,14 @@ from .base import OPTIMIZERS, DPSGDRun
 from .callback import DPSGDBudget
 from .clipping import GHOST_LAYERS, clipped_gradient_sum, ghost_unsupported_layers
 from .dpsgd import DPSGD
+from .optimizer_settings import OptimizerSettings
 from .paths import ENGINES, PATHS, fast_clipping_layers, resolve_engine, supports_fast_clipping, tf_privacy_available
 from .poisson import PoissonDPSGD
 from .poisson_sampling import PoissonSampler, padded_batch_size, poisson_dataset
 from .private_model import make_private
 from .recipe import FINETUNE_RECIPE, HEAD_RECIPE, RECIPE, SAMPLINGS, Recipe, make_dpsgd, tanh_mlp
 
-__all__ = ["make_private", "DPSGD", "DPSGDRun", "DPSGDBudget", "OPTIMIZERS", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
+__all__ = ["make_private", "DPSGD", "DPSGDRun", "DPSGDBudget", "OPTIMIZERS", "OptimizerSettings", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
            "ghost_unsupported_layers", "resolve_engine", "tf_privacy_available", "fast_clipping_layers",
            "supports_fast_clipping",
            "PoissonDPSGD", "PoissonSampler", "padded_batch_size", "poisson_dataset", "RECIPE", "HEAD_RECIPE",

@@ -32,13 +32,12 @@ from .paths import (
     supports_fast_clipping,
 )
 from .multiworker import install_multiworker_fit, is_multiworker
+from .optimizer_settings import DEFAULT_LEARNING_RATES, OPTIMIZERS, OptimizerSettings
 from .train_step import install_dp_train_step
 
 __all__ = ["DPSGDRun", "OPTIMIZERS", "MAX_STEPS", "DEFAULT_LEARNING_RATES"]
 
-OPTIMIZERS = ("adam", "sgd")
 MAX_STEPS = 10**9  # more optimizer steps than this is a mistake (and overflows the RDP accountant)
-DEFAULT_LEARNING_RATES = {"adam": 1e-3, "sgd": 0.1}
 
 
 class DPSGDRun(Mechanism):
@@ -53,8 +52,9 @@ class DPSGDRun(Mechanism):
         delta, n, epochs: validated by the subclass.
         batch_size: the examples of one step (the expected batch size, rounded, for Poisson sampling).
         l2_norm_clip: per-example clipping norm C.
-        learning_rate: the optimizer's step size; None means 1e-3 for Adam and 0.1 for SGD.
-        optimizer: ``"adam"`` or ``"sgd"``.
+        optimizer: the validated :class:`~tfdpmech.dpsgd.OptimizerSettings` (the subclass maps a name
+            and the former keywords to it); ``optimizer_name`` and ``learning_rate`` (the step size,
+            the optimizer's default when not set) are read from it.
         path: the training path (:mod:`tfdpmech.dpsgd.paths`), checked by :meth:`_check_path`.
         num_microbatches: None (every example clipped on its own) or the number of microbatches of
             a batch, a divisor of ``batch_size``.
@@ -69,14 +69,14 @@ class DPSGDRun(Mechanism):
                  "steps": "steps"}
 
     def __init__(self, *, epsilon: float | None, delta: float, n: int, epochs: int, batch_size: int,
-                 l2_norm_clip: float, learning_rate: float | None, optimizer: str, path: str,
+                 l2_norm_clip: float, optimizer: OptimizerSettings, path: str,
                  num_microbatches: int | None, layer_registry, use_xla: bool, engine: str,
                  ledger: PrivacyLedger | None):
         self.epsilon, self.delta, self.n, self.epochs, self.batch_size = epsilon, delta, n, epochs, batch_size
         self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
-        self.optimizer_name = check_choice(optimizer, "optimizer", OPTIMIZERS)
-        self.learning_rate = (DEFAULT_LEARNING_RATES[self.optimizer_name] if learning_rate is None
-                              else check_positive_real(learning_rate, "learning_rate"))
+        self.optimizer_settings = optimizer
+        self.optimizer_name = optimizer.name
+        self.learning_rate = optimizer.step_size
         self.requested_path = self._check_path(path)
         self.path = self.requested_path
         if num_microbatches is not None:
@@ -133,7 +133,7 @@ class DPSGDRun(Mechanism):
 
     @abc.abstractmethod
     def _optimizer(self, dp_optimizer_keras):
-        """The optimizer of the run's own (``optimizer`` / ``learning_rate`` arguments)."""
+        """The Keras optimizer the run's ``optimizer`` argument (its :class:`~tfdpmech.dpsgd.OptimizerSettings`) names."""
 
     @abc.abstractmethod
     def _guard_train_step(self, model) -> None:
@@ -255,8 +255,8 @@ class DPSGDRun(Mechanism):
             loss: a ``keras.losses.Loss`` (its reduction is overridden); None means
                 ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels.
             metrics: Keras metrics for ``compile``.
-            optimizer: a ``keras.optimizers.Optimizer`` instead of the run's own (``optimizer`` /
-                ``learning_rate`` arguments); not with ``path="microbatch"``.
+            optimizer: a ``keras.optimizers.Optimizer`` instead of the run's own (the constructor's
+                ``optimizer`` settings); not with ``path="microbatch"``.
 
         Returns:
             With ``engine="tfdpmech"``, ``model`` itself with the DP train step. With tensorflow-privacy:

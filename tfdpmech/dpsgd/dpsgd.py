@@ -49,6 +49,7 @@ from ..validation import check_epsilon
 from .base import DEFAULT_LEARNING_RATES, MAX_STEPS, OPTIMIZERS, DPSGDRun  # noqa: F401  (importable from here)
 from .callback import DPSGDBudget
 from .multiworker import shared_dataset
+from .optimizer_settings import OptimizerSettings, resolve_optimizer
 
 __all__ = ["OPTIMIZERS", "DPSGD", "DPSGDBudget"]
 
@@ -70,8 +71,9 @@ class DPSGD(DPSGDRun):
         epochs: number of epochs the budget covers.
         n: number of training examples (the size of the dataset passed to ``fit``).
         l2_norm_clip: per-example (per-microbatch) gradient clipping norm C.
-        learning_rate: optimizer step size; None means 1e-3 for Adam and 0.1 for SGD.
-        optimizer: ``"adam"`` or ``"sgd"``.
+        optimizer: ``"adam"`` or ``"sgd"`` with its default step size (1e-3, 0.1), or an
+            :class:`~tfdpmech.dpsgd.OptimizerSettings` with its ``name`` and ``learning_rate`` (momentum,
+            schedules and weight averaging are :class:`~tfdpmech.dpsgd.PoissonDPSGD`'s).
         path: ``"auto"``, ``"fast_clipping"``, ``"vectorized"`` or ``"microbatch"`` (see
             :mod:`tfdpmech.dpsgd.paths`).
         num_microbatches: None (one example per microbatch, the default) or a divisor of
@@ -88,6 +90,8 @@ class DPSGD(DPSGDRun):
             recorded in the ledger. By default that is refused: every batch must hold exactly
             ``batch_size`` examples, so the remainder could never be trained on.
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one if None).
+        **former_keywords: ``learning_rate``, the former spelling of ``OptimizerSettings.learning_rate``,
+            kept for one release (one ``DeprecationWarning`` per process).
 
     Attributes:
         noise_multiplier: σ, the smallest multiplier meeting the target ε.
@@ -101,17 +105,27 @@ class DPSGD(DPSGDRun):
             with the fix; ``engine="auto"`` then runs tfdpmech's own engine).
         ValueError / TypeError: ε <= 0, δ ∉ (0, 1), n <= 0, epochs <= 0, batch_size > n,
             batch_size not dividing n (without ``drop_remainder=True``), batch_size not a multiple of
-            num_microbatches, unknown path or optimizer, a ``ledger`` that is not a PrivacyLedger.
+            num_microbatches, unknown path or optimizer, optimizer settings with momentum, a schedule or
+            a weight average, a ``ledger`` that is not a PrivacyLedger.
 
     Reference: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
     """
     sampling = "shuffled"
 
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,
-                 l2_norm_clip: float = 1.0, learning_rate: float | None = None, optimizer: str = "adam",
-                 path: str = "auto", num_microbatches: int | None = None, layer_registry=None,
-                 use_xla: bool = False, drop_remainder: bool = False, engine: str = "auto",
-                 ledger: PrivacyLedger | None = None):
+                 l2_norm_clip: float = 1.0, optimizer: str | OptimizerSettings = "adam", path: str = "auto",
+                 num_microbatches: int | None = None, layer_registry=None, use_xla: bool = False,
+                 drop_remainder: bool = False, engine: str = "auto", ledger: PrivacyLedger | None = None,
+                 **former_keywords):
+        optimizer = resolve_optimizer(type(self).__name__, optimizer, former_keywords, allowed=("learning_rate",),
+                                      stacklevel=2)
+        if not optimizer.plain:
+            field, value = next(iter(optimizer.extras().items()))
+            raise ValueError(
+                f"DPSGD (shuffled batches) builds a plain Adam or SGD with a constant step size; "
+                f"OptimizerSettings.{field}={value!r} is PoissonDPSGD's; use tfdpmech.dpsgd.PoissonDPSGD, or "
+                f"drop {field} (OptimizerSettings(name, learning_rate=...))"
+            )
         epsilon = check_epsilon(epsilon)
         delta, n, batch_size, epochs = check_training_shape(delta, n, batch_size, epochs)
         if epochs * n > MAX_STEPS * batch_size:
@@ -134,7 +148,7 @@ class DPSGD(DPSGDRun):
             )
         self.drop_remainder = bool(drop_remainder)
         super().__init__(epsilon=epsilon, delta=delta, n=n, epochs=epochs, batch_size=batch_size,
-                         l2_norm_clip=l2_norm_clip, learning_rate=learning_rate, optimizer=optimizer, path=path,
+                         l2_norm_clip=l2_norm_clip, optimizer=optimizer, path=path,
                          num_microbatches=batch_size if num_microbatches is None else num_microbatches,
                          layer_registry=layer_registry, use_xla=use_xla, engine=engine, ledger=ledger)
 

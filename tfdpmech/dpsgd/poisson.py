@@ -61,7 +61,6 @@ tensorflow-privacy and dp-accounting are imported only when this API is used.
 from __future__ import annotations
 
 import math
-import numbers
 
 import keras
 import numpy as np
@@ -79,6 +78,7 @@ from ..accounting.ledger import PrivacyLedger, Release
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
 from .base import MAX_STEPS, DPSGDRun
 from .multiworker import shared_dataset
+from .optimizer_settings import LR_SCHEDULES, OptimizerSettings, resolve_optimizer
 from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
 from .poisson_sampling import PAD_SDS, PoissonSampler, pad_batch, padded_batch_size, poisson_dataset  # noqa: F401
@@ -92,8 +92,6 @@ __all__ = [
     "poisson_model_classes",
     "LR_SCHEDULES",
 ]
-
-LR_SCHEDULES = ("constant", "cosine")
 
 
 def _check_expected_batch(expected_batch_size, n: int) -> int:
@@ -130,18 +128,20 @@ class PoissonDPSGD(DPSGDRun):
         sampling_probability: q in (0, 1] (instead of ``expected_batch_size``; L = q·n).
         noise_multiplier: σ, instead of ``epsilon``; the ledger then records the ε this σ gives.
         l2_norm_clip: per-example clipping norm C.
-        learning_rate, optimizer: the Keras optimizer (``"adam"`` or ``"sgd"``) and its step size.
-        momentum: momentum of ``"sgd"`` (0 = plain SGD).
-        lr_schedule: ``"constant"`` or ``"cosine"`` (cosine decay to 0 over the ``steps``).
-        ema_momentum: None, or the momentum of an exponential moving average of the weights that
-            replaces them when ``fit`` ends (Keras ``use_ema``; De et al. 2022 average DP-SGD
-            iterates the same way). Post-processing of the noisy steps: no privacy cost.
+        optimizer: the Keras optimizer: ``"adam"`` or ``"sgd"`` with its default step size, or an
+            :class:`~tfdpmech.dpsgd.OptimizerSettings` with the step size, SGD momentum, ``"cosine"``
+            schedule (decay to 0 over the ``steps``) and weight average (Keras ``use_ema``; De et al.
+            2022 average DP-SGD iterates the same way). Post-processing of the noisy steps: no
+            privacy cost.
         path: ``"auto"``, ``"fast_clipping"`` or ``"vectorized"`` (tensorflow-privacy's two
             ``DPModel`` clipping paths; ``"microbatch"`` is refused: the DP optimizers divide by
             the batch's number of microbatches, not by L).
         accountant: ``"pld"`` (default, tighter) or ``"rdp"``.
         seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
         layer_registry, use_xla, ledger: as for ``DPSGD``.
+        **former_keywords: ``learning_rate``, ``momentum``, ``lr_schedule``, ``ema_momentum``, the
+            former spelling of the :class:`~tfdpmech.dpsgd.OptimizerSettings` fields, kept for one
+            release (one ``DeprecationWarning`` per process).
 
     Attributes:
         sampling_probability (q), expected_batch_size (L), steps_per_epoch, steps, padded_batch_size,
@@ -151,7 +151,7 @@ class PoissonDPSGD(DPSGDRun):
         ValueError / TypeError (before any training): q outside (0, 1], expected batch > n, both
             or neither of ``expected_batch_size`` / ``sampling_probability``, a target ε the
             accountant cannot certify at δ for these steps, ``path="microbatch"``, bad ε / δ / n /
-            epochs / C / learning rate / optimizer. At :meth:`compile`: a model the Poisson path
+            epochs / C / optimizer settings (named by their field). At :meth:`compile`: a model the Poisson path
             cannot train (subclassed, batch-mixing layers, unbuilt, softmax output with the
             default loss).
     """
@@ -160,10 +160,10 @@ class PoissonDPSGD(DPSGDRun):
     def __init__(self, epsilon: float | None, delta: float, expected_batch_size: int | None = None, epochs: int = 1,
                  n: int | None = None, *, sampling_probability: float | None = None,
                  noise_multiplier: float | None = None, l2_norm_clip: float = 1.0,
-                 learning_rate: float | None = None, optimizer: str = "adam", momentum: float = 0.0,
-                 lr_schedule: str = "constant", ema_momentum: float | None = None, path: str = "auto",
-                 accountant: str = "pld", seed=None, layer_registry=None, use_xla: bool = False,
-                 engine: str = "auto", ledger: PrivacyLedger | None = None):
+                 optimizer: str | OptimizerSettings = "adam", path: str = "auto", accountant: str = "pld",
+                 seed=None, layer_registry=None, use_xla: bool = False, engine: str = "auto",
+                 ledger: PrivacyLedger | None = None, **former_keywords):
+        optimizer = resolve_optimizer(type(self).__name__, optimizer, former_keywords, stacklevel=2)
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError(
                 "give exactly one of epsilon (σ is then calibrated to it) and noise_multiplier (its ε is then "
@@ -196,18 +196,10 @@ class PoissonDPSGD(DPSGDRun):
         # batch_size: the expected batch size, rounded (what the shared checks and messages read)
         super().__init__(epsilon=epsilon, delta=delta, n=n, epochs=epochs,
                          batch_size=max(1, int(round(self.expected_batch_size))), l2_norm_clip=l2_norm_clip,
-                         learning_rate=learning_rate, optimizer=optimizer, path=path, num_microbatches=None,
+                         optimizer=optimizer, path=path, num_microbatches=None,
                          layer_registry=layer_registry, use_xla=use_xla, engine=engine, ledger=ledger)
-        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real) or not 0 <= momentum < 1:
-            raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
-        if momentum and self.optimizer_name != "sgd":
-            raise ValueError(f"momentum applies to optimizer='sgd' only, got optimizer={optimizer!r}; drop momentum")
-        self.momentum = float(momentum)
-        self.lr_schedule = check_choice(lr_schedule, "lr_schedule", LR_SCHEDULES)
-        if ema_momentum is not None and (isinstance(ema_momentum, bool) or not isinstance(ema_momentum, numbers.Real)
-                                         or not 0 < ema_momentum < 1):
-            raise ValueError(f"ema_momentum must lie in (0, 1) or be None, got {ema_momentum!r}")
-        self.ema_momentum = None if ema_momentum is None else float(ema_momentum)
+        self.momentum, self.lr_schedule = optimizer.momentum, optimizer.lr_schedule
+        self.ema_momentum = optimizer.ema_momentum
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
         self.steps = self.epochs * self.steps_per_epoch
         self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)

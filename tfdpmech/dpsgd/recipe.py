@@ -45,6 +45,7 @@ import numpy as np
 from ..accounting.dpsgd import poisson_dpsgd_noise_multiplier
 from ..validation import check_choice, check_positive_int
 from .dpsgd import DPSGD
+from .optimizer_settings import OptimizerSettings
 from .poisson import PoissonDPSGD
 
 __all__ = ["Recipe", "RECIPE", "HEAD_RECIPE", "FINETUNE_RECIPE", "SAMPLINGS", "tanh_mlp", "make_dpsgd",
@@ -64,6 +65,8 @@ class Recipe:
         momentum: SGD momentum (0 with Adam).
         lr_schedule: ``"constant"`` or ``"cosine"``.
         ema_momentum: weight averaging (None: off).
+            These five are the fields of :class:`~tfdpmech.dpsgd.OptimizerSettings`
+            (:attr:`optimizer_settings`), kept flat so that a recipe reads as one table of numbers.
         activation: hidden activation of :func:`tanh_mlp`.
         input_scaling: ``"symmetric"`` (inputs mapped to [−1, 1]) or ``"unit"`` (kept in [0, 1]) in
             :func:`tanh_mlp`.
@@ -89,8 +92,17 @@ class Recipe:
         n = check_positive_int(n, "n")
         return int(min(n, max(1, round(self.expected_batch_size * n / self.reference_n))))
 
+    @property
+    def optimizer_settings(self) -> OptimizerSettings:
+        """The recipe's optimiser as the ``optimizer=`` of :class:`~tfdpmech.dpsgd.PoissonDPSGD` (validated)."""
+        return OptimizerSettings(self.optimizer, learning_rate=self.learning_rate, momentum=self.momentum,
+                                 lr_schedule=self.lr_schedule, ema_momentum=self.ema_momentum)
+
     def replace(self, **changes) -> "Recipe":
         return dataclasses.replace(self, **changes)
+
+
+_OPTIMIZER_FIELDS = ("learning_rate", "momentum", "lr_schedule", "ema_momentum")
 
 
 RECIPE = Recipe()
@@ -135,14 +147,15 @@ def make_dpsgd(epsilon: float, delta: float, n: int, *, recipe: Recipe = RECIPE,
 
     The recipe's convenience constructor, nothing more: ``make_dpsgd(epsilon, delta, n)`` is the
     same as ``PoissonDPSGD(epsilon, delta, n=n, expected_batch_size=recipe.batch_for(n),
-    epochs=recipe.epochs, l2_norm_clip=recipe.l2_norm_clip, learning_rate=recipe.learning_rate,
-    optimizer=recipe.optimizer, momentum=recipe.momentum, lr_schedule=recipe.lr_schedule,
-    ema_momentum=recipe.ema_momentum, accountant=recipe.accountant, seed=seed, ledger=ledger)``;
-    ``sampling="shuffled"`` is the same as constructing :class:`~tfdpmech.dpsgd.DPSGD` with the
-    recipe's batch size, epochs, clipping norm, learning rate and optimizer and
-    ``drop_remainder=True``.
+    epochs=recipe.epochs, l2_norm_clip=recipe.l2_norm_clip, optimizer=recipe.optimizer_settings,
+    accountant=recipe.accountant, seed=seed, ledger=ledger)``; ``sampling="shuffled"`` is the same
+    as constructing :class:`~tfdpmech.dpsgd.DPSGD` with the recipe's batch size, epochs, clipping
+    norm and optimizer settings and ``drop_remainder=True``.
 
     Args:
+        overrides: constructor arguments; the recipe's own optimiser fields (``learning_rate``,
+            ``momentum``, ``lr_schedule``, ``ema_momentum``, ``optimizer`` as a name) replace the
+            recipe's values, ``optimizer=OptimizerSettings(...)`` replaces its optimiser.
         sampling: ``"poisson"`` (default): a :class:`~tfdpmech.dpsgd.poisson.PoissonDPSGD`, ε proven.
             ``"shuffled"``: a :class:`~tfdpmech.dpsgd.DPSGD` with fixed-size batches of the same
             (expected) size and the same epochs: its Poisson ε is only claimed, the any-order ε is
@@ -154,18 +167,18 @@ def make_dpsgd(epsilon: float, delta: float, n: int, *, recipe: Recipe = RECIPE,
             ε uses the RDP accountant).
     """
     check_choice(sampling, "sampling", SAMPLINGS)
+    recipe = recipe.replace(**{k: overrides.pop(k) for k in list(overrides)
+                               if k in _OPTIMIZER_FIELDS or (k == "optimizer" and isinstance(overrides[k], str))})
     kwargs = dict(
         expected_batch_size=recipe.batch_for(n), epochs=recipe.epochs, l2_norm_clip=recipe.l2_norm_clip,
-        learning_rate=recipe.learning_rate, optimizer=recipe.optimizer, momentum=recipe.momentum,
-        lr_schedule=recipe.lr_schedule, ema_momentum=recipe.ema_momentum, accountant=recipe.accountant,
+        optimizer=recipe.optimizer_settings, accountant=recipe.accountant,
     )
     kwargs.update(overrides)
     if sampling == "poisson":
         return PoissonDPSGD(epsilon, delta, n=n, seed=seed, ledger=ledger, **kwargs)
     kwargs.pop("accountant")  # the shuffled run's claimed Poisson ε uses the RDP accountant
-    plain = {"momentum": 0.0, "lr_schedule": "constant", "ema_momentum": None}
-    given = {k: kwargs.pop(k) for k in plain}
-    unsupported = {k: v for k, v in given.items() if v != plain[k]}
+    settings = kwargs["optimizer"]
+    unsupported = settings.extras() if isinstance(settings, OptimizerSettings) else {}
     if unsupported:
         raise ValueError(f"sampling='shuffled' has no {sorted(unsupported)} settings (got {unsupported}); use "
                          "sampling='poisson' or a recipe without them")
@@ -203,9 +216,7 @@ def public_proxy_accuracy(recipe: Recipe, x_public, y_public, *, n_private: int,
         keras.utils.set_random_seed(seed * 100 + k)
         dp = PoissonDPSGD(None, delta, sampling_probability=q, epochs=recipe.epochs, n=n_stand_in,
                           noise_multiplier=sigma * n_stand_in / n_private, l2_norm_clip=recipe.l2_norm_clip,
-                          learning_rate=recipe.learning_rate, optimizer=recipe.optimizer, momentum=recipe.momentum,
-                          lr_schedule=recipe.lr_schedule, ema_momentum=recipe.ema_momentum, accountant="rdp",
-                          seed=seed * 100 + k)
+                          optimizer=recipe.optimizer_settings, accountant="rdp", seed=seed * 100 + k)
         model = dp.compile(tanh_mlp(y_public.shape[-1], input_shape=x_public.shape[1:],
                                     activation=recipe.activation, input_scaling=recipe.input_scaling))
         model.fit(dp.dataset(x_public[train], y_public[train]), epochs=dp.epochs, verbose=verbose)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ...accounting.ledger import Release
 from ...contract import release
-from ...dpsgd import DPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, PoissonDPSGD, make_dpsgd, tanh_mlp
+from ...dpsgd import DPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, OptimizerSettings, PoissonDPSGD, make_dpsgd, tanh_mlp
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
 from ..registry import Build, register_mechanism
@@ -53,11 +53,12 @@ def _build(dp, model, x, y, notes=None, **options) -> Build:
 def _tabular(ctx, epsilon, seed, sampling) -> Build:
     n = ctx.n_private
     batch = min(256, max(16, n // 4))
+    adam = OptimizerSettings("adam", learning_rate=0.05)
     if sampling == "poisson":
-        dp = PoissonDPSGD(epsilon, 1.0 / n**2, expected_batch_size=batch, epochs=20, n=n, learning_rate=0.05,
+        dp = PoissonDPSGD(epsilon, 1.0 / n**2, expected_batch_size=batch, epochs=20, n=n, optimizer=adam,
                           accountant="rdp", seed=seed)
     else:
-        dp = DPSGD(epsilon, 1.0 / n**2, batch, 20, n, learning_rate=0.05, drop_remainder=True)
+        dp = DPSGD(epsilon, 1.0 / n**2, batch, 20, n, optimizer=adam, drop_remainder=True)
     base = erm_linear_model(ctx.x_private.shape[1], ctx.num_classes, l2=0.0)
     return _build(dp, base, ctx.x_private, tabular_labels(ctx, ctx.y_private), loss=tabular_loss(ctx.num_classes),
                   metrics=(), seed=seed)
