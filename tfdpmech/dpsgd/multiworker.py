@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from ..distribute import is_chief
 from ..contract import release
-from .poisson_sampling import pad_batch
+from .poisson_sampling import PoissonSampler, pad_batch
 from .train_step import KERAS_3
 
 __all__ = ["is_multiworker", "check_sampling_seed", "seed_words", "poisson_batch", "shuffled_batch", "replica_slice",
@@ -66,7 +66,7 @@ def _rng(words, index: int) -> np.random.Generator:
 def poisson_batch(x, y, q: float, padded: int, words, step: int):
     """Global batch ``step``: each of the n records joins independently with probability q; ``(x, y, mask)``
     padded to ``padded`` rows (or the next multiple, never cut), as :func:`.poisson_sampling.pad_batch`."""
-    return pad_batch(x, y, np.flatnonzero(_rng(words, step).random(len(x)) < q), padded)
+    return pad_batch(x, y, PoissonSampler(len(x), q, _rng(words, step)).sample(), padded)
 
 
 def shuffled_batch(x, y, batch_size: int, steps_per_epoch: int, words, step: int, cache=None):

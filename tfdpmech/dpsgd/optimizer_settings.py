@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 
-from .._deprecation import warn_once
+from .._deprecation import check_former_keywords, warn_former_keywords
 from ..validation import _describe, check_choice, check_positive_real
 
 __all__ = ["OPTIMIZERS", "DEFAULT_LEARNING_RATES", "LR_SCHEDULES", "FORMER_KEYWORDS", "OptimizerSettings",
@@ -86,7 +86,7 @@ class OptimizerSettings:
     @property
     def plain(self) -> bool:
         """No momentum, a constant step size and no weight average (all a shuffled ``DPSGD`` run supports)."""
-        return not self.momentum and self.lr_schedule == "constant" and self.ema_momentum is None
+        return not self.extras()
 
     def extras(self) -> dict:
         """The fields beyond name and learning rate that differ from their defaults (``{}`` when :attr:`plain`)."""
@@ -127,28 +127,16 @@ def resolve_optimizer(owner: str, optimizer, former: dict, *, allowed=FORMER_KEY
             :class:`OptimizerSettings`, or settings together with former keywords.
         ValueError: an unknown optimizer name, or a bad value of a former keyword (named by its field).
     """
-    unknown = sorted(set(former) - set(allowed))
-    if unknown:
-        raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
-    if isinstance(optimizer, OptimizerSettings):
-        if former:
-            raise TypeError(
-                f"{owner}() got optimizer=OptimizerSettings(...) and the keyword(s) {sorted(former)}, which are "
-                "fields of OptimizerSettings; pass them inside optimizer=OptimizerSettings(...) only"
-            )
+    given = isinstance(optimizer, OptimizerSettings)
+    check_former_keywords(owner, former, allowed, argument="optimizer", options="OptimizerSettings", given=given)
+    if given:
         return optimizer
     if not isinstance(optimizer, str):
         raise TypeError(f"optimizer must be a name {list(OPTIMIZERS)} or an OptimizerSettings, got "
                         f"{_describe(optimizer)}; pass optimizer='adam' or optimizer=OptimizerSettings(...)")
     name = check_choice(optimizer, "optimizer", OPTIMIZERS)
-    if not former:
-        return OptimizerSettings(name)
-    used = ", ".join(f"{k}=..." for k in sorted(former))
-    warn_once(
-        f"{owner}(**optimizer keywords)",
-        f"{owner}({used}) is now {owner}(optimizer=OptimizerSettings({name!r}, {used})) "
-        f"(tfdpmech.dpsgd.OptimizerSettings); the keywords {', '.join(allowed)} of {owner}() are kept for one "
-        "release and will then be removed.",
-        stacklevel=stacklevel + 1,
-    )
+    if former:
+        warn_former_keywords(owner, former, f"optimizer=OptimizerSettings({name!r}, {{used}})",
+                             "tfdpmech.dpsgd.OptimizerSettings", allowed, kind="optimizer",
+                             stacklevel=stacklevel + 1)
     return OptimizerSettings(name, **former)

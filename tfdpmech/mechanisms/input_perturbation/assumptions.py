@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from ..._deprecation import warn_once
+from ..._deprecation import check_former_keywords, warn_former_keywords
 from ...validation import _describe, check_choice, check_instance, check_positive_real
 from .calibration import CONDITIONS
 from .constants import G_CONVENTIONS, L2_CONVENTIONS
@@ -121,26 +121,13 @@ def resolve_assumptions(owner: str, assumptions, legacy: dict, *, stacklevel: in
         TypeError: an unknown keyword, ``assumptions`` of another type, or both ``assumptions`` and
             former keywords.
     """
-    unknown = sorted(set(legacy) - set(LEGACY_KEYWORDS))
-    if unknown:
-        raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
+    check_former_keywords(owner, legacy, LEGACY_KEYWORDS, argument="assumptions", options=_OWNER,
+                          given=assumptions is not None)
     if assumptions is not None:
-        check_instance(assumptions, "assumptions", InputPerturbationAssumptions,
-                       "pass assumptions=InputPerturbationAssumptions(...)")
-        if legacy:
-            raise TypeError(
-                f"{owner}() got assumptions= and the keyword(s) {sorted(legacy)}, which are fields of "
-                f"InputPerturbationAssumptions; pass them inside assumptions only"
-            )
-        return assumptions
-    if not legacy:
-        return InputPerturbationAssumptions()
-    used = ", ".join(f"{k}=..." for k in sorted(legacy))
-    warn_once(
-        f"{owner}(**assumption keywords)",
-        f"{owner}({used}) is now {owner}(assumptions=InputPerturbationAssumptions({used})) "
-        f"(tfdpmech.mechanisms.input_perturbation.InputPerturbationAssumptions; also tfdpmech.{_OWNER}); the "
-        f"keywords {', '.join(LEGACY_KEYWORDS)} of {owner}() are kept for one release and will then be removed.",
-        stacklevel=stacklevel + 1,
-    )
+        return check_instance(assumptions, "assumptions", InputPerturbationAssumptions,
+                              "pass assumptions=InputPerturbationAssumptions(...)")
+    if legacy:
+        warn_former_keywords(owner, legacy, f"assumptions={_OWNER}({{used}})",
+                             f"tfdpmech.mechanisms.input_perturbation.{_OWNER}; also tfdpmech.{_OWNER}",
+                             LEGACY_KEYWORDS, kind="assumption", stacklevel=stacklevel + 1)
     return InputPerturbationAssumptions(**legacy)
