@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from .data_files import read_dataset_folder, read_idx
+from .data_order import fingerprints, mnist_train_fingerprints, reorder_like
 from .data_scaling import scale_to_unit, scale_with_data_bounds
 from .noise import make_rng
 from .validation import check_choice, check_labels, check_one_hot
@@ -234,11 +235,29 @@ def _candidates(name: str, root: Path, *, flat: bool):
 
 
 def _tfds_load(name: str, *, download: bool):
-    """Load the official splits through tensorflow_datasets as numpy arrays (raises on any failure)."""
+    """Load the official splits through tensorflow_datasets as numpy arrays (raises on any failure).
+
+    MNIST comes back in the IDX files' record order (:mod:`tfdpmech.data_order`), so that a split
+    of it means the same records whichever source was read.
+    """
     import tensorflow_datasets as tfds  # optional dependency
 
     train, test = tfds.load(name, split=["train", "test"], batch_size=-1, as_supervised=True, download=download)
     (x_train, y_train), (x_test, y_test) = tfds.as_numpy(train), tfds.as_numpy(test)
+    if name == "mnist":
+        return _mnist_in_idx_order(x_train, y_train, x_test, y_test)
+    return x_train, y_train, x_test, y_test
+
+
+def _mnist_in_idx_order(x_train, y_train, x_test, y_test):
+    """MNIST arrays from any source, permuted into the order of the published IDX files."""
+    def pixels(x):
+        return np.asarray(x).reshape(len(x), 28, 28)
+
+    test_order = fingerprints(read_idx(_BUNDLED_DIR / "t10k-images-idx3-ubyte.gz"),
+                              read_idx(_BUNDLED_DIR / "t10k-labels-idx1-ubyte.gz"))
+    x_train, y_train = reorder_like(pixels(x_train), y_train, mnist_train_fingerprints(), what="MNIST train split")
+    x_test, y_test = reorder_like(pixels(x_test), y_test, test_order, what="MNIST test split")
     return x_train, y_train, x_test, y_test
 
 
