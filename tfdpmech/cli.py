@@ -81,7 +81,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="public data: N training records kept out of the private set, a source name, or 0")
     cmp.add_argument("--learning-rate", type=float, default=None)
     cmp.add_argument("--audit", type=_audits, default=None, help="comma-separated audits (mia, canary) or none")
-    cmp.add_argument("--out", default="results", help="output directory")
+    cmp.add_argument("--out", default=None, help="output directory (default: the preset's, else results)")
+    cmp.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
+                     help="keep each finished run in OUT/runs.jsonl and skip the runs found there "
+                          "(default: the preset's; on for the long presets)")
     cmp.add_argument("--quiet", action="store_true", help="no progress line")
     sub.add_parser("methods", help="list the registered methods and presets")
     bench = sub.add_parser("bench", help="throughput, time-to-accuracy and peak memory of each method (repeated)")
@@ -110,13 +113,13 @@ def _compare(args) -> int:
                                epsilons=args.epsilons, seeds=args.seeds, epochs=args.epochs,
                                batch_size=args.batch_size, model=args.model, delta=args.delta, public=args.public,
                                learning_rate=args.learning_rate, audit=args.audit, out=args.out,
-                               verbose=0 if args.quiet else 1)
+                               resume=args.resume, verbose=0 if args.quiet else 1)
         if args.methods is None:  # the preset's list: skip what this installation cannot run, visibly
             kept = available_methods(config.methods, note)
             config.left_out = {name: get_method(name).unavailable() for name in config.methods if name not in kept}
             config.methods = kept
         config.validate()
-        check_writable(args.out)
+        check_writable(config.out)
     except (ValueError, TypeError) as exc:
         return usage_error(exc)
     try:
@@ -125,7 +128,7 @@ def _compare(args) -> int:
         print(f"tfdpmech: error: {exc}", file=sys.stderr)
         return 1
     print(markdown_table(summarize(results)))
-    files = write_report(results, args.out)
+    files = write_report(results, config.out)
     print("wrote " + ", ".join(files.values()))
     return _audit_exit_status(results)
 

@@ -19,6 +19,8 @@ __all__ = ["Context", "build_context", "MODEL_FAMILIES", "PUBLIC_SOURCES", "data
 MODEL_FAMILIES = {
     "mlp": {"private": models.mlp, "standard": models.standard_mlp},
     "cnn": {"private": models.mnist_cnn, "standard": models.standard_cnn},
+    # DP-SGD's MNIST baseline (Papernot et al. 2021; Tramèr & Boneh 2021); the public section's heads keep AdLM's CNN
+    "tanh_cnn": {"private": models.mnist_cnn, "standard": models.tanh_cnn},
 }
 TABULAR_MODELS = ("linear", "mlp")
 KNOWN_DATASETS = tuple(image_data.KNOWN_DATASETS) + tuple(data_tabular.TABULAR_DATASETS)

@@ -93,3 +93,18 @@ register_preset(
      "options": {"pretrain_epochs": 10, "reference_epochs": 2400}},
     {"seeds": (0,), "public": 300,
      "options": {"pretrain_epochs": 1, "reference_epochs": 3, "max_private": 1200, "max_test": 400}})
+
+
+# The whole MNIST (60,000 training images private, the 10,000 test images the test set), no public data;
+# DP-SGD at Tramèr & Boneh's published recipe (tfdpmech.experiments.methods.mnist_recipes). Finished runs are kept
+# in docs/results/mnist/runs.jsonl as they end, so the preset resumes after a kill.
+MNIST_METHODS = ("nonprivate", "dpsgd", "dpsgd_tfprivacy", "dpsgd_scatter", "fm_head_scatter", "outpert_head_scatter")
+register_preset(
+    "mnist", "the whole MNIST (60,000 private training images, 10,000 test images, no public data): DP-SGD's tanh "
+             "CNN on tfdpmech's engine and on tensorflow-privacy, DP-SGD and the noise-once heads on ScatterNet "
+             "features; δ = 1e-5; resumes from docs/results/mnist/runs.jsonl",
+    {"datasets": ("mnist",), "methods": MNIST_METHODS, "epsilons": (0.25, 0.5, 1.0, 2.0, 3.0), "seeds": (0, 1, 2),
+     "model": "tanh_cnn", "public": 0, "delta": 1e-5, "epochs": 40, "batch_size": 512, "audit": ("mia",),
+     "out": "docs/results/mnist", "resume": True, "options": {"nonprivate_epochs": 20}},
+    {"seeds": (0,), "epsilons": (1.0,), "out": "results", "resume": False,
+     "options": {"max_private": 600, "max_test": 400, "dpsgd_epochs": 2, "nonprivate_epochs": 2}})

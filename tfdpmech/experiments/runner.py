@@ -30,6 +30,7 @@ from . import methods as _methods  # noqa: F401  (registers the built-in methods
 from .context import MODEL_FAMILIES, TABULAR_MODELS, Context, build_context, dataset_kind
 from .progress import Progress
 from .registry import METHODS, Method, Prepared, canonical_name, method as get_method
+from .run_store import RunStore
 
 __all__ = ["CompareConfig", "run_comparison", "AUDITS", "register_audit", "PeakMemory", "device_description"]
 
@@ -60,6 +61,8 @@ class CompareConfig:
         left_out: methods of the preset's list this installation cannot run, ``{name: reason}`` (set by
             ``tfdpmech compare``; results.md lists them).
         out, verbose, preset: where the report goes, progress on/off, the preset's name.
+        resume: keep every finished run in ``out/runs.jsonl`` as it ends and do not run again the
+            runs found there (:mod:`~tfdpmech.experiments.run_store`): a long preset survives a kill.
     """
 
     datasets: tuple = ("mnist_sample",)
@@ -79,6 +82,7 @@ class CompareConfig:
     out: str = "results"
     verbose: int = 1
     preset: str = "demo"
+    resume: bool = False
 
     def validate(self) -> "CompareConfig":
         """Check every setting before anything is trained; ValueError naming the setting and the fix."""
@@ -392,6 +396,9 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
     log(f"tfdpmech compare ({config.preset}): {total} runs on {', '.join(config.datasets)}, model={config.model}, "
         f"{device}")
     progress = Progress(total, verbose=config.verbose)
+    store = RunStore(config.out, config) if config.resume else None
+    if store is not None and len(store):
+        log(f"resuming: {len(store)} finished runs in {store.path} are not run again")
     runs, skipped, audit_report, i = [], [], {}, 0
     for ctx, plan in plans:
         audits = []
@@ -418,6 +425,17 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.done = done_before + epoch / epochs
                 progress.update(0, label, f"epoch {epoch}/{epochs} acc {acc:.3f}")
 
+            key = store.key(ctx.dataset, method.name, epsilon, seed) if store else None
+            stored = store.get(key) if store else None
+            if stored is not None:  # finished before: its stored result, not run again
+                progress.done = i
+                if "run" in stored:
+                    runs.append(stored["run"])
+                    progress.finish_run(label, f"acc {stored['run']['accuracy']:.4f} (stored in {store.path})")
+                else:
+                    skipped.append(stored["skipped"])
+                    progress.finish_run(label, "skipped: ε not certifiable (stored)")
+                continue
             try:
                 result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch)
             except NotCertifiableError as exc:  # raised by the calibration, before anything trained
@@ -425,10 +443,14 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.finish_run(label, "skipped: ε not certifiable")
                 skipped.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon,
                                 "seed": seed, "reason": str(exc)})
+                if store:
+                    store.add(key, skipped=skipped[-1])
                 continue
             progress.done = i
             progress.finish_run(label, f"acc {result.accuracy:.4f}, {_epsilon_words(result)}")
             runs.append(result.to_dict())
+            if store:
+                store.add(key, run=runs[-1])
     progress.close()
     return {
         "schema": SCHEMA_VERSION,

@@ -16,10 +16,10 @@ from .public_data import (
     PublicSplit, check_disjoint, load_digits_public, public_split, record_hashes, split_public,
 )
 from .random import RandomFourierFeatures, random_features
-from .scatter import ScatteringProjection, scatter_features
+from .scatter import ScatteringProjection, scatter_features, scattering_coefficients
 
 __all__ = [
     "FeatureExtractor", "weights_fingerprint", "public_features", "layer_bounds", "random_features",
-    "RandomFourierFeatures", "scatter_features", "ScatteringProjection", "PublicSplit", "split_public", "load_digits_public", "public_split",
+    "RandomFourierFeatures", "scatter_features", "scattering_coefficients", "ScatteringProjection", "PublicSplit", "split_public", "load_digits_public", "public_split",
     "check_disjoint", "record_hashes",
 ]

@@ -22,7 +22,7 @@ from ..validation import check_positive_int
 from .extractor import FeatureExtractor
 from .seeded_layer import SeededFeatureLayer
 
-__all__ = ["ScatteringProjection", "scatter_features"]
+__all__ = ["ScatteringProjection", "scatter_features", "scattering_coefficients"]
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
@@ -81,3 +81,29 @@ def scatter_features(input_shape=(28, 28, 1), *, J: int = 2, units: int = 512, s
                   f"{units}-dimensional Gaussian random projection drawn from numpy.random.default_rng({seed}), "
                   "independent of any data: ε = 0")
     return FeatureExtractor(model, name=f"scatter:J{J}:{units}", provenance=provenance)
+
+
+def scattering_coefficients(x, *, J: int = 2, groups: int = 27, batch_size: int = 1000) -> np.ndarray:
+    """ScatterNet features of each image, normalised per record: ``(n, 81·(H/2^J)·(W/2^J))`` float32.
+
+    Tramèr & Boneh's features for DP-SGD: the 2-D scattering transform (J = 2, 8 angles: 81
+    channels), then each record's channels split into ``groups`` groups, each group shifted and
+    scaled to mean 0 and variance 1 over its own coefficients (group normalisation without learned
+    parameters). Every step is a fixed function of the one record (no statistic across records), so
+    computing them releases nothing (ε = 0); DP-SGD then trains on them like on any input.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 4 or x.shape[-1] != 1:
+        raise ValueError(f"x must be (n, H, W, 1) images, got shape {x.shape}")
+    from .kymatio_compat import kymatio_tensorflow  # ImportError naming the extra when kymatio is missing
+
+    scattering = kymatio_tensorflow.Scattering2D(J=check_positive_int(J, "J"), shape=x.shape[1:3])
+    parts = [np.asarray(scattering(tf.constant(x[i:i + batch_size, ..., 0]))) for i in range(0, len(x), batch_size)]
+    coefficients = np.concatenate(parts)  # (n, 81, H', W')
+    channels = coefficients.shape[1]
+    groups = check_positive_int(groups, "groups")
+    if channels % groups:
+        raise ValueError(f"groups={groups} must divide the {channels} scattering channels (e.g. 27, 9 or 3)")
+    grouped = coefficients.reshape(len(x), groups, -1)
+    grouped = (grouped - grouped.mean(axis=2, keepdims=True)) / np.sqrt(grouped.var(axis=2, keepdims=True) + 1e-5)
+    return grouped.reshape(len(x), -1).astype(np.float32)

@@ -2,6 +2,7 @@
 
 * :mod:`.mnist`: AdLM's MNIST networks (``mnist_cnn``, ``mlp``) and the standard-layer
   ``standard_cnn`` / ``standard_mlp`` (non-private baseline, DP-SGD).
+* :mod:`.tanh_cnn`: DP-SGD's MNIST baseline CNN (Papernot et al. 2021; Tramèr & Boneh 2021).
 
 The papers' own models live in their paper's subpackage and are offered here too (resolved on
 first access, :mod:`tfdpmech._lazy`):
@@ -17,6 +18,7 @@ first access, :mod:`tfdpmech._lazy`):
 
 from .._lazy import lazy_attributes
 from .mnist import mlp, mnist_cnn, standard_cnn, standard_mlp
+from .tanh_cnn import tanh_cnn
 
 _ERM = "tfdpmech.mechanisms.input_perturbation.models"
 _CONVEXIFIED = "tfdpmech.mechanisms.output_perturbation.convexified_mlp"
@@ -32,7 +34,7 @@ _PAPER_MODELS = {
 __getattr__, __dir__ = lazy_attributes(__name__, _PAPER_MODELS, ("afrrs", "authors", "convexified", "erm"))
 
 __all__ = [
-    "mnist_cnn", "mlp", "standard_cnn", "standard_mlp", "linear_model", "paper_mlp", "L2BallConstraint",
+    "mnist_cnn", "mlp", "standard_cnn", "standard_mlp", "tanh_cnn", "linear_model", "paper_mlp", "L2BallConstraint",
     "convexified_mlp", "logits_model_from", "afrrs_mnist_model", "afrrs_cifar_model", "authors_mnist_network",
     "lenet5_relevance_model", "pcdbn_authors_network",
 ]

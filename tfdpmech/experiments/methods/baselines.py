@@ -10,6 +10,7 @@ from ...losses import TaylorCrossEntropy, taylor_coefficients
 from ...mechanisms.input_perturbation import logistic_constants
 from ...models import linear_model as erm_linear_model
 from ..registry import Prepared, register_method
+from .mnist_recipes import NONPRIVATE_CNN
 
 
 def full_batch(x, y) -> tf.data.Dataset:
@@ -36,6 +37,8 @@ def _nonprivate(ctx, epsilon, seed) -> Prepared:
         lr = 1.0 / (k.phi2 * np.linalg.eigvalsh(x.T @ x / len(x))[-1] + k.l2)
         model.compile(keras.optimizers.SGD(lr), loss=tabular_loss(ctx.num_classes))
         return Prepared(model, full_batch(ctx.x_private, tabular_labels(ctx, ctx.y_private)))
+    if ctx.config.model == "tanh_cnn":  # DP-SGD's network, cross-entropy, plain SGD with momentum
+        return _nonprivate_cnn(ctx, seed)
     # the AdLM network and Taylor loss with the noise off: the same code path as the mechanisms
     model = ctx.build("private")
     model.compile(ctx.optimizer(), loss=TaylorCrossEntropy(batch_size=ctx.config.batch_size))
@@ -45,6 +48,20 @@ def _nonprivate(ctx, epsilon, seed) -> Prepared:
                     notes={"records_per_epoch": "full batches only (the Taylor loss is calibrated per batch size)"})
 
 
+def _nonprivate_cnn(ctx, seed) -> Prepared:
+    recipe = NONPRIVATE_CNN
+    model = ctx.build("standard")
+    model.compile(keras.optimizers.SGD(recipe.learning_rate, momentum=recipe.momentum),
+                  loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    batch = min(recipe.batch_size, ctx.n_private)
+    train = (tf.data.Dataset.from_tensor_slices((ctx.x_private, ctx.y_private))
+             .shuffle(ctx.n_private, seed=seed).batch(batch))
+    epochs = int((ctx.config.options or {}).get("nonprivate_epochs", recipe.epochs))
+    return Prepared(model, train, epochs=epochs,
+                    notes={"recipe": "tfdpmech.experiments.methods.mnist_recipes.NONPRIVATE_CNN", "network": model.name})
+
+
 register_method("nonprivate", _nonprivate,
-                "no privacy: images: the AdLM network and Taylor loss with the noise off; tabular: L2-regularised "
+                "no privacy: images: the AdLM network and Taylor loss with the noise off (model tanh_cnn: that CNN "
+                "with cross-entropy and SGD); tabular: L2-regularised "
                 "logistic regression by full-batch gradient descent", mode="none", data=("image", "tabular"))

@@ -20,7 +20,11 @@ engine (``notes["engine"]``) and the report states it.
 Tabular data: the bias-free linear model of the DP-ERM methods, δ = 1/n² as theirs.
 
 ``options`` of the comparison: ``dpsgd_epochs`` overrides the number of epochs of the image
-methods (the quick presets and the benchmark use it to keep runs short).
+methods, as an int or ``{ε: epochs}`` (the quick presets and the benchmark use it to keep runs short).
+
+Model ``tanh_cnn`` (the whole-MNIST preset): ``dpsgd`` runs tfdpmech's own engine with Tramèr &
+Boneh's recipe (:mod:`.mnist_recipes`); ``dpsgd_tfprivacy`` is the same run through
+tensorflow-privacy; ``dpsgd_scatter`` is DP-SGD on a linear model over ScatterNet features.
 """
 
 from __future__ import annotations
@@ -31,16 +35,18 @@ import numpy as np
 from ...accounting.ledger import Release
 from ...contract import release
 from ...dpsgd import DPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, OptimizerSettings, PoissonDPSGD, make_dpsgd, tanh_mlp
+from ...features import scattering_coefficients
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
 from ..registry import Build, register_mechanism
 from .baselines import tabular_labels, tabular_loss
+from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for
 
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model (as the functional head)
 
 
-def _epochs(ctx, default: int) -> int:
-    return int((ctx.config.options or {}).get("dpsgd_epochs", default))
+def _epochs(ctx, default: int, epsilon=None) -> int:
+    return epochs_for(ctx.config.options, epsilon, default)
 
 
 def _build(dp, model, x, y, notes=None, **options) -> Build:
@@ -64,8 +70,16 @@ def _tabular(ctx, epsilon, seed, sampling) -> Build:
                   metrics=(), seed=seed)
 
 
-def _image(ctx, epsilon, seed, sampling) -> Build:
+def _image(ctx, epsilon, seed, sampling, engine="auto") -> Build:
     cfg = ctx.config
+    if cfg.model == "tanh_cnn":  # DP-SGD's MNIST baseline with its published recipe (mnist_recipes)
+        recipe = TANH_CNN_RECIPE.replace(epochs=_epochs(ctx, TANH_CNN_RECIPE.epochs, epsilon))
+        model = ctx.build("standard")
+        dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling,
+                        engine="tfdpmech" if engine == "auto" else engine)
+        notes = {"recipe": "Tramèr & Boneh 2021 (tfdpmech.experiments.methods.mnist_recipes.TANH_CNN_RECIPE)",
+                 "network": model.name, "epochs": recipe.epochs}
+        return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
     if cfg.model == "mlp":  # the stated recipe
         recipe = RECIPE.replace(epochs=_epochs(ctx, RECIPE.epochs))
         model = tanh_mlp(ctx.num_classes, input_shape=ctx.x_private.shape[1:], activation=recipe.activation,
@@ -84,6 +98,36 @@ def _dpsgd(sampling):
     def build(ctx, epsilon, seed) -> Build:
         return (_tabular if ctx.kind == "tabular" else _image)(ctx, epsilon, seed, sampling)
     return build
+
+
+def _tf_privacy(ctx, epsilon, seed) -> Build:
+    """The ``dpsgd`` run through tensorflow-privacy's DP Keras model: same network, data, σ and sampling."""
+    return _image(ctx, epsilon, seed, "poisson", engine="tensorflow_privacy")
+
+
+def _scatter(ctx, epsilon, seed) -> Build:
+    """DP-SGD on a linear model over ScatterNet features normalised per record (ε = 0 for the features)."""
+    features = scattering_coefficients(ctx.x_private)
+    recipe = SCATTER_LINEAR_RECIPE.replace(epochs=_epochs(ctx, SCATTER_LINEAR_RECIPE.epochs, epsilon))
+    dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech")
+    head = keras.Sequential([keras.Input((features.shape[1],)), keras.layers.Dense(ctx.num_classes)],
+                            name="scatter_linear")
+    built = _build(dp, head, features, ctx.y_private,
+                   {"features": "ScatterNet (kymatio J = 2, 81 channels, per-record group norm, 27 groups)",
+                    "recipe": "tfdpmech.experiments.methods.mnist_recipes.SCATTER_LINEAR_RECIPE", "epochs": recipe.epochs},
+                   seed=seed)
+    built.prepared["model"] = _ScatterModel(head)
+    return built
+
+
+class _ScatterModel:
+    """The evaluated model: per-record ScatterNet features, then the DP-trained linear head."""
+
+    def __init__(self, head):
+        self.head = head
+
+    def __call__(self, x, training=False):
+        return self.head(scattering_coefficients(np.asarray(x)), training=training)
 
 
 # --- public pre-training ------------------------------------------------------------------------
@@ -180,6 +224,17 @@ register_mechanism("dpsgd", _dpsgd("poisson"),
                 "DP-SGD (Abadi et al. 2016) with Poisson sampling (noisy sum / expected "
                 "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe (tfdpmech.dpsgd.recipe)",
                 mode="private", paper="dpsgd", data=("image", "tabular"))
+register_mechanism("dpsgd_tfprivacy", _tf_privacy,
+                "the dpsgd run through tensorflow-privacy's DP Keras model (its Poisson train step and clipping; "
+                "TensorFlow 2.15 stack): same network, data, σ and sampling as dpsgd, proven",
+                mode="private", paper="dpsgd",
+                requires=(("tensorflow_privacy", "tensorflow-privacy: pip install 'tfdpmech[dpsgd]' on Python 3.11 "
+                                                 "(make test-tfprivacy's stack)"),))
+register_mechanism("dpsgd_scatter", _scatter,
+                "DP-SGD (Poisson) on a linear model over ScatterNet features normalised per record (Tramèr & Boneh "
+                "2021; data-independent, no public data): proven",
+                mode="private", paper="dpsgd",
+                requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))
 register_mechanism("dpsgd_shuffled", _dpsgd("shuffled"),
                 "DP-SGD with shuffled fixed-size batches, same hyper-parameters as dpsgd: the Poisson ε is claimed, "
                 "the any-order ε (no amplification by sampling) is provable",

@@ -36,12 +36,13 @@ def public_head(head_class, training: dict = CLOSED_FORM, **options):
     return build
 
 
-def _scatter(ctx, epsilon, seed) -> Build:
-    """The Gaussian head on data-independent scattering features: no public data at all."""
-    feats = scatter_features(tuple(ctx.x_private.shape[1:]), seed=seed)  # ε = 0: fixed filters, seeded projection
-    head = FunctionalHead(feats, ctx.num_classes, mechanism="gaussian", epsilon=epsilon, delta=ctx.config.delta,
-                          seed=seed)
-    return Build(head, x=ctx.x_private, y=ctx.y_private, notes={"features": feats.name, **CLOSED_FORM})
+def scatter_head(head_class, training: dict = CLOSED_FORM, **options):
+    """``build`` of a closed-form Gaussian head on data-independent scattering features: no public data at all."""
+    def build(ctx, epsilon, seed) -> Build:
+        feats = scatter_features(tuple(ctx.x_private.shape[1:]), seed=seed)  # ε = 0: fixed filters, seeded projection
+        head = head_class(feats, ctx.num_classes, epsilon=epsilon, delta=ctx.config.delta, seed=seed, **options)
+        return Build(head, x=ctx.x_private, y=ctx.y_private, notes={"features": feats.name, **training})
+    return build
 
 
 def _public_only(ctx, epsilon, seed) -> Prepared:
@@ -65,7 +66,7 @@ register_mechanism(
     "functional-mechanism head with Gaussian noise once (features clipped to unit norm, σ from dp_accounting): "
     "(ε, δ) proven", mode="private", uses_public=True)
 register_mechanism(
-    "fm_head_scatter", _scatter,
+    "fm_head_scatter", scatter_head(FunctionalHead, mechanism="gaussian"),
     "functional-mechanism head (Gaussian) on data-independent features: the 2-D scattering transform (Tramèr & "
     "Boneh 2021, kymatio, J = 2) and a fixed 512-dim random projection; no public data; (ε, δ) proven",
     mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))
@@ -75,4 +76,4 @@ for _old, _paper in (("adlm_private", "AdLM"), ("ilm_private", "ILM")):
                    "(Algorithm 1's loss-coefficient release, once over the private set; the allocation only matters "
                    "for a first-layer release it does not make): the same function as fm_head, one name")
 
-__all__ = ["FEATURE_LAYER", "public_head"]
+__all__ = ["FEATURE_LAYER", "public_head", "scatter_head"]

@@ -21,7 +21,7 @@ from ...accounting.query_budget import QueryBudgetAccountant
 from ...mechanisms.output_perturbation import DPPredictor, compute_bounds
 from ...models import convexified_mlp
 from ..registry import Build, register_alias, register_mechanism
-from .functional_head import public_head
+from .functional_head import public_head, scatter_head
 
 L2 = 0.001  # Lu et al. Table 4
 
@@ -61,11 +61,16 @@ register_mechanism("outpert_paper_bound", _query_time("private"),
                    mode="reference", paper="output_perturbation", data=("image", "tabular"))
 register_alias("outpert_private", "outpert_paper_bound",
                "its old name; renamed because its proof rested on Lu et al.'s unproven sensitivity bound (Eq. 18)")
+_SOLVED = {"training": "L-BFGS + Newton to the exact minimiser, noise on the weights once (no epochs)"}
 register_mechanism("outpert_head",
-                   public_head(OutputPerturbationHead, delta=lambda ctx: ctx.config.delta, training={"training": (
-                       "L-BFGS + Newton to the exact minimiser, noise on the weights once (no epochs)")}),
+                   public_head(OutputPerturbationHead, delta=lambda ctx: ctx.config.delta, training=_SOLVED),
                    "output perturbation that is proven (Chaudhuri, Monteleoni & Sarwate 2011, Corollary 8): "
                    "one-vs-rest L2-regularised logistic regression on the public model's bounded features mapped to "
                    "the unit sphere, solved to the minimiser, Gaussian noise on the weights once (σ from "
                    "dp_accounting for the K classes together); then any number of queries: (ε, δ) proven",
                    mode="private", paper="output_perturbation", uses_public=True)
+register_mechanism("outpert_head_scatter", scatter_head(OutputPerturbationHead, training=_SOLVED),
+                   "outpert_head (Chaudhuri et al. 2011, proven) on the data-independent scattering features of "
+                   "fm_head_scatter instead of a public model's: no public data; (ε, δ) proven",
+                   mode="private", paper="output_perturbation",
+                   requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))

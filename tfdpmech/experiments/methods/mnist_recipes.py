@@ -1,0 +1,49 @@
+"""The hyper-parameters of the whole-MNIST preset's DP-SGD rows, stated before any run.
+
+- :data:`TANH_CNN_RECIPE`: Tramèr & Boneh's published MNIST setting for the tanh CNN
+  (``tfdpmech.models.tanh_cnn``; ICLR 2021, their repository's ``cnns.py --dataset=mnist
+  --batch_size=512 --lr=0.5``): expected batch 512, clipping norm C = 0.1, SGD with momentum
+  0.9 and step 0.5 on the mean clipped gradient (noisy sum / expected batch, as here), 40 epochs.
+- :data:`SCATTER_LINEAR_RECIPE`: their linear model on ScatterNet features (``baselines.py
+  --dataset=mnist --batch_size=4096 --lr=8``), with the features normalised per record (a fixed,
+  data-independent map) instead of their privately estimated batch norm.
+- :data:`NONPRIVATE_CNN`: the same CNN without privacy: cross-entropy, SGD with momentum 0.9 and
+  step 0.1, batch 512.
+
+``reference_n`` is the 60,000 training images: a quick run on a few hundred records keeps the
+sampling probability q = 512 / 60,000. The number of epochs of a run can be set per ε through the
+comparison's ``options["dpsgd_epochs"]`` (an int, or ``{ε: epochs}``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...dpsgd import Recipe
+
+__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for"]
+
+TANH_CNN_RECIPE = Recipe(expected_batch_size=512, epochs=40, l2_norm_clip=0.1, learning_rate=0.5, optimizer="sgd",
+                         momentum=0.9, accountant="pld", reference_n=60_000)
+SCATTER_LINEAR_RECIPE = Recipe(expected_batch_size=4096, epochs=40, l2_norm_clip=0.1, learning_rate=8.0,
+                               optimizer="sgd", momentum=0.9, accountant="pld", reference_n=60_000)
+
+
+@dataclasses.dataclass(frozen=True)
+class NonPrivateRecipe:
+    batch_size: int = 512
+    learning_rate: float = 0.1
+    momentum: float = 0.9
+    epochs: int = 20
+
+
+NONPRIVATE_CNN = NonPrivateRecipe()
+
+
+def epochs_for(options: dict, epsilon, default: int) -> int:
+    """The epochs of a run at ``epsilon``: ``options["dpsgd_epochs"]`` as an int or ``{ε: epochs}``, else ``default``."""
+    chosen = (options or {}).get("dpsgd_epochs", default)
+    if isinstance(chosen, dict):
+        matches = [v for k, v in chosen.items() if epsilon is not None and abs(float(k) - float(epsilon)) < 1e-12]
+        chosen = matches[0] if matches else default
+    return int(chosen)

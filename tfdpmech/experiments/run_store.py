@@ -1,0 +1,67 @@
+"""Finished runs of a comparison kept on disk, so that a long preset resumes where it stopped.
+
+``<out>/runs.jsonl`` holds one JSON line per finished run (or per run skipped as not certifiable),
+written and flushed to disk the moment the run ends. A comparison started again with ``resume``
+on reads the file and does not run again what it finds there; a line cut short by a kill is
+ignored (that run is simply run again). A run is found by its key: the dataset, method, ε and seed
+together with every setting of the comparison that changes what the run computes (the model
+family, epochs, batch size, learning rate, δ, public data, options and audits), so changing a
+setting never returns a stale result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+__all__ = ["RunStore", "RUNS_FILE"]
+
+RUNS_FILE = "runs.jsonl"
+
+# the CompareConfig fields that change what a run computes
+_RUN_SETTINGS = ("model", "epochs", "batch_size", "learning_rate", "delta", "public", "l2", "options", "audit")
+
+
+class RunStore:
+    """The finished runs in ``folder/runs.jsonl``; ``get`` one by its key, ``add`` one as it ends."""
+
+    def __init__(self, folder, config):
+        self.path = Path(folder) / RUNS_FILE
+        self._settings = {name: getattr(config, name) for name in _RUN_SETTINGS}
+        self._done: dict[str, dict] = {}
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:  # the last line of a killed run: run it again
+                    continue
+                self._done[entry["key"]] = entry
+
+    def key(self, dataset: str, method: str, epsilon, seed: int) -> str:
+        what = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, **self._settings}
+        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+    def get(self, key: str) -> dict | None:
+        """``{"run": result dict}`` or ``{"skipped": record}`` stored under ``key``, or None."""
+        return self._done.get(key)
+
+    def add(self, key: str, *, run: dict | None = None, skipped: dict | None = None) -> None:
+        entry = {"key": key, "run": run} if run is not None else {"key": key, "skipped": skipped}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, sort_keys=True, default=_plain) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._done[key] = entry
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+
+def _plain(value):
+    """JSON for the numpy scalars and arrays a result may hold."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
