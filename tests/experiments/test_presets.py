@@ -13,9 +13,21 @@ def _runnable(config):
     return config
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+def _needs_whole_mnist(config):
+    if "mnist" in config.datasets:
+        from tfdpmech import data
+
+        try:
+            data.load("mnist")
+        except (RuntimeError, ValueError) as exc:
+            pytest.skip(f"the whole MNIST is not here ({exc}); set $TFDPMECH_DATA_DIR (.ci/run does)")
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name == "mnist" else name
+                                  for name in sorted(PRESETS)])
 def test_quick_run_of_each_preset_has_the_one_schema(name, tmp_path):
     config = _runnable(preset_config(name, quick=True, audit=(), verbose=0))
+    _needs_whole_mnist(config)
     results = run_comparison(config)
     check_results_schema(results)
     files = write_report(results, str(tmp_path / name))

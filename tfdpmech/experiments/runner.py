@@ -425,8 +425,8 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.done = done_before + epoch / epochs
                 progress.update(0, label, f"epoch {epoch}/{epochs} acc {acc:.3f}")
 
-            key = store.key(ctx.dataset, method.name, epsilon, seed) if store else None
-            stored = store.get(key) if store else None
+            key = store.key(ctx.dataset, method.name, epsilon, seed) if store is not None else None
+            stored = store.get(key) if store is not None else None
             if stored is not None:  # finished before: its stored result, not run again
                 progress.done = i
                 if "run" in stored:
@@ -443,13 +443,13 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.finish_run(label, "skipped: ε not certifiable")
                 skipped.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon,
                                 "seed": seed, "reason": str(exc)})
-                if store:
+                if store is not None:
                     store.add(key, skipped=skipped[-1])
                 continue
             progress.done = i
             progress.finish_run(label, f"acc {result.accuracy:.4f}, {_epsilon_words(result)}")
             runs.append(result.to_dict())
-            if store:
+            if store is not None:
                 store.add(key, run=runs[-1])
     progress.close()
     return {

@@ -1,0 +1,74 @@
+"""A comparison with ``resume`` keeps every finished run as it ends and never runs it again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tfdpmech.experiments import preset_config, run_comparison
+from tfdpmech.experiments import runner as runner_module
+from tfdpmech.experiments.run_store import RUNS_FILE, RunStore
+
+
+def _config(out, **changes):
+    settings = dict(methods=("nonprivate", "ip_private"), epsilons=(1.0,), seeds=(0,), audit=(), verbose=0,
+                    out=str(out), resume=True)
+    settings.update(changes)
+    return preset_config("dp_erm", quick=True, **settings)
+
+
+def test_a_second_comparison_reads_the_finished_runs_and_trains_nothing(tmp_path, monkeypatch):
+    first = run_comparison(_config(tmp_path))
+    lines = (tmp_path / RUNS_FILE).read_text().splitlines()
+    assert len(lines) == len(first["runs"]) == 2  # written as each run ended
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a stored run was trained again")
+
+    monkeypatch.setattr(runner_module, "run_one", no_training)
+    again = run_comparison(_config(tmp_path))
+    assert again["runs"] == json.loads(json.dumps(first["runs"]))
+
+
+def test_a_run_cut_short_by_a_kill_is_run_again(tmp_path, monkeypatch):
+    run_comparison(_config(tmp_path))
+    path = tmp_path / RUNS_FILE
+    first, second = path.read_text().splitlines()
+    path.write_text(first + "\n" + second[: len(second) // 2])  # the last line was being written
+    trained = []
+    real = runner_module.run_one
+
+    def counting(ctx, method, *args, **kwargs):
+        trained.append(method.name)
+        return real(ctx, method, *args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "run_one", counting)
+    results = run_comparison(_config(tmp_path))
+    assert trained == [json.loads(second)["run"]["method"]]  # only the run whose line was cut
+    assert len(results["runs"]) == 2
+
+
+def test_a_changed_setting_is_a_new_run(tmp_path):
+    base = RunStore(tmp_path, _config(tmp_path))
+    key = base.key("breast_cancer", "ip_private", 1.0, 0)
+    assert key == RunStore(tmp_path, _config(tmp_path)).key("breast_cancer", "ip_private", 1.0, 0)
+    for changes in ({"epochs": 21}, {"delta": 1e-6}, {"options": {"kifer_steps": 151}}):
+        other = RunStore(tmp_path, _config(tmp_path, **changes))
+        assert other.key("breast_cancer", "ip_private", 1.0, 0) != key, changes
+    assert base.key("breast_cancer", "ip_private", 1.0, 1) != key
+    assert base.key("breast_cancer", "ip_private", 0.5, 0) != key
+
+
+def test_without_resume_nothing_is_kept(tmp_path):
+    run_comparison(_config(tmp_path, resume=False))
+    assert not (tmp_path / RUNS_FILE).exists()
+
+
+@pytest.mark.parametrize("flag, expected", [([], True), (["--no-resume"], False)])
+def test_the_mnist_preset_resumes_by_default(flag, expected):
+    from tfdpmech.cli import _parser
+
+    args = _parser().parse_args(["compare", "--preset", "mnist", *flag])
+    config = preset_config("mnist", resume=args.resume, out=args.out)
+    assert config.resume is expected and config.out == "docs/results/mnist"
