@@ -111,3 +111,13 @@ def test_reorder_refuses_other_records():
         data_order.reorder_like(images[:19], labels[:19], reference, what="toy")
     with pytest.raises(TypeError, match="uint8"):
         data_order.fingerprints(images.astype(np.float32), labels)
+
+
+def test_validation_split_never_holds_a_test_image(shared):
+    _, splits = shared
+    validation = data.load("mnist_validation")
+    assert validation.x_train.shape == (55000, 28, 28, 1) and validation.x_test.shape == (5000, 28, 28, 1)
+    np.testing.assert_array_equal(validation.x_train, splits.x_train[:55000])
+    np.testing.assert_array_equal(validation.x_test, splits.x_train[55000:])
+    np.testing.assert_array_equal(validation.y_test, splits.y_train[55000:])
+    assert "test set unused" in validation.source
