@@ -98,6 +98,19 @@ register_preset(
 # The whole MNIST (60,000 training images private, the 10,000 test images the test set), no public data;
 # DP-SGD at Tramèr & Boneh's published recipe (tfdpmech.experiments.methods.mnist_recipes). Finished runs are kept
 # in docs/results/mnist/runs.jsonl as they end, so the preset resumes after a kill.
+_TB = "Tramèr & Boneh, ICLR 2021 (arXiv 2011.11660), Table 1 / their repository's README, δ = 1e-5"
+MNIST_PUBLISHED = (
+    {"label": "DP-SGD, tanh CNN (Tramèr & Boneh 2021)", "epsilon": 3.0, "delta": 1e-5, "accuracy": 0.981,
+     "source": _TB},
+    {"label": "DP-SGD, ScatterNet + linear (Tramèr & Boneh 2021)", "epsilon": 3.0, "delta": 1e-5, "accuracy": 0.987,
+     "source": _TB},
+    {"label": "AdLM (Phan et al. 2017)", "epsilon": 0.25, "accuracy": 0.902, "source": "Phan et al., arXiv 1709.05750 (corrected), Fig. 4a"},
+    {"label": "ILM (Phan et al. 2017)", "epsilon": 0.25, "accuracy": 0.8846, "source": "Phan et al., arXiv 1709.05750 (corrected), Fig. 4a"},
+    {"label": "pCDBN (Phan et al. 2017)", "epsilon": 0.5, "accuracy": 0.9308, "source": "Phan, Wu & Dou, Machine Learning 2017 (corrected), Fig. 5b, 2,400 epochs"},
+    {"label": "AFRRS (Wang et al.)", "epsilon": 0.6, "accuracy": 0.988, "source": "Wang, Xie, Tan, Li & Wang, Table 3"},
+    {"label": "pSGD (DP-SGD of Phan et al. 2017)", "epsilon": 0.25, "accuracy": 0.8209,
+     "source": "Phan et al., arXiv 1709.05750 (corrected), Fig. 4a"},
+)
 MNIST_METHODS = ("nonprivate", "dpsgd", "dpsgd_tfprivacy", "dpsgd_scatter", "fm_head_scatter", "outpert_head_scatter")
 register_preset(
     "mnist", "the whole MNIST (60,000 private training images, 10,000 test images, no public data): DP-SGD's tanh "
@@ -105,6 +118,7 @@ register_preset(
              "features; δ = 1e-5; resumes from docs/results/mnist/runs.jsonl",
     {"datasets": ("mnist",), "methods": MNIST_METHODS, "epsilons": (0.25, 0.5, 1.0, 2.0, 3.0), "seeds": (0, 1, 2),
      "model": "tanh_cnn", "public": 0, "delta": 1e-5, "epochs": 40, "batch_size": 512, "audit": ("mia",),
-     "out": "docs/results/mnist", "resume": True, "options": {"nonprivate_epochs": 20}},
+     "out": "docs/results/mnist", "resume": True, "options": {"nonprivate_epochs": 20},
+     "published": MNIST_PUBLISHED},
     {"seeds": (0,), "epsilons": (1.0,), "out": "results", "resume": False,
      "options": {"max_private": 600, "max_test": 400, "dpsgd_epochs": 2, "nonprivate_epochs": 2}})

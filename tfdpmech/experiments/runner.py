@@ -61,6 +61,8 @@ class CompareConfig:
         left_out: methods of the preset's list this installation cannot run, ``{name: reason}`` (set by
             ``tfdpmech compare``; results.md lists them).
         out, verbose, preset: where the report goes, progress on/off, the preset's name.
+        published: the papers' own numbers the report sets beside the runs, ``{"label", "epsilon",
+            "accuracy", "source"[, "delta"]}`` each (drawn as points, never as measured rows).
         resume: keep every finished run in ``out/runs.jsonl`` as it ends and do not run again the
             runs found there (:mod:`~tfdpmech.experiments.run_store`): a long preset survives a kill.
     """
@@ -83,6 +85,7 @@ class CompareConfig:
     verbose: int = 1
     preset: str = "demo"
     resume: bool = False
+    published: tuple = ()
 
     def validate(self) -> "CompareConfig":
         """Check every setting before anything is trained; ValueError naming the setting and the fix."""
@@ -116,6 +119,10 @@ class CompareConfig:
             cap = (self.options or {}).get(key)
             if cap is not None and cap != 0:
                 check_positive_int(cap, f"{key} (--{key.replace('_', '-')}, 0 for all records)")
+        for point in self.published:
+            missing = {"label", "epsilon", "accuracy", "source"} - set(point)
+            if missing or not 0.0 < float(point["accuracy"]) <= 1.0 or not float(point["epsilon"]) > 0.0:
+                raise ValueError(f"published point {point!r}: give label, epsilon > 0, accuracy in (0, 1] and source")
         unknown_audits = [a for a in self.audit if a not in AUDITS]
         if unknown_audits:
             raise ValueError(f"unknown audit(s) {unknown_audits}; choose from {sorted(AUDITS)} or none")

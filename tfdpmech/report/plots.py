@@ -68,7 +68,7 @@ def _audit_panel(ax, subset: list[dict], methods: list[str]) -> None:
     ax.legend(unique.values(), unique.keys(), fontsize=7)
 
 
-def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
+def plot_accuracy_vs_epsilon(rows: list[dict], path: str, published: list | tuple = ()) -> None:
     """Per dataset, the same runs at their claimed (left) and provable (middle) ε, and audited (right).
 
     Runs without a proof are absent from the middle panel and named under it. Every legend entry
@@ -77,6 +77,8 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
     (it never touches it), ``nonprivate`` as no privacy. The right panel,
     drawn when the canary audit ran, places every run at its audited ε lower bound; a red ✕ marks
     a bound above the provable ε (a bug), "claim refuted" one above the claimed ε only.
+    ``published`` points (``{"label", "epsilon", "accuracy"}``: a paper's own number, not measured
+    here) are drawn as single markers in the claimed panel, never joined by lines.
     """
     import matplotlib.ticker
 
@@ -114,6 +116,10 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
             ax.set_xlabel(title)
             ax.set_title(dataset, fontsize=9)
             ax.grid(alpha=0.3)
+        for k, point in enumerate(published):  # the papers' own claims: points, not lines
+            ax_c.plot([point["epsilon"]], [100 * point["accuracy"]], ls="none", marker="*^vDPX"[k % 6],
+                      markersize=10, markeredgecolor="black", color=f"C{(k + 3) % 10}",
+                      label=f"published: {point['label']}")
         ax_c.set_ylabel("test accuracy (%)")
         ax_c.legend(fontsize=7)
         if unproven:

@@ -131,7 +131,21 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     lines += [f"- **{name}** ({m['mode']}): {m['description']}{_own_setting(results, name)}"
               f"{_engine(results, name)}" for name, m in results["methods"].items()]
     lines += left_out_markdown(results)
+    lines += published_markdown(results)
     return "\n".join(lines) + "\n"
+
+
+def published_markdown(results: dict) -> list[str]:
+    """The papers' own numbers the report is read against (claims of their papers, not measured here)."""
+    points = results["config"].get("published") or ()
+    if not points:
+        return []
+    lines = ["", "Published points (each paper's own claim on the whole MNIST, not measured here; drawn as single "
+                 "markers in accuracy_vs_epsilon.png):", "",
+             "| published | ε (claimed) | δ | accuracy | source |", "|---|---|---|---|---|"]
+    lines += [f"| {p['label']} | {p['epsilon']:g} | {p.get('delta', '–')} | {100 * p['accuracy']:.2f} % | "
+              f"{p['source']} |" for p in points]
+    return lines
 
 
 ENGINE_WORDS = {"tensorflow_privacy": "tensorflow-privacy's DPModel / DP optimizers",
@@ -215,7 +229,8 @@ def write_report(results: dict, out: str) -> dict[str, str]:
             json.dump(json_safe({**results, "summary": rows}), fh, indent=2, allow_nan=False, default=float)
         with open(os.path.join(tmp, "results.md"), "w") as fh:
             fh.write(report_markdown(results, rows))
-        plot_accuracy_vs_epsilon(rows, os.path.join(tmp, "accuracy_vs_epsilon.png"))
+        plot_accuracy_vs_epsilon(rows, os.path.join(tmp, "accuracy_vs_epsilon.png"),
+                                 results["config"].get("published", ()))
         plot_accuracy_vs_epoch(rows, os.path.join(tmp, "accuracy_vs_epoch.png"))
         names = FILES
         if has_step_curves(results["runs"]):
