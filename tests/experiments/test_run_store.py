@@ -72,3 +72,13 @@ def test_the_mnist_preset_resumes_by_default(flag, expected):
     args = _parser().parse_args(["compare", "--preset", "mnist", *flag])
     config = preset_config("mnist", resume=args.resume, out=args.out)
     assert config.resume is expected and config.out == "docs/results/mnist"
+
+
+def test_a_method_can_run_on_part_of_the_grid(tmp_path):
+    config = _config(tmp_path, resume=False, epsilons=(0.5, 1.0), seeds=(0, 1),
+                     subsets={"ip_private": {"epsilons": (1.0,), "seeds": (1,)}})
+    results = run_comparison(config)
+    points = sorted((r["method"], r["epsilon_target"], r["seed"]) for r in results["runs"])
+    assert points == [("ip_private", 1.0, 1), ("nonprivate", None, 0), ("nonprivate", None, 1)]
+    with pytest.raises(ValueError, match="subsets"):
+        _config(tmp_path, subsets={"ip_private": {"seed": (1,)}}).validate()

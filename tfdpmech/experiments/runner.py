@@ -61,6 +61,8 @@ class CompareConfig:
         left_out: methods of the preset's list this installation cannot run, ``{name: reason}`` (set by
             ``tfdpmech compare``; results.md lists them).
         out, verbose, preset: where the report goes, progress on/off, the preset's name.
+        subsets: methods run on part of the grid only, ``{method: {"epsilons": (...), "seeds": (...)}}``
+            (a slow method at fewer points; results.md states it).
         published: the papers' own numbers the report sets beside the runs, ``{"label", "epsilon",
             "accuracy", "source"[, "delta"]}`` each (drawn as points, never as measured rows).
         resume: keep every finished run in ``out/runs.jsonl`` as it ends and do not run again the
@@ -86,6 +88,7 @@ class CompareConfig:
     preset: str = "demo"
     resume: bool = False
     published: tuple = ()
+    subsets: dict = dataclasses.field(default_factory=dict)
 
     def validate(self) -> "CompareConfig":
         """Check every setting before anything is trained; ValueError naming the setting and the fix."""
@@ -119,6 +122,9 @@ class CompareConfig:
             cap = (self.options or {}).get(key)
             if cap is not None and cap != 0:
                 check_positive_int(cap, f"{key} (--{key.replace('_', '-')}, 0 for all records)")
+        for name, subset in self.subsets.items():
+            if not isinstance(subset, dict) or set(subset) - {"epsilons", "seeds"}:
+                raise ValueError(f"subsets[{name!r}]={subset!r}: give a dict with 'epsilons' and/or 'seeds'")
         for point in self.published:
             missing = {"label", "epsilon", "accuracy", "source"} - set(point)
             if missing or not 0.0 < float(point["accuracy"]) <= 1.0 or not float(point["epsilon"]) > 0.0:
@@ -388,8 +394,14 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
 
 
 def _plan(config: CompareConfig, ctx: Context) -> list:
-    return [(METHODS[m], e, s) for m in config.methods if ctx.kind in METHODS[m].data
-            for e in (config.epsilons if METHODS[m].takes_epsilon else (None,)) for s in config.seeds]
+    def grid(name):
+        subset = config.subsets.get(name, {})
+        epsilons = config.epsilons if METHODS[name].takes_epsilon else (None,)
+        if "epsilons" in subset and METHODS[name].takes_epsilon:
+            epsilons = tuple(e for e in epsilons if e in subset["epsilons"])
+        return [(e, s) for e in epsilons for s in config.seeds if s in subset.get("seeds", config.seeds)]
+
+    return [(METHODS[m], e, s) for m in config.methods if ctx.kind in METHODS[m].data for e, s in grid(m)]
 
 
 def run_comparison(config: CompareConfig, *, log=print) -> dict:

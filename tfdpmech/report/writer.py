@@ -131,6 +131,9 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     lines += [f"- **{name}** ({m['mode']}): {m['description']}{_own_setting(results, name)}"
               f"{_engine(results, name)}" for name, m in results["methods"].items()]
     lines += left_out_markdown(results)
+    lines += [f"- **{name}** runs on part of the grid only: " + "; ".join(
+        f"{key} {', '.join(f'{v:g}' for v in values)}" for key, values in subset.items())
+        for name, subset in (results["config"].get("subsets") or {}).items() if name in results["methods"]]
     lines += published_markdown(results)
     return "\n".join(lines) + "\n"
 
