@@ -1,7 +1,7 @@
 """DP-SGD training speed and memory per engine and clipping path, on the same model and batch.
 
 For each model (the demo's tanh MLP at the recipe's padded Poisson batch, the standard MNIST CNN
-at a batch of 250) and each variant — non-private training, tfdpmech's ghost-norm and per-record
+at a batch of 250, and DP-SGD's tanh CNN at the whole-MNIST preset's expected batch of 512 of 60,000) and each variant — non-private training, tfdpmech's ghost-norm and per-record
 paths, tensorflow-privacy's fast-clipping and vectorized paths where it imports — one Keras
 ``fit`` of ``steps`` optimizer steps on one fixed batch is timed after a warm-up fit (tracing
 excluded). Repeats are interleaved (repeat r runs every variant once, in a rotated order) and every
@@ -24,15 +24,17 @@ import tensorflow as tf
 from ..dpsgd import RECIPE, PoissonDPSGD, tanh_mlp
 from ..dpsgd.paths import tf_privacy_available
 from ..dpsgd.poisson_sampling import padded_batch_size
-from ..models import standard_cnn
+from ..models import standard_cnn, tanh_cnn
 
 __all__ = ["MODELS", "variants", "measure", "run", "format_table"]
 
 N = 7000  # the demo's private records
+N_MNIST = 60_000  # the whole-MNIST preset's private records
 MODELS = {
-    # model builder, expected batch L, padded rows
-    "mlp": (tanh_mlp, RECIPE.expected_batch_size, padded_batch_size(N, RECIPE.expected_batch_size / N)),
-    "cnn": (standard_cnn, 250, padded_batch_size(N, 250 / N)),
+    # model builder, expected batch L, padded rows, private records n
+    "mlp": (tanh_mlp, RECIPE.expected_batch_size, padded_batch_size(N, RECIPE.expected_batch_size / N), N),
+    "cnn": (standard_cnn, 250, padded_batch_size(N, 250 / N), N),
+    "tanh_cnn": (tanh_cnn, 512, padded_batch_size(N_MNIST, 512 / N_MNIST), N_MNIST),
 }
 
 
@@ -41,14 +43,14 @@ def variants(model: str) -> list[tuple[str, str | None, str | None]]:
     out = [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
            ("tfdpmech vectorized", "tfdpmech", "vectorized")]
     if tf_privacy_available():
-        if model == "mlp":  # tensorflow-privacy has no ghost-norm rule for Conv2D
+        if model == "mlp":  # tensorflow-privacy has no ghost-norm rule for Conv2D (the CNNs)
             out.append(("tensorflow_privacy fast_clipping", "tensorflow_privacy", "fast_clipping"))
         out.append(("tensorflow_privacy vectorized", "tensorflow_privacy", "vectorized"))
     return out
 
 
 def _batch(model_name: str, seed: int = 0):
-    _, expected, rows = MODELS[model_name]
+    _, expected, rows, _ = MODELS[model_name]
     rng = np.random.default_rng(seed)
     x = rng.random((rows, 28, 28, 1), dtype=np.float32)
     y = keras.utils.to_categorical(rng.integers(0, 10, rows), 10).astype(np.float32)
@@ -57,13 +59,13 @@ def _batch(model_name: str, seed: int = 0):
 
 
 def _trainable(model_name: str, engine, path):
-    build, expected, _ = MODELS[model_name]
+    build, expected, _, n = MODELS[model_name]
     keras.utils.set_random_seed(0)
     model = build()
     if engine is None:
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
         return model
-    dp = PoissonDPSGD(1.0, 1e-5, expected_batch_size=expected, epochs=10_000, n=N, engine=engine, path=path, seed=0)
+    dp = PoissonDPSGD(1.0, 1e-5, expected_batch_size=expected, epochs=10_000, n=n, engine=engine, path=path, seed=0)
     return dp.compile(model)
 
 
@@ -92,9 +94,10 @@ def _peak_rss_growth(model_name: str, label: str, steps: int) -> float | None:
         return None
 
 
-def run(models=("mlp", "cnn"), repeats: int = 5, steps: dict | None = None, memory: bool = True, log=print) -> dict:
+def run(models=("mlp", "cnn", "tanh_cnn"), repeats: int = 5, steps: dict | None = None, memory: bool = True,
+        log=print) -> dict:
     """Interleaved timing of every variant of every model; see the module docstring."""
-    steps = steps or {"mlp": 20, "cnn": 6}
+    steps = steps or {"mlp": 20, "cnn": 6, "tanh_cnn": 6}
     result = {"tensorflow": tf.__version__, "keras": keras.__version__,
               "python": ".".join(map(str, sys.version_info[:3])), "repeats": repeats, "models": {}}
     for name in models:
