@@ -57,6 +57,12 @@ def test_a_changed_setting_is_a_new_run(tmp_path):
         other = RunStore(tmp_path, _config(tmp_path, **changes))
         assert other.key("breast_cancer", "ip_private", 1.0, 0) != key, changes
     assert base.key("breast_cancer", "ip_private", 1.0, 1) != key
+    # a per-ε option: this run's key reads its own ε's value only
+    per_eps = RunStore(tmp_path, _config(tmp_path, options={"dpsgd_epochs": {1.0: 20, 0.5: 10}}))
+    same = RunStore(tmp_path, _config(tmp_path, options={"dpsgd_epochs": {1.0: 20, 0.5: 40}}))
+    other = RunStore(tmp_path, _config(tmp_path, options={"dpsgd_epochs": {1.0: 40, 0.5: 10}}))
+    at_one = per_eps.key("breast_cancer", "ip_private", 1.0, 0)
+    assert same.key("breast_cancer", "ip_private", 1.0, 0) == at_one != other.key("breast_cancer", "ip_private", 1.0, 0)
     assert base.key("breast_cancer", "ip_private", 0.5, 0) != key
 
 

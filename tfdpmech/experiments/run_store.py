@@ -40,7 +40,11 @@ class RunStore:
                 self._done[entry["key"]] = entry
 
     def key(self, dataset: str, method: str, epsilon, seed: int) -> str:
-        what = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, **self._settings}
+        settings = dict(self._settings)
+        # a per-ε option ({ε: value}) counts for this run at its own ε only: choosing another ε's value
+        # later does not make this run stale
+        settings["options"] = {name: _at_epsilon(value, epsilon) for name, value in (settings["options"] or {}).items()}
+        what = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, **settings}
         return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
     def get(self, key: str) -> dict | None:
@@ -58,6 +62,12 @@ class RunStore:
 
     def __len__(self) -> int:
         return len(self._done)
+
+
+def _at_epsilon(value, epsilon):
+    if isinstance(value, dict) and value and all(isinstance(k, (int, float)) for k in value):
+        return next((v for k, v in value.items() if epsilon is not None and abs(k - epsilon) < 1e-12), None)
+    return value
 
 
 def _plain(value):
