@@ -85,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
                      help="keep each finished run in OUT/runs.jsonl and skip the runs found there "
                           "(default: the preset's; on for the long presets)")
+    cmp.add_argument("--stored-only", action="store_true",
+                     help="train nothing: write the report of the finished runs in OUT/runs.jsonl and list the rest")
     cmp.add_argument("--quiet", action="store_true", help="no progress line")
     sub.add_parser("methods", help="list the registered methods and presets")
     bench = sub.add_parser("bench", help="throughput, time-to-accuracy and peak memory of each method (repeated)")
@@ -113,7 +115,8 @@ def _compare(args) -> int:
                                epsilons=args.epsilons, seeds=args.seeds, epochs=args.epochs,
                                batch_size=args.batch_size, model=args.model, delta=args.delta, public=args.public,
                                learning_rate=args.learning_rate, audit=args.audit, out=args.out,
-                               resume=args.resume, verbose=0 if args.quiet else 1)
+                               resume=args.resume, stored_only=args.stored_only or None,
+                               verbose=0 if args.quiet else 1)
         if args.methods is None:  # the preset's list: skip what this installation cannot run, visibly
             kept = available_methods(config.methods, note)
             config.left_out = {name: get_method(name).unavailable() for name in config.methods if name not in kept}

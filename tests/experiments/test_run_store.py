@@ -88,3 +88,22 @@ def test_a_method_can_run_on_part_of_the_grid(tmp_path):
     assert points == [("ip_private", 1.0, 1), ("nonprivate", None, 0), ("nonprivate", None, 1)]
     with pytest.raises(ValueError, match="subsets"):
         _config(tmp_path, subsets={"ip_private": {"seed": (1,)}}).validate()
+
+
+def test_stored_only_reports_what_is_finished_and_lists_the_rest(tmp_path, monkeypatch):
+    from tfdpmech.report import write_report
+
+    first = run_comparison(_config(tmp_path))
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("stored_only trained a run")
+
+    monkeypatch.setattr(runner_module, "run_one", no_training)
+    partial = run_comparison(_config(tmp_path, epsilons=(0.5, 1.0), stored_only=True))
+    assert partial["runs"] == json.loads(json.dumps(first["runs"]))
+    assert partial["pending"] == [{"dataset": "breast_cancer", "method": "ip_private", "epsilon_target": 0.5,
+                                   "seed": 0}]
+    text = open(write_report(partial, str(tmp_path / "report"))["results.md"]).read()
+    assert "Not run yet (1 runs of the plan" in text and "ip_private on breast_cancer at target ε=0.5" in text
+    with pytest.raises(ValueError, match="stored_only"):
+        _config(tmp_path, resume=False, stored_only=True).validate()

@@ -61,6 +61,8 @@ class CompareConfig:
         left_out: methods of the preset's list this installation cannot run, ``{name: reason}`` (set by
             ``tfdpmech compare``; results.md lists them).
         out, verbose, preset: where the report goes, progress on/off, the preset's name.
+        stored_only: with ``resume``, train nothing: report the stored runs of the plan and list the
+            others as not run yet (a long preset's report while it is under way).
         subsets: methods run on part of the grid only, ``{method: {"epsilons": (...), "seeds": (...)}}``
             (a slow method at fewer points; results.md states it).
         published: the papers' own numbers the report sets beside the runs, ``{"label", "epsilon",
@@ -89,6 +91,7 @@ class CompareConfig:
     resume: bool = False
     published: tuple = ()
     subsets: dict = dataclasses.field(default_factory=dict)
+    stored_only: bool = False
 
     def validate(self) -> "CompareConfig":
         """Check every setting before anything is trained; ValueError naming the setting and the fix."""
@@ -122,6 +125,8 @@ class CompareConfig:
             cap = (self.options or {}).get(key)
             if cap is not None and cap != 0:
                 check_positive_int(cap, f"{key} (--{key.replace('_', '-')}, 0 for all records)")
+        if self.stored_only and not self.resume:
+            raise ValueError("stored_only reports the stored runs of a resumable comparison; pass --resume with it")
         for name, subset in self.subsets.items():
             if not isinstance(subset, dict) or set(subset) - {"epsilons", "seeds"}:
                 raise ValueError(f"subsets[{name!r}]={subset!r}: give a dict with 'epsilons' and/or 'seeds'")
@@ -418,7 +423,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
     store = RunStore(config.out, config) if config.resume else None
     if store is not None and len(store):
         log(f"resuming: {len(store)} finished runs in {store.path} are not run again")
-    runs, skipped, audit_report, i = [], [], {}, 0
+    runs, skipped, pending, audit_report, i = [], [], [], {}, 0
     for ctx, plan in plans:
         audits = []
         for name in config.audit:
@@ -455,6 +460,10 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                     skipped.append(stored["skipped"])
                     progress.finish_run(label, "skipped: ε not certifiable (stored)")
                 continue
+            if config.stored_only:
+                progress.done = i
+                pending.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon, "seed": seed})
+                continue
             try:
                 result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch)
             except NotCertifiableError as exc:  # raised by the calibration, before anything trained
@@ -484,6 +493,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                     for m in config.methods},
         "runs": runs,
         "skipped": skipped,
+        "pending": pending,
         "audit": audit_report,
         "total_seconds": time.perf_counter() - started,
     }

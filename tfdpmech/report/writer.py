@@ -117,6 +117,17 @@ def skipped_markdown(results: dict) -> list[str]:
     return ["## Skipped runs (no row in the table)", "", *lines, ""] if lines else []
 
 
+def pending_markdown(results: dict) -> list[str]:
+    """Runs of the plan not finished yet (a report written with ``--stored-only``), grouped over seeds."""
+    groups: dict = {}
+    for p in results.get("pending", []):
+        groups.setdefault((p["dataset"], p["method"], p["epsilon_target"]), []).append(p["seed"])
+    lines = [f"- {method} on {dataset}" + (f" at target ε={eps:g}" if eps is not None else "")
+             + f" (seeds {', '.join(map(str, seeds))})" for (dataset, method, eps), seeds in groups.items()]
+    return [f"## Not run yet ({sum(len(s) for s in groups.values())} runs of the plan; no row in the table)", "",
+            *lines, ""] if lines else []
+
+
 def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     """The whole results.md text."""
     rows = summarize(results) if rows is None else rows
@@ -127,7 +138,7 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     for name, d in results["data"].items():
         lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
                      f"{d['test']} test records. {d['note']}")
-    lines += ["", *findings_markdown(results), markdown_table(rows), "", *skipped_markdown(results), EXPLANATION, "", *_audit_notes(results), ""]
+    lines += ["", *findings_markdown(results), markdown_table(rows), "", *skipped_markdown(results), *pending_markdown(results), EXPLANATION, "", *_audit_notes(results), ""]
     lines += [f"- **{name}** ({m['mode']}): {m['description']}{_own_setting(results, name)}"
               f"{_engine(results, name)}" for name, m in results["methods"].items()]
     lines += left_out_markdown(results)
