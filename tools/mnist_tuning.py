@@ -6,7 +6,7 @@ train, the last 5,000 score) for every (method, ε) over the epoch grid below, s
 point and the chosen epochs (the best; ties to fewer epochs). Finished runs are kept in
 ``docs/results/mnist/tuning/runs.jsonl`` and not run again, so the sweep resumes after a kill.
 
-    python tools/mnist_tuning.py [--methods dpsgd,dpsgd_scatter] [--epsilons 3,1,0.25,0.5,2]
+    python tools/mnist_tuning.py [--methods dpsgd,dpsgd_scatter] [--epsilons 3,1,0.25,0.5,2] [--stored-only]
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ OUT = os.path.join("docs", "results", "mnist", "tuning")
 GRID = {"dpsgd": (20, 40), "dpsgd_scatter": (20, 40)}  # epochs; the other settings are the published recipes
 
 
-def sweep(methods, epsilons, out=OUT) -> dict:
+def sweep(methods, epsilons, out=OUT, stored_only=False) -> dict:
     rows = []
     for method in methods:
         for epsilon in epsilons:
             for epochs in GRID[method]:
                 config = preset_config("mnist", datasets=("mnist_validation",), methods=(method,),
                                        epsilons=(epsilon,), seeds=(0,), audit=(), out=out, resume=True,
-                                       options={"dpsgd_epochs": epochs})
+                                       stored_only=stored_only, options={"dpsgd_epochs": epochs})
                 for run in run_comparison(config)["runs"]:
                     rows.append({"method": method, "epsilon": epsilon, "epochs": epochs,
                                  "validation_accuracy": run["accuracy"], "train_seconds": run["train_seconds"]})
     chosen = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda r: r["epochs"]):  # ties go to fewer epochs
         best = chosen.setdefault(row["method"], {}).get(str(row["epsilon"]))
         if best is None or row["validation_accuracy"] > best["validation_accuracy"]:
             chosen[row["method"]][str(row["epsilon"])] = row
@@ -62,8 +62,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default="dpsgd,dpsgd_scatter")
     parser.add_argument("--epsilons", default="3,1,0.25,0.5,2")
+    parser.add_argument("--stored-only", action="store_true", help="train nothing: tabulate the finished runs")
     args = parser.parse_args()
-    result = sweep(args.methods.split(","), [float(e) for e in args.epsilons.split(",")])
+    result = sweep(args.methods.split(","), [float(e) for e in args.epsilons.split(",")], stored_only=args.stored_only)
     write(result)
     print(json.dumps(result["chosen"], indent=2))
 
