@@ -51,7 +51,7 @@ def test_the_reported_number_is_the_bound_at_batch_1000_and_it_does_not_depend_o
     assert provable == pytest.approx(0.15 + 3.0 + 600 / 1812.5, rel=1e-12) and round(provable, 2) == 3.48
     with pytest.raises(NotCertifiableError, match=r"ε = 3\.49 per record"):  # 3.481 rounded up
         AFRRS.from_total(TARGET, 1000).certify(models.mnist_cnn())  # the model and |L| decide; no n, no steps
-    assert largest_certified_batch(eps1=0.15, eps2=0.15, eps3=0.3, sensitivities=CNN) == LARGEST
+    assert largest_certified_batch(eps2=0.15, eps3=0.3, sensitivities=CNN) == LARGEST
 
 
 @pytest.mark.parametrize("kind", ["afrrs", "adlm", "ilm"])
@@ -61,7 +61,7 @@ def test_batch_1000_is_refused_before_any_release(kind, relevance_model):
     model = models.mnist_cnn()
     with pytest.raises(NotCertifiableError, match=rf"batch_size=1000: .* batch_size <= {LARGEST}") as err:
         mech.prepare(model, x, y, relevance_model=relevance_model)
-    assert isinstance(err.value, ValueError) and "Nothing was released" in str(err.value)
+    assert isinstance(err.value, ValueError)
     assert len(mech.ledger) == 0 and mech.relevance is None and mech.released is None
 
 

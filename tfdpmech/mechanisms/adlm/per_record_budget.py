@@ -26,8 +26,9 @@ __all__ = ["largest_certified_batch", "check_per_record_target"]
 _REL_TOL = 1e-12  # float rounding of the sums; below what a printed ε (12 significant digits) can show
 
 
-def largest_certified_batch(*, eps1: float, eps2: float, eps3: float, sensitivities: dict) -> int:
-    """The largest |L| with ``ε1 + |L|·(d·ε2/Δ_h0 + 2·ε3/Δ_F) <= ε1 + ε2 + ε3`` (0 when none).
+def largest_certified_batch(*, eps2: float, eps3: float, sensitivities: dict) -> int:
+    """The largest |L| with ``|L|·(d·ε2/Δ_h0 + 2·ε3/Δ_F) <= ε2 + ε3``, i.e. the per-record ε at most
+    ε1 + ε2 + ε3 (0 when none).
 
     ``sensitivities``: ``{"d", "delta_h0", "delta_F"}`` of the model (:func:`model_sensitivities`).
     """
@@ -62,7 +63,7 @@ def check_per_record_target(owner: str, *, eps1: float, eps2: float, eps3: float
     provable = eps1 + inputs + labels
     if provable <= target * (1 + _REL_TOL):
         return provable
-    largest = largest_certified_batch(eps1=eps1, eps2=eps2, eps3=eps3, sensitivities=s)
+    largest = largest_certified_batch(eps2=eps2, eps3=eps3, sensitivities=s)
     fix = (f"pass batch_size <= {largest}, which meets ε = {target:g} on this model" if largest >= 1 else
            "no batch size meets it on this model; raise the ε")
     raise NotCertifiableError(
@@ -70,5 +71,5 @@ def check_per_record_target(owner: str, *, eps1: float, eps2: float, eps3: float
         f"on this model (relevance {epsilon_upper(eps1)} + inputs {epsilon_upper(inputs)} + labels "
         f"{epsilon_upper(labels)}), above the ε = {target:g} it was asked for. Algorithm 1 divides its Laplace "
         f"scales by the batch size (Δ_h0/(|L|·β·ε2) with Δ_h0 = {s['delta_h0']:g}, Δ_F/(|L|·ε3) with "
-        f"Δ_F = {s['delta_F']:g}), so the per-record ε grows with batch_size; {fix}. Nothing was released"
+        f"Δ_F = {s['delta_F']:g}), so the per-record ε grows with batch_size; {fix}"
     )
