@@ -103,16 +103,17 @@ class AdLM(Mechanism):
             ``relevance_floor`` or ``clip_noisy_inputs``, a ``ledger`` that is not a PrivacyLedger.
 
     Example:
-        >>> adlm = AdLM(0.075, 0.075, 0.15, batch_size=500, seed=0)          # doctest: +SKIP
-        >>> adlm.fit_relevance(public_model, x_train, y_train)               # doctest: +SKIP
+        >>> adlm = AdLM(0.075, 0.075, 0.15, batch_size=100, seed=0)          # doctest: +SKIP
         >>> model = tfdpmech.models.mnist_cnn()                              # doctest: +SKIP
+        >>> adlm.certify(model)  # per-record ε at |L| = 100: 0.242 (refused above 0.3)  # doctest: +SKIP
+        >>> adlm.fit_relevance(public_model, x_train, y_train)               # doctest: +SKIP
         >>> data = adlm.perturb(x_train, y_train, model); del x_train, y_train  # doctest: +SKIP
         >>> model.compile("adam", loss=adlm.loss())                          # doctest: +SKIP
         >>> model.fit(data.to_dataset(), epochs=30, callbacks=[adlm.callback(model)])  # doctest: +SKIP
 
         The same in one call (the mechanism contract, :meth:`prepare`):
 
-        >>> run = AdLM(0.075, 0.075, 0.15, batch_size=500, seed=0).prepare(   # doctest: +SKIP
+        >>> run = AdLM(0.075, 0.075, 0.15, batch_size=100, seed=0).prepare(   # doctest: +SKIP
         ...     tfdpmech.models.mnist_cnn(), x_train, y_train, relevance_model=public_model)
         >>> run.fit(epochs=30)                                               # doctest: +SKIP
     """
