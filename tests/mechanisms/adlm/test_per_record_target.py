@@ -45,7 +45,7 @@ def relevance_model():
     return keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Flatten(), keras.layers.Dense(10)])
 
 
-def test_the_reported_number_is_the_bound_at_batch_1000_and_it_does_not_depend_on_n():
+def test_the_reported_number_is_the_bound_at_batch_1000():
     provable = provable_epsilon_per_record(eps1=0.15, eps2=0.15, eps3=0.3, batch_size=1000, d=784,
                                            delta_h0=CNN["delta_h0"], delta_f=CNN["delta_F"])
     assert provable == pytest.approx(0.15 + 3.0 + 600 / 1812.5, rel=1e-12) and round(provable, 2) == 3.48
@@ -83,6 +83,9 @@ def test_a_certified_batch_trains_and_the_ledger_proves_at_most_the_target(kind,
     assert provable == pytest.approx(certified, rel=1e-9) and provable <= _asked(mech) <= TARGET
     assert mech.ledger.epsilon_claimed() == pytest.approx(_asked(mech))
     run.fit(epochs=1, verbose=0)
+    half = _mechanism(kind, 125)  # half the records, half the steps per epoch: the same per-record ε
+    half.prepare(models.mnist_cnn(), x[:250], y[:250], relevance_model=relevance_model, verbose=0)
+    assert half.ledger.epsilon_provable() == pytest.approx(provable, rel=1e-6)
 
 
 def test_perturb_after_the_relevance_step_refuses_before_its_own_releases(relevance_model):
