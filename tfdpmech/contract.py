@@ -6,7 +6,7 @@ trains (as Opacus's ``make_private`` returns model, optimizer and loader), and e
 recorded through one primitive, :func:`release`, into one :class:`PrivacyLedger` (as a
 tensorflow-privacy ``DPQuery`` yields its ``DpEvent``)::
 
-    mech = AdLM.from_total(1.0, batch_size=500, seed=0)        # any mechanism, any mode
+    mech = AdLM.from_total(1.0, batch_size=100, seed=0)        # any mechanism, any mode
     run = mech.prepare(model, x_train, y_train, relevance_model=public_model)
     run.fit(epochs=30)                                         # model.fit(run.data, callbacks=run.callbacks)
     print(mech.ledger.summary())                               # claimed and provable ε side by side

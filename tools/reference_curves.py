@@ -70,7 +70,7 @@ def run(method: str, *, epsilon: float, steps: int, batch_size: int, eval_every:
             "relevance": getattr(ref, "relevance_details", {}), "ledger": ref.ledger.to_dict(), **extra}
 
 
-def run_afrrs_private(*, epsilon: float = 0.6, epochs: int = 10, batch_size: int = 500, gamma: float = 0.1,
+def run_afrrs_private(*, epsilon: float = 0.6, epochs: int = 10, batch_size: int = 50, gamma: float = 0.1,
                       seed: int = 0) -> dict:
     """AFRRS's per-record private mode on the paper's Table-1 model (noise drawn once per record)."""
     import keras

@@ -44,6 +44,8 @@ def test_quick_run_of_each_preset_has_the_one_schema(name, tmp_path):
             assert run["epsilon_claimed"] > 0 and run["provable_basis"]
         if run["mode"] == "reference":
             assert run["epsilon_provable"] is None, f"{run['method']} is a reference (claimed) mode"
+        if run["mode"] == "private" and run["epsilon_provable"] is not None:  # meets its target, or was skipped
+            assert run["epsilon_provable"] <= run["epsilon_target"] * (1 + 1e-9), run["method"]
     text = open(files["results.md"]).read()
     assert "claimed ε" in text and "provable ε" in text
 

@@ -134,3 +134,17 @@ def test_a_run_whose_epsilon_no_noise_certifies_is_skipped_with_the_reason_and_t
     assert (skip["method"], skip["epsilon_target"], skip["seed"]) == ("dpsgd", 0.001, 0)
     assert "cannot be certified" in skip["reason"]
     assert "**skipped** dpsgd on breast_cancer at target ε=0.001" in report_markdown(results)
+
+
+def test_per_record_modes_at_a_batch_size_that_cannot_meet_the_target_are_skipped_before_training():
+    """At batch 1,000 and ε = 0.6 (reproduce-afrrs) the per-record modes prove 3.49 per record on the CNN (ILM:
+    3.34 for the 0.45 it spends) whatever the number of records: 2,000 of them give the refusal of 59,000."""
+    config = CompareConfig(methods=("afrrs_per_record", "adlm_per_record", "ilm_per_record"), epsilons=(0.6,),
+                           seeds=(0,), epochs=1, batch_size=1000, model="cnn", public=300, audit=(), verbose=0,
+                           options={"max_private": 2000, "max_test": 200, "gamma": 0.1})
+    results = run_comparison(config)
+    assert [r["method"] for r in results["runs"]] == ["public_only"]
+    skipped = {s["method"]: s["reason"] for s in results["skipped"]}
+    assert set(skipped) == {"afrrs_per_record", "adlm_per_record", "ilm_per_record"}
+    assert "ε = 3.49 per record" in skipped["afrrs_per_record"] and "batch_size <= 135" in skipped["afrrs_per_record"]
+    assert "ε = 3.34 per record" in skipped["ilm_per_record"]  # ε2 + ε3 = 0.45 asked: no relevance step

@@ -27,7 +27,7 @@ def test_batch_min_max_training_maps_each_unit_onto_unit_interval():
     layer = BatchMinMax()
     out = _np(layer(x, training=True))
     lo, hi = x.min(axis=0), x.max(axis=0)
-    np.testing.assert_allclose(out, (x - lo) / (hi - lo + 1e-7), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out, (x - lo) / np.maximum(hi - lo, 1e-7), rtol=1e-6, atol=1e-7)
     assert out.min() >= 0.0 and out.max() <= 1.0
     np.testing.assert_allclose(out.min(axis=0), 0.0, atol=1e-7)
     np.testing.assert_allclose(out.max(axis=0), 1.0, atol=1e-4)  # per unit, whatever its range
@@ -36,7 +36,7 @@ def test_batch_min_max_training_maps_each_unit_onto_unit_interval():
 def test_batch_min_max_hand_computed():
     x = np.array([[1.0, 2.0], [3.0, 2.0], [2.0, 2.0]], dtype=np.float32)
     out = _np(BatchMinMax(epsilon=1e-7)(x, training=True))
-    # unit 0: (x - 1) / (3 - 1); unit 1 is constant: (2 - 2) / (0 + ε) = 0, not NaN
+    # unit 0: (x - 1) / (3 - 1); unit 1 is constant: (2 - 2) / max(0, ε) = 0, not NaN
     np.testing.assert_allclose(out, [[0.0, 0.0], [1.0, 0.0], [0.5, 0.0]], atol=1e-6)
 
 
@@ -50,6 +50,22 @@ def test_batch_min_max_constant_unit_guard():
     # a single-example batch is constant in every unit
     out1 = _np(BatchMinMax()(x[:1], training=True))
     np.testing.assert_array_equal(out1, 0.0)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_min_max_constant_unit_guard_holds_in_a_traced_function(training):
+    """``model.fit`` and ``predict`` trace the layer: a unit constant over the batch at 46.8 (above 1,
+    where ε = 1e-7 is below the float32 spacing) must still give 0, not 0/0 = NaN."""
+    import tensorflow as tf
+
+    x = np.zeros((8, 3), np.float32)
+    x[:, 0], x[:, 1], x[:, 2] = 46.83475, np.arange(8), 7.0
+    layer = BatchMinMax()
+    layer(x, training=True)  # moving statistics: unit 0 and unit 2 have max == min
+    out = _np(tf.function(lambda t: layer(t, training=training))(tf.constant(x)))
+    assert np.all(np.isfinite(out)), out
+    np.testing.assert_array_equal(out[:, [0, 2]], 0.0)
+    np.testing.assert_allclose(out[:, 1], np.arange(8) / 7.0, rtol=1e-6)
 
 
 def test_batch_min_max_first_update_sets_stats_from_data_then_averages():
@@ -90,7 +106,7 @@ def test_batch_min_max_inference_uses_moving_stats_only():
     out3 = _np(layer(row, training=False))[0]
     np.testing.assert_array_equal(out1, out2)  # independent of the rest of the batch
     np.testing.assert_array_equal(out1, out3)
-    np.testing.assert_allclose(out1, (row[0] - mn) / (mx - mn + 1e-7), rtol=1e-5)
+    np.testing.assert_allclose(out1, (row[0] - mn) / np.maximum(mx - mn, 1e-7), rtol=1e-6)
     # inference does not move the statistics
     np.testing.assert_array_equal(_np(layer.moving_min), mn)
     np.testing.assert_array_equal(_np(layer.moving_max), mx)

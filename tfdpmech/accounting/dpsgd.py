@@ -71,7 +71,8 @@ __all__ = [
 
 
 class NotCertifiableError(ValueError):
-    """No noise multiplier certifies the target ε at this δ, sampling rate and number of steps.
+    """No noise multiplier certifies the target ε at this δ, sampling rate and number of steps (or, for
+    AdLM's per-record mode, its batch-calibrated noise proves more than the target at this batch size).
 
     A ``ValueError`` (raised before anything trains); ``tfdpmech compare`` reports such a run as
     skipped, with this message, and goes on with the others.

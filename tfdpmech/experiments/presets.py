@@ -82,10 +82,13 @@ register_preset(
     _REPRODUCE_QUICK)
 register_preset(
     "reproduce-afrrs", "AFRRS (Wang et al. Table 3, 98.80 % at ε = 0.6) on the AdLM authors' code path with AFRRS's "
-                       "region budgets (γ = 0.1), and its per-record private mode; batch 1,000, 429 epochs",
+                       "region budgets (γ = 0.1), and its per-record private mode; batch 1,000, 429 epochs (the "
+                       "per-record mode proves ε = 3.49 per record at batch 1,000 on this CNN, so it is skipped; "
+                       "batches <= 135 meet 0.6)",
     {"methods": ("afrrs_reference", "afrrs_per_record"), "epsilons": (0.6,), "seeds": (0,), "model": "cnn",
      "batch_size": 1000, "epochs": 429, "public": 1000, "options": {"gamma": 0.1}},
-    {**_REPRODUCE_QUICK, "options": {**_REPRODUCE_QUICK["options"], "gamma": 0.1}})
+    # batch 120: the per-record mode meets ε = 0.6 (0.55 per record), so the quick run trains both modes
+    {**_REPRODUCE_QUICK, "batch_size": 120, "options": {**_REPRODUCE_QUICK["options"], "gamma": 0.1}})
 register_preset(
     "reproduce-pcdbn", "pCDBN as the authors' code trains it (Phan et al. Fig. 5b, 93.08 % at ε = 0.5): 10 "
                        "pre-training epochs per layer, 2,400 fine-tuning epochs at batch 3,500",

@@ -13,7 +13,7 @@ from .shape_preserving import ShapePreservingLayer
 class BatchMinMax(ShapePreservingLayer):
     """Min-max normalise each unit over the batch into [0, 1] (AdLM §III-B, dense layers).
 
-    Training: ``(h - min_batch) / (max_batch - min_batch + epsilon)`` per unit, and moving
+    Training: ``(h - min_batch) / max(max_batch - min_batch, epsilon)`` per unit, and moving
     estimates of min and max are updated. Inference: the moving estimates are used, so the
     output of one example does not depend on the rest of its batch (§III-B normalises over the
     training batch only); it may then leave [0, 1] slightly, which is why :class:`UnitClip` must
@@ -22,7 +22,7 @@ class BatchMinMax(ShapePreservingLayer):
     Args:
         momentum: decay of the moving min/max. The first updates use a running average
             (rate ``max(1 - momentum, 1/(step + 1))``) so the estimates start from real data.
-        epsilon: guards the division when a unit is constant over the batch.
+        epsilon: the smallest denominator: a unit constant over the batch maps to 0.
 
     Input shape: ``(batch, units)``. Output shape: same.
     """
@@ -59,4 +59,6 @@ class BatchMinMax(ShapePreservingLayer):
             self.steps.assign_add(1.0)
         else:
             lo, hi = self.moving_min, self.moving_max
-        return (inputs - lo) / (hi - lo + self.epsilon)
+        # max(hi - lo, ε), not hi - lo + ε: traced, the constant ε is folded into hi first, and
+        # (hi + ε) - lo is 0 for a constant unit above ~1 (ε below the float32 spacing): 0/0 = NaN
+        return (inputs - lo) / tf.maximum(hi - lo, self.epsilon)

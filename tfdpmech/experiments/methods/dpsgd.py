@@ -195,7 +195,7 @@ def _trainable_copy(public: keras.Model) -> keras.Model:
             continue
         if isinstance(layer, BatchMinMax):
             lo, hi = layer.moving_min.numpy(), layer.moving_max.numpy()
-            scale = 1.0 / (hi - lo + layer.epsilon)
+            scale = 1.0 / np.maximum(hi - lo, layer.epsilon)  # BatchMinMax at inference
             layers.append(keras.layers.Rescaling(scale, offset=-lo * scale, name=f"{layer.name}_frozen"))
         else:
             new = layer.__class__.from_config(layer.get_config())

@@ -44,9 +44,10 @@ from ...noise import laplace, make_rng, noise_fingerprint
 from ...released_data import ReleasedData
 from .allocation import BudgetAllocation, get_allocation
 from .input_noise import InputNoise
+from .per_record_budget import check_per_record_target
 from .perturbed_bias import PerturbedBias
 from .private_relevance import private_relevance
-from .taylor_cross_entropy import TaylorCrossEntropy, loss_sensitivity, taylor_coefficients
+from .taylor_cross_entropy import TaylorCrossEntropy, taylor_coefficients
 from ...validation import (
     check_batch_size,
     check_budget_split,
@@ -62,13 +63,7 @@ from ...validation import (
 )
 from .private_data import AdLMBudget, PrivateData, _remainder_message
 from .reference import AdLMReference, ILMReference
-from .sensitivity import (
-    DELTA_H0_POLICIES,
-    check_bounded_last_hidden,
-    first_affine_layer,
-    first_layer_geometry,
-    first_layer_sensitivity,
-)
+from .sensitivity import DELTA_H0_POLICIES, model_sensitivities
 
 __all__ = ["AdLM", "ILM", "PrivateData", "AdLMBudget", "NOISE_MODES", "MODES"]
 
@@ -108,16 +103,17 @@ class AdLM(Mechanism):
             ``relevance_floor`` or ``clip_noisy_inputs``, a ``ledger`` that is not a PrivacyLedger.
 
     Example:
-        >>> adlm = AdLM(0.075, 0.075, 0.15, batch_size=500, seed=0)          # doctest: +SKIP
-        >>> adlm.fit_relevance(public_model, x_train, y_train)               # doctest: +SKIP
+        >>> adlm = AdLM(0.075, 0.075, 0.15, batch_size=100, seed=0)          # doctest: +SKIP
         >>> model = tfdpmech.models.mnist_cnn()                              # doctest: +SKIP
+        >>> adlm.certify(model)  # per-record ε at |L| = 100: 0.242 (refused above 0.3)  # doctest: +SKIP
+        >>> adlm.fit_relevance(public_model, x_train, y_train)               # doctest: +SKIP
         >>> data = adlm.perturb(x_train, y_train, model); del x_train, y_train  # doctest: +SKIP
         >>> model.compile("adam", loss=adlm.loss())                          # doctest: +SKIP
         >>> model.fit(data.to_dataset(), epochs=30, callbacks=[adlm.callback(model)])  # doctest: +SKIP
 
         The same in one call (the mechanism contract, :meth:`prepare`):
 
-        >>> run = AdLM(0.075, 0.075, 0.15, batch_size=500, seed=0).prepare(   # doctest: +SKIP
+        >>> run = AdLM(0.075, 0.075, 0.15, batch_size=100, seed=0).prepare(   # doctest: +SKIP
         ...     tfdpmech.models.mnist_cnn(), x_train, y_train, relevance_model=public_model)
         >>> run.fit(epochs=30)                                               # doctest: +SKIP
     """
@@ -227,7 +223,8 @@ class AdLM(Mechanism):
     def perturb(self, x, y, model: keras.Model, *, drop_remainder: bool = False) -> PrivateData:
         """Perturb the training data once and configure ``model``'s frozen noise.
 
-        Every check runs before any noise is drawn or any release is recorded.
+        Every check runs before any noise is drawn or any release is recorded. In the per-record
+        mode that includes the ε it proves against the ε it was asked for (:meth:`certify`).
 
         Args:
             x: features in [0, 1], shape (n, *model input shape).
@@ -248,33 +245,14 @@ class AdLM(Mechanism):
                 batch, ``batch_size`` not dividing n without ``drop_remainder=True``, an unbuilt or
                 subclassed model, a model whose last hidden layer is not bounded, missing relevance
                 for AdLM, or a model without the layers the noise mode needs.
+            NotCertifiableError: (a ValueError) see :meth:`certify`.
         """
-        model = check_graph_model(model)
-        if not isinstance(drop_remainder, (bool, np.bool_)):
-            raise TypeError(f"drop_remainder must be True or False, got {drop_remainder!r}")
-        x = check_unit_interval(x, "x")
-        feature_shape = tuple(int(s) for s in model.input_shape[1:])
-        if x.shape[1:] != feature_shape:
-            raise ValueError(f"x has feature shape {x.shape[1:]}, the model expects {feature_shape}")
-        num_classes = int(model.output_shape[-1])
-        y = check_one_hot(y, "y", num_classes=num_classes)
-        n = x.shape[0]
-        if y.shape[0] != n:
-            raise ValueError(f"x has {n} records but y has {y.shape[0]}; pass matching arrays")
-        check_batch_size(self.batch_size, "batch_size", n=n)
-        if n % self.batch_size and not drop_remainder:
-            raise ValueError(_remainder_message(n, self.batch_size))
-        self._check_noise_layers(model)
-        hidden = check_bounded_last_hidden(model)
-        if model.layers[-1].use_bias:
-            hidden += 1  # the output bias is a constant-1 hidden unit for Δ_F (Lemma 5 has no output bias)
-
-        geometry = first_layer_geometry(first_affine_layer(model))
-        delta_h0 = first_layer_sensitivity(self.delta_h0_policy, **geometry)  # Lemma 3
-        delta_f = loss_sensitivity(num_classes, hidden)  # Lemma 5
+        x, y, n, feature_shape = self._checked_inputs(x, y, model, drop_remainder)
+        self.sensitivities = model_sensitivities(model, self.delta_h0_policy)
+        delta_h0, delta_f = self.sensitivities["delta_h0"], self.sensitivities["delta_F"]
         beta = self.allocation().ratios(feature_shape)  # Eq. 16
         scales = delta_h0 / (self.batch_size * beta * self.eps2)  # lines 12-13
-        self.sensitivities = {"delta_h0": delta_h0, "delta_F": delta_f, **geometry, "last_hidden": hidden}
+        self._check_target(inputs=float(np.sum(1.0 / scales)))  # the per-record ε the ledger will record
 
         x_bar = self._perturb_features(x, scales, model)
         self._perturb_bias(model, delta_h0)
@@ -286,6 +264,51 @@ class AdLM(Mechanism):
         )
         self._record_releases(n, int(np.prod(feature_shape)), beta, scales, delta_h0, delta_f, fingerprint)
         return PrivateData(x_bar, phi_bar, self.batch_size, self.noise_mode, fingerprint, bool(drop_remainder))
+
+    def _checked_inputs(self, x, y, model, drop_remainder):
+        """Every check of :meth:`perturb` on the data and the model; ``(x, y, n, feature_shape)``."""
+        model = check_graph_model(model)
+        if not isinstance(drop_remainder, (bool, np.bool_)):
+            raise TypeError(f"drop_remainder must be True or False, got {drop_remainder!r}")
+        x = check_unit_interval(x, "x")
+        feature_shape = tuple(int(s) for s in model.input_shape[1:])
+        if x.shape[1:] != feature_shape:
+            raise ValueError(f"x has feature shape {x.shape[1:]}, the model expects {feature_shape}")
+        y = check_one_hot(y, "y", num_classes=int(model.output_shape[-1]))
+        n = x.shape[0]
+        if y.shape[0] != n:
+            raise ValueError(f"x has {n} records but y has {y.shape[0]}; pass matching arrays")
+        check_batch_size(self.batch_size, "batch_size", n=n)
+        if n % self.batch_size and not drop_remainder:
+            raise ValueError(_remainder_message(n, self.batch_size))
+        self._check_noise_layers(model)
+        return x, y, n, feature_shape
+
+    def certify(self, model: keras.Model) -> float | None:
+        """The per-record ε the private mode proves on ``model`` at ``batch_size``, checked against the
+        ε it was asked for (``eps1 + eps2 + eps3``) before anything is released.
+
+        :meth:`prepare` calls it before the relevance step; call it before :meth:`fit_relevance`
+        when running the steps yourself (:meth:`perturb` checks again, after ε1 is spent).
+
+        Returns:
+            ``ε1 + |L|·d·ε2/Δ_h0 + 2|L|·ε3/Δ_F``; None for the shared modes (nothing proven).
+
+        Raises:
+            NotCertifiableError: (a ValueError) that ε exceeds the ε asked for; the message names
+                the largest ``batch_size`` that meets it (Algorithm 1's noise shrinks as 1/|L|).
+            TypeError / ValueError: a model :meth:`perturb` would refuse.
+        """
+        model = check_graph_model(model)
+        self.sensitivities = model_sensitivities(model, self.delta_h0_policy)
+        return self._check_target()
+
+    def _check_target(self, inputs: float | None = None) -> float | None:
+        """:meth:`certify` on the known sensitivities (``inputs``: see :func:`check_per_record_target`)."""
+        if self.noise_mode != "per_example_frozen":
+            return None  # the shared modes prove nothing; the ledger says so
+        return check_per_record_target(type(self).__name__, eps1=self.eps1 or 0.0, eps2=self.eps2, eps3=self.eps3,
+                                       batch_size=self.batch_size, sensitivities=self.sensitivities, inputs=inputs)
 
     def _check_noise_layers(self, model) -> None:
         """The layers the noise mode writes to exist (checked before any noise is drawn)."""
@@ -402,15 +425,18 @@ class AdLM(Mechanism):
             verbose: the budget callback's logging (0: silent).
 
         Raises:
-            ValueError: AdLM/AFRRS without a relevance model (before any budget is spent), and every
-                error of :meth:`fit_relevance` and :meth:`perturb`.
+            ValueError: AdLM/AFRRS without a relevance model, and every error of :meth:`perturb`
+                (before the relevance step spends ε1), and of :meth:`fit_relevance`.
+            NotCertifiableError: (a ValueError) see :meth:`certify`; raised before any release.
         """
         if self.allocation_name != "uniform" and self.relevance is None:
             if relevance_model is None:
                 raise ValueError(f"{type(self).__name__}.prepare needs relevance_model= (a Keras model trained on public "
                                  "data only) for its relevance step, or call fit_relevance() first")
             check_instance(relevance_model, "relevance_model", keras.Model)
-            check_graph_model(model)  # the model is checked before the relevance step spends ε1
+            # perturb's checks and the per-record ε against the target, before the relevance step spends ε1
+            self._checked_inputs(x, y, model, drop_remainder)
+            self.certify(model)
             self.fit_relevance(relevance_model, x, y)
         data = self.perturb(x, y, model, drop_remainder=drop_remainder)
         model.compile(optimizer=optimizer, loss=self.loss(), metrics=list(metrics))

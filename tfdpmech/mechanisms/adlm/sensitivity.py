@@ -13,6 +13,7 @@ import numpy as np
 
 from ...layers.unit_clip import UnitClip
 from ...validation import check_choice
+from .taylor_cross_entropy import loss_sensitivity
 
 __all__ = [
     "DELTA_H0_POLICIES",
@@ -20,6 +21,7 @@ __all__ = [
     "check_bounded_last_hidden",
     "first_layer_geometry",
     "first_layer_sensitivity",
+    "model_sensitivities",
     "provable_epsilon_per_record",
 ]
 
@@ -103,6 +105,23 @@ def first_layer_sensitivity(policy: str, *, d: int, fan_in: int, neurons: int, p
             "shared_input": d,
         }[policy]
     )
+
+
+def model_sensitivities(model: keras.Model, policy: str) -> dict:
+    """Δ_h0 (Lemma 3, under ``policy``) of the first affine layer and Δ_F (Lemma 5) of the bounded head.
+
+    Returns:
+        ``{"delta_h0", "delta_F", "last_hidden"}`` and the counts of :func:`first_layer_geometry`.
+
+    Raises:
+        ValueError: no Dense/Conv2D layer, an unbounded last hidden layer, an unknown policy.
+    """
+    hidden = check_bounded_last_hidden(model)
+    if model.layers[-1].use_bias:
+        hidden += 1  # the output bias is a constant-1 hidden unit for Δ_F (Lemma 5 has no output bias)
+    geometry = first_layer_geometry(first_affine_layer(model))
+    return {"delta_h0": first_layer_sensitivity(policy, **geometry),
+            "delta_F": loss_sensitivity(int(model.output_shape[-1]), hidden), **geometry, "last_hidden": hidden}
 
 
 def provable_epsilon_per_record(*, eps2, eps3, batch_size, d, delta_h0, delta_f, eps1=0.0) -> float:

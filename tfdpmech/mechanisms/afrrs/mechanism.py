@@ -47,7 +47,7 @@ class AFRRS(AdLM):
             :class:`~tfdpmech.mechanisms.afrrs.reference.AFRRSReference` instead.
 
     Example:
-        >>> afrrs = AFRRS.from_total(0.6, batch_size=500, gamma=0.1, seed=0)       # doctest: +SKIP
+        >>> afrrs = AFRRS.from_total(0.6, batch_size=50, gamma=0.1, seed=0)        # doctest: +SKIP
         >>> afrrs.fit_relevance(public_model, x_train, y_train)                  # doctest: +SKIP
         >>> data = afrrs.perturb(x_train, y_train, model)                        # doctest: +SKIP
     """
