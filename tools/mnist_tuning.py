@@ -19,6 +19,7 @@ from tfdpmech.experiments import preset_config, run_comparison
 
 OUT = os.path.join("docs", "results", "mnist", "tuning")
 GRID = {"dpsgd": (20, 40), "dpsgd_scatter": (20, 40)}  # epochs; the other settings are the published recipes
+OPTION = {"dpsgd": "dpsgd_epochs", "dpsgd_scatter": "scatter_epochs"}
 
 
 def sweep(methods, epsilons, out=OUT, stored_only=False) -> dict:
@@ -28,7 +29,7 @@ def sweep(methods, epsilons, out=OUT, stored_only=False) -> dict:
             for epochs in GRID[method]:
                 config = preset_config("mnist", datasets=("mnist_validation",), methods=(method,),
                                        epsilons=(epsilon,), seeds=(0,), audit=(), out=out, resume=True,
-                                       stored_only=stored_only, options={"dpsgd_epochs": epochs})
+                                       stored_only=stored_only, options={OPTION[method]: epochs})
                 for run in run_comparison(config)["runs"]:
                     rows.append({"method": method, "epsilon": epsilon, "epochs": epochs,
                                  "validation_accuracy": run["accuracy"], "train_seconds": run["train_seconds"]})

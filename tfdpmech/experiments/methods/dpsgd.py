@@ -20,7 +20,8 @@ engine (``notes["engine"]``) and the report states it.
 Tabular data: the bias-free linear model of the DP-ERM methods, δ = 1/n² as theirs.
 
 ``options`` of the comparison: ``dpsgd_epochs`` overrides the number of epochs of the image
-methods, as an int or ``{ε: epochs}`` (the quick presets and the benchmark use it to keep runs short).
+methods, as an int or ``{ε: epochs}`` (the quick presets and the benchmark use it to keep runs short);
+``scatter_epochs`` those of ``dpsgd_scatter``.
 
 Model ``tanh_cnn`` (the whole-MNIST preset): ``dpsgd`` runs tfdpmech's own engine with Tramèr &
 Boneh's recipe (:mod:`.mnist_recipes`); ``dpsgd_tfprivacy`` is the same run through
@@ -45,8 +46,8 @@ from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model (as the functional head)
 
 
-def _epochs(ctx, default: int, epsilon=None) -> int:
-    return epochs_for(ctx.config.options, epsilon, default)
+def _epochs(ctx, default: int, epsilon=None, option: str = "dpsgd_epochs") -> int:
+    return epochs_for(ctx.config.options, epsilon, default, option)
 
 
 def _build(dp, model, x, y, notes=None, **options) -> Build:
@@ -108,7 +109,7 @@ def _tf_privacy(ctx, epsilon, seed) -> Build:
 def _scatter(ctx, epsilon, seed) -> Build:
     """DP-SGD on a linear model over ScatterNet features normalised per record (ε = 0 for the features)."""
     features = scattering_coefficients(ctx.x_private)
-    recipe = SCATTER_LINEAR_RECIPE.replace(epochs=_epochs(ctx, SCATTER_LINEAR_RECIPE.epochs, epsilon))
+    recipe = SCATTER_LINEAR_RECIPE.replace(epochs=_epochs(ctx, SCATTER_LINEAR_RECIPE.epochs, epsilon, "scatter_epochs"))
     dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech")
     head = keras.Sequential([keras.Input((features.shape[1],)), keras.layers.Dense(ctx.num_classes)],
                             name="scatter_linear")

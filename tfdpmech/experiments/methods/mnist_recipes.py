@@ -12,7 +12,8 @@
 
 ``reference_n`` is the 60,000 training images: a quick run on a few hundred records keeps the
 sampling probability q = 512 / 60,000. The number of epochs of a run can be set per ε through the
-comparison's ``options["dpsgd_epochs"]`` (an int, or ``{ε: epochs}``).
+comparison's ``options["dpsgd_epochs"]`` (``options["scatter_epochs"]`` for ``dpsgd_scatter``; an
+int, or ``{ε: epochs}``).
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ class NonPrivateRecipe:
 NONPRIVATE_CNN = NonPrivateRecipe()
 
 
-def epochs_for(options: dict, epsilon, default: int) -> int:
-    """The epochs of a run at ``epsilon``: ``options["dpsgd_epochs"]`` as an int or ``{ε: epochs}``, else ``default``."""
-    chosen = (options or {}).get("dpsgd_epochs", default)
+def epochs_for(options: dict, epsilon, default: int, option: str = "dpsgd_epochs") -> int:
+    """The epochs of a run at ``epsilon``: ``options[option]`` as an int or ``{ε: epochs}``, else ``default``."""
+    chosen = (options or {}).get(option, default)
     if isinstance(chosen, dict):
         matches = [v for k, v in chosen.items() if epsilon is not None and abs(float(k) - float(epsilon)) < 1e-12]
         chosen = matches[0] if matches else default
