@@ -56,7 +56,7 @@ def test_kifer_without_tensorflow_privacy_is_refused_and_dpsgd_is_not(tmp_path, 
     assert main(["compare", "--methods", "kifer", "--dataset", "iris", "--model", "linear", "--public", "0",
                  "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
-    assert "needs tensorflow_privacy" in err and "pip install 'tfdpmech[dpsgd]'" in err
+    assert "needs tensorflow_privacy" in err and "pip install 'tfdpmech[tfprivacy]'" in err
     assert not (tmp_path / "r").exists()
     # DP-SGD runs with tfdpmech's own engine where tensorflow-privacy does not import
     CompareConfig(methods=("dpsgd",), verbose=0).validate()
