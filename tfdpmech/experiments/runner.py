@@ -427,7 +427,8 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                                 "seed": seed, "reason": str(exc)})
                 continue
             progress.done = i
-            progress.finish_run(label, f"acc {result.accuracy:.4f}, {_epsilon_words(result)}")
+            diverged = " (diverged: NaN outputs)" if result.diverged else ""
+            progress.finish_run(label, f"acc {result.accuracy:.4f}{diverged}, {_epsilon_words(result)}")
             runs.append(result.to_dict())
     progress.close()
     return {
