@@ -1,48 +1,64 @@
-# Bootstraps local virtual environments from nothing (needs python3.11 + pip; test-colab also Python 3.13).
-#   make test          the test suite on the TF 2.15 stack (Python 3.11, Keras 2, tensorflow-privacy 0.9.0), slow tests aside
-#   make test-slow     the tests marked slow (trainings, notebooks, kill -9 and multi-process state tests)
-#   make test-colab    the whole suite, slow tests included, on Colab's stack (Python 3.13, TF 2.20, Keras 3)
-#   make demo          the main job: `tfdpmech compare` on the embedded MNIST sample
-#   make bench         throughput benchmark, writes bench/results.json
-#   make bench-colab   the same benchmark on Colab's stack
+# Bootstraps local virtual environments from nothing (needs python3 = Python 3.11, 3.12 or 3.13, and pip's index).
+# The default stack is today's TensorFlow with Keras 3, pinned in constraints.txt to Colab's runtime:
+#   make test            the test suite, slow tests aside
+#   make test-slow       the tests marked slow (trainings, notebooks, kill -9 and multi-process state tests)
+#   make demo            the main job: `tfdpmech compare` on the embedded MNIST sample
+#   make bench           throughput benchmark, writes bench/results.json
+#   make test-colab      the whole suite, slow tests included, on Python 3.13 (Colab's Python)
+# The tensorflow-privacy stack (Python 3.11, TF 2.15, Keras 2, tensorflow-privacy 0.9.0; constraints-tfprivacy.txt):
+#   make test-tfprivacy  the whole suite, slow tests included: where tfdpmech is compared with tensorflow-privacy
+#   make bench-tfprivacy the benchmark there, writes bench/results-tfprivacy.json
+# PYTHON=..., PYTHON_COLAB=... (3.13) and PYTHON_TFPRIVACY=... (3.11) choose the interpreters.
 
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+PYTHON ?= python3
 VENV ?= .venv
 VENV_COLAB ?= .venv-colab
-PY := $(VENV)/bin/python
-PY_COLAB := $(VENV_COLAB)/bin/python
+VENV_TFPRIVACY ?= .venv-tfprivacy
+EXTRAS := dpsgd,scatter,test,notebooks
+comma := ,
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: test test-slow test-colab test-keras3 demo bench bench-colab install clean
+# $(call pip_install,VENV,CONSTRAINTS,EXTRAS): pip, then tfdpmech (editable) and its extras under the pins
+define pip_install
+	@echo "installing TensorFlow and the rest into $(1)/ (pins: $(2)); a few minutes on a first run"
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet -c $(2) -e ".[$(3)]"
+endef
+
+.PHONY: test test-slow test-colab test-tfprivacy demo bench bench-tfprivacy install clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: setup.cfg setup.py constraints.txt
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[dpsgd,audit,scatter,test,notebooks]"
-	$(PY) -m tfdpmech.audit.tf_privacy_mia_addon
+	@tools/check_python.sh "$(PYTHON)"
+	"$(PYTHON)" -m venv $(VENV)
+	$(call pip_install,$(VENV),constraints.txt,$(EXTRAS))
 	touch $@
 
-# Colab's stack: Python 3.13 (tools/find_python.sh looks on PATH and in pyenv; PYTHON_COLAB=... overrides)
-$(VENV_COLAB)/.installed: setup.cfg setup.py constraints-colab.txt
-	@PYTHON_COLAB="$${PYTHON_COLAB:-$$(tools/find_python.sh 3.13)}" || exit 1; \
-	  echo "Colab stack on $$PYTHON_COLAB"; \
-	  "$$PYTHON_COLAB" -m venv $(VENV_COLAB)
-	$(PY_COLAB) -m pip install --quiet --upgrade pip
-	$(PY_COLAB) -m pip install --quiet -c constraints-colab.txt -e ".[dpsgd,audit,scatter,test,notebooks]"
+$(VENV_COLAB)/.installed: setup.cfg setup.py constraints.txt
+	@py="$${PYTHON_COLAB:-$$(tools/find_python.sh 3.13 PYTHON_COLAB)}" && tools/check_python.sh "$$py" \
+	  && echo "Python 3.13: $$py" && "$$py" -m venv $(VENV_COLAB)
+	$(call pip_install,$(VENV_COLAB),constraints.txt,$(EXTRAS))
+	touch $@
+
+$(VENV_TFPRIVACY)/.installed: setup.cfg setup.py constraints-tfprivacy.txt
+	@py="$${PYTHON_TFPRIVACY:-$$(tools/find_python.sh 3.11 PYTHON_TFPRIVACY)}" && tools/check_python.sh "$$py" \
+	  && echo "tensorflow-privacy stack on $$py" && "$$py" -m venv $(VENV_TFPRIVACY)
+	$(call pip_install,$(VENV_TFPRIVACY),constraints-tfprivacy.txt,tfprivacy$(comma)audit$(comma)$(EXTRAS))
+	$(VENV_TFPRIVACY)/bin/python -m tfdpmech.audit.tf_privacy_mia_addon
 	touch $@
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -ra --durations=10 -m "not slow"
+	$(VENV)/bin/python -m pytest -ra --durations=10 -m "not slow"
 
 test-slow: $(VENV)/.installed
-	$(PY) -m pytest -ra --durations=10 -m slow
+	$(VENV)/bin/python -m pytest -ra --durations=10 -m slow
 
 test-colab: $(VENV_COLAB)/.installed
-	$(PY_COLAB) -m pytest -ra --durations=10
+	$(VENV_COLAB)/bin/python -m pytest -ra --durations=10
 
-test-keras3: test-colab
+test-tfprivacy: $(VENV_TFPRIVACY)/.installed
+	$(VENV_TFPRIVACY)/bin/python -m pytest -ra --durations=10
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/tfdpmech compare
@@ -50,8 +66,8 @@ demo: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(VENV)/bin/tfdpmech bench
 
-bench-colab: $(VENV_COLAB)/.installed
-	$(VENV_COLAB)/bin/tfdpmech bench --out bench/results-colab.json
+bench-tfprivacy: $(VENV_TFPRIVACY)/.installed
+	$(VENV_TFPRIVACY)/bin/tfdpmech bench --out bench/results-tfprivacy.json
 
 clean:
-	rm -rf $(VENV) $(VENV_COLAB) .pytest_cache
+	rm -rf $(VENV) $(VENV_COLAB) $(VENV_TFPRIVACY) .pytest_cache

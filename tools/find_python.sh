@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Prints the path of a working Python X.Y interpreter (usage: tools/find_python.sh 3.13), or fails
-# with one line saying how to get one. Looks at pythonX.Y on PATH, then at pyenv's versions
-# (pyenv's shim answers only for the selected version, so the interpreter is called directly).
+# Prints the path of a working Python X.Y interpreter (usage: tools/find_python.sh 3.13 [VARIABLE]), or
+# fails with one line saying how to get one or to pass VARIABLE=/path/to/pythonX.Y. Looks at pythonX.Y on
+# PATH, then at pyenv's versions (pyenv's shim answers only for the selected version, so the interpreter
+# is called directly).
 set -u
 want=${1:?usage: tools/find_python.sh X.Y}
 candidates=("python$want")
@@ -17,5 +18,5 @@ for p in "${candidates[@]}"; do
     exit 0
   fi
 done
-echo "Python $want not found: install it (pyenv install $want, or apt/python.org) or pass PYTHON_COLAB=/path/to/python$want" >&2
+echo "Python $want not found: install it (pyenv install $want, or apt/python.org) or pass ${2:-PYTHON}=/path/to/python$want" >&2
 exit 1

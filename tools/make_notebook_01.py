@@ -1,9 +1,10 @@
 """Writes colab/01_adlm_vs_dpsgd.ipynb (outputs cleared). Run: python tools/make_notebook_01.py"""
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from notebook_install import INSTALL_CELL, with_install_paragraph
 
 cells = [
-    new_markdown_cell("""# AdLM vs DP-SGD on MNIST, with claimed and provable ε
+    new_markdown_cell(with_install_paragraph("""# AdLM vs DP-SGD on MNIST, with claimed and provable ε
 
 This tutorial trains the same MNIST network three ways and compares them at a few privacy budgets ε:
 
@@ -18,20 +19,8 @@ Every private method records its releases in a `tfdpmech.PrivacyLedger` with two
 **claimed ε** (what the paper states) and **provable ε** (what a correct argument gives per record, or *none proven*).
 For AdLM they differ: the paper's proof covers a batch *sum* with one shared noise draw, not each record.
 
-On Colab, switch to a GPU runtime (*Runtime → Change runtime type*) for the full-size run."""),
-    new_code_cell("""# Install tfdpmech as a Colab user would (skipped when it is already importable).
-# tfdpmech is not on PyPI: set TFDPMECH_SOURCE to the git URL (or wheel) of your copy of the repository.
-# The [dpsgd] extra adds tensorflow-privacy on Python 3.11 with TensorFlow 2.15, where DP-SGD runs through it; on
-# Colab (Python 3.12+, TensorFlow 2.16+ / Keras 3) it adds nothing, Colab's TensorFlow stays, and DP-SGD runs on
-# tfdpmech's own engine (the same algorithm: tfdpmech.dpsgd, engine="auto").
-import os
-TFDPMECH_SOURCE = os.environ.get("TFDPMECH_SOURCE", "git+https://github.com/<owner>/tfdpmech.git")
-try:
-    import tfdpmech
-except ImportError:
-    %pip install -q "tfdpmech[dpsgd] @ {TFDPMECH_SOURCE}"
-    import tfdpmech
-print("tfdpmech", tfdpmech.__version__)"""),
+On Colab, switch to a GPU runtime (*Runtime → Change runtime type*) for the full-size run.""")),
+    new_code_cell(INSTALL_CELL),
     new_code_cell("""import os
 import tensorflow as tf
 from tfdpmech.experiments import CompareConfig, run_comparison
@@ -56,7 +45,8 @@ loads the full 60,000 images through `tensorflow_datasets`. On a GPU we use the 
     # the per-record mode meets its ε on the CNN only for batches <= 135 (on the MLP <= 490): AdLM.certify(model)
     batch_size=125 if (GPU and not SMALL) else 200,
     audit=(),
-    options={"max_private": 2000, "max_test": 500} if SMALL else {},
+    # small: 2,000 private records; the non-private reference trains 40 epochs (400 steps) to stay the ceiling
+    options={"max_private": 2000, "max_test": 500, "nonprivate_epochs": 40} if SMALL else {},
     out="tutorial_results",
 )
 results = run_comparison(config)"""),

@@ -1,9 +1,10 @@
 """Writes colab/05_privacy_audit.ipynb (outputs cleared). Run: python tools/make_notebook_05.py"""
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from notebook_install import INSTALL_CELL, with_install_paragraph
 
 cells = [
-    new_markdown_cell("""# Auditing privacy claims with one training run
+    new_markdown_cell(with_install_paragraph("""# Auditing privacy claims with one training run
 
 Every method in tfdpmech carries two numbers: the **claimed ε** (what the paper says) and the **provable ε** (what a
 correct proof gives, or *none proven*). Both are arguments on paper. This tutorial adds a **measurement**: an
@@ -26,20 +27,8 @@ How to read the result:
 * **lower bound above the provable ε**: the proof or the code is wrong. `tfdpmech compare --audit canary` prints
   this in red and exits with status 3.
 * **lower bound above the claimed ε only**: the paper's claim is **refuted by the audit**.
-* **lower bound below both**: nothing is proven either way. The audit can refute a claim; it can never certify one."""),
-    new_code_cell("""# Install tfdpmech as a Colab user would (skipped when it is already importable).
-# tfdpmech is not on PyPI: set TFDPMECH_SOURCE to the git URL (or wheel) of your copy of the repository.
-# The [dpsgd] extra adds tensorflow-privacy on Python 3.11 with TensorFlow 2.15, where DP-SGD runs through it; on
-# Colab (Python 3.12+, TensorFlow 2.16+ / Keras 3) it adds nothing, Colab's TensorFlow stays, and DP-SGD runs on
-# tfdpmech's own engine (the same algorithm: tfdpmech.dpsgd, engine="auto").
-import os
-TFDPMECH_SOURCE = os.environ.get("TFDPMECH_SOURCE", "git+https://github.com/<owner>/tfdpmech.git")
-try:
-    import tfdpmech
-except ImportError:
-    %pip install -q "tfdpmech[dpsgd] @ {TFDPMECH_SOURCE}"
-    import tfdpmech
-print("tfdpmech", tfdpmech.__version__)"""),
+* **lower bound below both**: nothing is proven either way. The audit can refute a claim; it can never certify one.""")),
+    new_code_cell(INSTALL_CELL),
     new_code_cell("""import os
 from tfdpmech.experiments import CompareConfig, run_comparison
 from tfdpmech.report import audit_findings, markdown_table, summarize, write_report

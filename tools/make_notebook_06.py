@@ -2,11 +2,12 @@
 import os
 
 import nbformat as nbf
+from notebook_install import INSTALL_CELL, with_install_paragraph
 
 md = nbf.v4.new_markdown_cell
 code = nbf.v4.new_code_cell
 cells = [
-md("""# The functional-mechanism head: noise once, on statistics summed over the private set
+md(with_install_paragraph("""# The functional-mechanism head: noise once, on statistics summed over the private set
 
 A linear head on features that **never saw the private data** (a model trained on public images, cut at a bounded
 layer) needs the private records only through two sums over all of them (Zhang et al., *Functional Mechanism*,
@@ -21,19 +22,8 @@ this works where per-record noise (AdLM's and ILM's per-record modes) sits at ch
 is post-processing: the ledger records one proven release, however long you train.
 
 This tutorial: public features → the head at several ε → the same head through `model.compile` / `model.fit` →
-what is refused → DP-SGD at the same provable ε. See `docs/mechanisms/functional_head.md` for the derivations."""),
-code("""# Install tfdpmech as a Colab user would (skipped when it is already importable).
-# tfdpmech is not on PyPI: set TFDPMECH_SOURCE to the git URL (or wheel) of your copy of the repository.
-# Colab's own TensorFlow stays: on Python 3.13 the [dpsgd] extra adds nothing (tensorflow-privacy installs only on
-# Python 3.11 with TensorFlow 2.15) and DP-SGD runs on tfdpmech's own engine; on TF 2.15 it uses tensorflow-privacy.
-import os
-TFDPMECH_SOURCE = os.environ.get("TFDPMECH_SOURCE", "git+https://github.com/<owner>/tfdpmech.git")
-try:
-    import tfdpmech
-except ImportError:
-    %pip install -q "tfdpmech[dpsgd] @ {TFDPMECH_SOURCE}"
-    import tfdpmech
-print("tfdpmech", tfdpmech.__version__)"""),
+what is refused → DP-SGD at the same provable ε. See `docs/mechanisms/functional_head.md` for the derivations.""")),
+code(INSTALL_CELL),
 code("""import keras
 import numpy as np
 import tfdpmech
@@ -51,8 +41,8 @@ EPSILONS = [0.5, 8.0] if SMALL else [0.25, 0.5, 1.0, 2.0, 8.0]
 DELTA = 1e-5
 print(split.source, "| private", len(x_private), "| test", len(x_test))
 
-def accuracy(model):
-    return float(np.mean(np.argmax(model.predict(x_test, verbose=0), 1) == np.argmax(y_test, 1)))"""),
+def accuracy(model):  # one call on the test set (no predict loop to retrace for every new model)
+    return float(np.mean(np.argmax(np.asarray(model(x_test, training=False)), 1) == np.argmax(y_test, 1)))"""),
 md("""## 1. A public model, cut at a bounded layer
 
 The public model is trained on the public images only (cross-entropy, 20 epochs: a recipe chosen on a validation
@@ -122,17 +112,18 @@ refused(lambda: FunctionalHead(features, 10, mechanism="laplace", epsilon=1.0)
         .fit(split.x_public[:100], split.y_public[:100]))           # records the public model was trained on
 loose = FunctionalHead(None, 10, mechanism="laplace", epsilon=1.0)  # feature arrays: Laplace needs [0, 1]
 refused(lambda: loose.fit(np.full((10, 3), 1.5), np.arange(10)))"""),
-md("""## 5. DP-SGD at the same provable ε (TensorFlow 2.15 stack only)
+md("""## 5. DP-SGD at the same provable ε
 
-DP-SGD from tensorflow-privacy trains the whole network on the private set, noise at every step. Its target ε is
-tensorflow-privacy's (it assumes Poisson sampling, so the ledger calls it *claimed*); the training that runs uses
-shuffled fixed-size batches, for which the ledger proves the ε of composing one Gaussian mechanism per epoch. Read
-the rows by the **provable** column; the head's provable ε is its one release."""),
+DP-SGD (tensorflow-privacy on the TensorFlow 2.15 stack, tfdpmech's own engine elsewhere: `engine="auto"`) trains
+the whole network on the private set, noise at every step. Its target ε is tensorflow-privacy's (it assumes Poisson
+sampling, so the ledger calls it *claimed*); the training that runs uses shuffled fixed-size batches, for which the
+ledger proves the ε of composing one Gaussian mechanism per epoch. Read the rows by the **provable** column; the
+head's provable ε is its one release."""),
 code("""try:
     from tfdpmech.dpsgd import DPSGD, OptimizerSettings
     for eps in EPSILONS:
         keras.utils.set_random_seed(0)
-        epochs = 1 if SMALL else 5
+        epochs = 5
         dp = DPSGD(eps, DELTA, 250, epochs, len(x_private) // 250 * 250,
                    optimizer=OptimizerSettings("adam", learning_rate=1e-3), path="vectorized")
         model = dp.compile(tfdpmech.models.standard_mlp(10))

@@ -144,9 +144,9 @@ def test_missing_tensorflow_privacy_gives_one_line_hint(monkeypatch):
     with pytest.raises(ImportError) as info:
         DPSGD(1.0, DELTA, BATCH, 1, N, engine="tensorflow_privacy")
     message = str(info.value)
-    assert "pip install 'tfdpmech[dpsgd]' on Python 3.11 with TensorFlow 2.15" in message and "\n" not in message
+    assert "pip install 'tfdpmech[tfprivacy]' on Python 3.11 (TensorFlow 2.15;" in message and "\n" not in message
     assert "engine='tfdpmech'" in message
-    with pytest.raises(ImportError, match=re.escape("pip install 'tfdpmech[dpsgd]'")):
+    with pytest.raises(ImportError, match=re.escape("pip install 'tfdpmech[tfprivacy]'")):
         supports_fast_clipping(tiny_mlp())
 
 
@@ -168,7 +168,7 @@ def test_import_tfdpmech_does_not_need_tensorflow_privacy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=root)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "ENGINE: tfdpmech" in out.stdout
-    assert "HINT:" in out.stdout and "pip install 'tfdpmech[dpsgd]' on Python 3.11" in out.stdout
+    assert "HINT:" in out.stdout and "pip install 'tfdpmech[tfprivacy]' on Python 3.11" in out.stdout
 
 
 def test_repr_shows_claimed_and_provable():

@@ -44,6 +44,6 @@ def test_kifer_is_refused_by_name_where_tensorflow_privacy_does_not_import(monke
     for name in [m for m in list(sys.modules) if m.startswith("tensorflow_privacy.")] + ["tensorflow_privacy"]:
         monkeypatch.setitem(sys.modules, name, None)
     reason = METHODS["kifer"].unavailable()
-    assert reason.startswith("method 'kifer' needs tensorflow_privacy") and "pip install 'tfdpmech[dpsgd]'" in reason
+    assert reason.startswith("method 'kifer' needs tensorflow_privacy") and "pip install 'tfdpmech[tfprivacy]'" in reason
     with pytest.raises(ValueError, match="method 'kifer' needs tensorflow_privacy"):
         preset_config("dp_erm", quick=True, datasets=("iris",), methods=("kifer",), audit=(), verbose=0).validate()

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from tfdpmech.experiments import PRESETS, METHODS, preset_config, run_comparison
-from tfdpmech.report import RUN_FIELDS, SCHEMA_VERSION, check_results_schema, write_report
+from tfdpmech.report import RUN_FIELDS, SCHEMA_VERSION, check_results_schema, summarize, write_report
+from tfdpmech.report.tables import ordering_notes
 
 
 def _runnable(config):
@@ -48,6 +49,15 @@ def test_quick_run_of_each_preset_has_the_one_schema(name, tmp_path):
             assert run["epsilon_provable"] <= run["epsilon_target"] * (1 + 1e-9), run["method"]
     text = open(files["results.md"]).read()
     assert "claimed ε" in text and "provable ε" in text
+    # the order a reader expects: the non-private reference on top, or a note in the table saying it is not
+    rows = summarize(results)
+    notes = ordering_notes(rows)
+    assert all(note in text for note in notes)
+    if name == "demo":  # the first run a newcomer makes (tfdpmech compare --quick): the order holds
+        nonprivate = next(r["accuracy_mean"] for r in rows if r["method"] == "nonprivate")
+        others = {r["method"]: r["accuracy_mean"] for r in rows if r["method"] != "nonprivate"}
+        assert "public_only" in others and all(acc <= nonprivate for acc in others.values()), (nonprivate, others)
+        assert not notes
 
 
 def test_flags_override_the_preset():

@@ -56,7 +56,7 @@ def test_kifer_without_tensorflow_privacy_is_refused_and_dpsgd_is_not(tmp_path, 
     assert main(["compare", "--methods", "kifer", "--dataset", "iris", "--model", "linear", "--public", "0",
                  "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
-    assert "needs tensorflow_privacy" in err and "pip install 'tfdpmech[dpsgd]'" in err
+    assert "needs tensorflow_privacy" in err and "pip install 'tfdpmech[tfprivacy]'" in err
     assert not (tmp_path / "r").exists()
     # DP-SGD runs with tfdpmech's own engine where tensorflow-privacy does not import
     CompareConfig(methods=("dpsgd",), verbose=0).validate()
@@ -105,8 +105,9 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
     assert by[("adlm_shared", 1.0)]["epsilon_provable"] is None and by[("adlm_shared", 1.0)]["mode"] == "reference"
     assert by[("adlm_per_record", 8.0)]["epsilon_provable"] > 0
     assert by[("adlm_per_record", 8.0)]["epsilon_claimed"] == pytest.approx(8.0)
-    for r in runs:
-        assert len(r["accuracy_curve"]) == 2 and 0 <= r["accuracy"] <= 1
+    for r in runs:  # the quick preset trains 2 epochs, the non-private reference 60 (its curve: every 3rd epoch)
+        assert r["curve_epochs"] == ([3 * k for k in range(1, 21)] if r["method"] == "nonprivate" else [1, 2])
+        assert len(r["accuracy_curve"]) == len(r["curve_epochs"]) and 0 <= r["accuracy"] <= 1
         assert r["examples_per_second"] > 0
     assert by[("outpert_reference", 8.0)]["per"] == "query"
     assert by[("dpsgd", 8.0)]["notes"]["engine"] in ("tensorflow_privacy", "tfdpmech")

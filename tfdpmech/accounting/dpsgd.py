@@ -2,7 +2,8 @@
 
 DP-SGD (Abadi et al., "Deep Learning with Differential Privacy", CCS 2016) adds N(0, σ²C²) to the
 sum of per-example gradients clipped to norm C. ``dp_accounting``'s RDP accountant
-(``dp_accounting.rdp.RdpAccountant``, default orders, add-or-remove-one-example adjacency) composes
+(``dp_accounting.rdp.RdpAccountant``, add-or-remove-one-example adjacency; the orders of
+:mod:`.rdp_orders`, which give the default orders' ε) composes
 ``steps = ceil(epochs · n / batch_size)`` Poisson subsampled Gaussian mechanisms, each sampling
 every example with probability ``q = batch_size / n``, and converts the RDP bound to (ε, δ). This is
 exactly tensorflow-privacy's "ε assuming Poisson sampling" of ``compute_dp_sgd_privacy_statement``.
@@ -45,6 +46,7 @@ from scipy import optimize
 
 from ..validation import check_batch_size, check_choice, check_delta, check_epsilon, check_positive_int
 from .gaussian import require_dp_accounting
+from .rdp_orders import rdp_accountant, rdp_epsilon
 
 __all__ = [
     "NotCertifiableError",
@@ -115,12 +117,11 @@ def _dpsgd_event(dp_accounting, noise_multiplier, q, steps):
 
 
 @functools.lru_cache(maxsize=1024)
-def _rdp_epsilon(noise_multiplier: float, q: float, steps: int, delta: float) -> float:
+def _rdp_epsilon(noise_multiplier: float, q: float, steps: int, delta: float, at_most: float = math.inf) -> float:
     # Pure function of its arguments; cached because each evaluation costs ~0.1 s (160 RDP orders).
+    # at_most: a calibration's target (exact when ε <= at_most, above it otherwise; see rdp_orders).
     dp_accounting = require_dp_accounting(_PURPOSE)
-    accountant = dp_accounting.rdp.RdpAccountant()
-    accountant.compose(_dpsgd_event(dp_accounting, noise_multiplier, q, steps))
-    return float(accountant.get_epsilon(delta))
+    return rdp_epsilon(dp_accounting, _dpsgd_event(dp_accounting, noise_multiplier, q, steps), delta, at_most)
 
 
 def dpsgd_epsilon(noise_multiplier: float, delta: float, *, n: int, batch_size: int, epochs: int,
@@ -189,9 +190,8 @@ def epsilon_any_order(noise_multiplier: float, delta: float, epochs: int, *, use
     delta = check_delta(delta)
     dp_accounting = require_dp_accounting(_PURPOSE)
     sigma = noise_multiplier / 2 if used_microbatching else noise_multiplier
-    accountant = dp_accounting.rdp.RdpAccountant()
-    accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(sigma), epochs))
-    return float(accountant.get_epsilon(delta))
+    return rdp_epsilon(dp_accounting, dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(sigma), epochs),
+                       delta)
 
 
 def dpsgd_noise_multiplier(epsilon: float, delta: float, *, n: int, batch_size: int, epochs: int,
@@ -236,8 +236,8 @@ def _calibrate(epsilon, delta, n, batch_size, epochs, used_microbatching, tol) -
     steps = dpsgd_steps(n, batch_size, epochs)
     factor = 2.0 if used_microbatching else 1.0  # accounted σ_eff = σ / factor
 
-    def eps_of(sigma_eff):
-        return _rdp_epsilon(float(sigma_eff), q, steps, delta)
+    def eps_of(sigma_eff):  # exact where it is <= epsilon, above epsilon elsewhere: the same root
+        return _rdp_epsilon(float(sigma_eff), q, steps, delta, epsilon)
 
     # Bracket [lo, hi] with eps_of(lo) > epsilon >= eps_of(hi); ε(σ) is decreasing.
     lo, hi = 1.0, 1.0
@@ -268,7 +268,7 @@ def _calibrate(epsilon, delta, n, batch_size, epochs, used_microbatching, tol) -
         else:  # ε is so large that almost no noise is needed
             return hi * factor
     sigma_eff = dp_accounting.calibrate_dp_mechanism(
-        dp_accounting.rdp.RdpAccountant,
+        lambda: rdp_accountant(dp_accounting, delta, at_most=epsilon),
         lambda s: _dpsgd_event(dp_accounting, s, q, steps),
         epsilon,
         delta,
@@ -316,10 +316,8 @@ def _check_steps(steps) -> int:
     return check_positive_int(steps, "steps")
 
 
-def _accountant(dp_accounting, accountant: str, interval: float = PLD_DISCRETIZATION):
-    if accountant == "pld":
-        return dp_accounting.pld.PLDAccountant(value_discretization_interval=interval)
-    return dp_accounting.rdp.RdpAccountant()
+def _pld_accountant(dp_accounting, interval: float = PLD_DISCRETIZATION):
+    return dp_accounting.pld.PLDAccountant(value_discretization_interval=interval)
 
 
 def pld_discretization(coarse_epsilon: float) -> float:
@@ -334,12 +332,16 @@ def pld_discretization(coarse_epsilon: float) -> float:
 
 
 @functools.lru_cache(maxsize=2048)
-def _epsilon_cached(noise_multiplier: float, q: float, steps: int, delta: float, accountant: str) -> float:
+def _epsilon_cached(noise_multiplier: float, q: float, steps: int, delta: float, accountant: str,
+                    at_most: float = math.inf) -> float:
+    # at_most: a calibration's target for the RDP accountant (exact when ε <= at_most; see rdp_orders)
     dp_accounting = require_dp_accounting(_PURPOSE)
     event = _dpsgd_event(dp_accounting, noise_multiplier, q, steps)
-    epsilon = float(_accountant(dp_accounting, accountant).compose(event).get_epsilon(delta))
-    if accountant == "pld" and pld_discretization(epsilon) < PLD_DISCRETIZATION:
-        fine = _accountant(dp_accounting, accountant, pld_discretization(epsilon))
+    if accountant == "rdp":
+        return rdp_epsilon(dp_accounting, event, delta, at_most)
+    epsilon = float(_pld_accountant(dp_accounting).compose(event).get_epsilon(delta))
+    if pld_discretization(epsilon) < PLD_DISCRETIZATION:
+        fine = _pld_accountant(dp_accounting, pld_discretization(epsilon))
         epsilon = min(epsilon, float(fine.compose(event).get_epsilon(delta)))  # both are upper bounds
     return epsilon
 
@@ -412,9 +414,11 @@ def poisson_noise_multiplier(epsilon: float, delta: float, q: float, steps: int,
 
 @functools.lru_cache(maxsize=512)
 def _calibrate_poisson(epsilon, delta, q, steps, accountant, tol) -> float:
+    at_most = epsilon if accountant == "rdp" else math.inf  # RDP: exact where ε <= target, the same root
+
     def eps_of(sigma):
         try:
-            return _epsilon_cached(float(sigma), q, steps, delta, accountant)
+            return _epsilon_cached(float(sigma), q, steps, delta, accountant, at_most)
         except (ValueError, OverflowError, FloatingPointError):  # the accountant's numerics break down
             return math.inf
 

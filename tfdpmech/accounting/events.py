@@ -5,7 +5,8 @@ provable guarantee rests on (``GaussianDpEvent``, ``LaplaceDpEvent``, ``PoissonS
 ``SelfComposedDpEvent``, ``ComposedDpEvent``, ...). :func:`compose_events` composes such events
 with ``dp_accounting``'s accountants and keeps the smallest ε among the bounds that apply:
 
-* ``"rdp"``: ``dp_accounting.rdp.RdpAccountant`` (Rényi DP, default orders);
+* ``"rdp"``: ``dp_accounting.rdp.RdpAccountant`` (Rényi DP; the orders of :mod:`.rdp_orders`, which give the
+  default orders' ε);
 * ``"pld"``: ``dp_accounting.pld.PLDAccountant`` (privacy-loss distributions, pessimistic
   discretisation, so its ε is an upper bound; the grid step grows with the RDP ε, at most 0.01, to
   keep large compositions fast);
@@ -34,6 +35,7 @@ import math
 import numbers
 
 from .gaussian import gaussian_epsilon, require_dp_accounting
+from .rdp_orders import rdp_epsilon
 
 __all__ = [
     "COMPOSITION_ACCOUNTANTS",
@@ -190,10 +192,8 @@ def _compose_cached(key: str, delta: float, accountant: str) -> tuple[tuple[str,
     results = []
     rdp_eps = math.inf
     if accountant in ("best", "rdp"):
-        acc = dp_accounting.rdp.RdpAccountant()
-        if acc.supports(event):
-            acc.compose(event)
-            rdp_eps = float(acc.get_epsilon(delta))
+        if dp_accounting.rdp.RdpAccountant().supports(event):
+            rdp_eps = rdp_epsilon(dp_accounting, event, delta)
             results.append(("RDP (dp_accounting.rdp.RdpAccountant)", rdp_eps))
     if accountant in ("best", "pld"):
         interval = _pld_interval(rdp_eps)

@@ -50,8 +50,8 @@ TF_PRIVACY_MIA_HINT = (
     "tensorflow-privacy's membership-inference attacks live in "
     "tensorflow_privacy.privacy.privacy_tests.membership_inference_attack, which the PyPI wheel of "
     "tensorflow-privacy 0.9.0 does not ship (tensorflow/privacy#555); add it with "
-    "`pip install 'tfdpmech[dpsgd,audit]' && python -m tfdpmech.audit.tf_privacy_mia_addon` "
-    "(`make test` does this)"
+    "`pip install 'tfdpmech[tfprivacy,audit]' && python -m tfdpmech.audit.tf_privacy_mia_addon` "
+    "(`make test-tfprivacy` does this)"
 )
 
 

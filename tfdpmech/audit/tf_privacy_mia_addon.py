@@ -50,7 +50,7 @@ def _check_requirements() -> None:
 def _privacy_dir() -> str:
     spec = importlib.util.find_spec("tensorflow_privacy")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("tensorflow-privacy is not installed: pip install 'tfdpmech[dpsgd,audit]'")
+        raise RuntimeError("tensorflow-privacy is not installed: pip install 'tfdpmech[tfprivacy,audit]'")
     return os.path.join(list(spec.submodule_search_locations)[0], "privacy")
 
 

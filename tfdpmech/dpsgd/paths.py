@@ -67,7 +67,7 @@ __all__ = [
 
 PATHS = ("auto", "fast_clipping", "vectorized", "microbatch")
 ENGINES = ("auto", "tfdpmech", "tensorflow_privacy")
-INSTALL_HINT = ("pip install 'tfdpmech[dpsgd]' on Python 3.11 with TensorFlow 2.15 (tensorflow-privacy does not install "
+INSTALL_HINT = ("pip install 'tfdpmech[tfprivacy]' on Python 3.11 (TensorFlow 2.15; tensorflow-privacy does not install "
                 "on newer stacks; there engine='tfdpmech' runs the same DP-SGD)")
 
 

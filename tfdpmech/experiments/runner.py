@@ -475,7 +475,8 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                     store.add(key, skipped=skipped[-1])
                 continue
             progress.done = i
-            progress.finish_run(label, f"acc {result.accuracy:.4f}, {_epsilon_words(result)}")
+            diverged = " (diverged: NaN outputs)" if result.diverged else ""
+            progress.finish_run(label, f"acc {result.accuracy:.4f}{diverged}, {_epsilon_words(result)}")
             runs.append(result.to_dict())
             if store is not None:
                 store.add(key, run=runs[-1])

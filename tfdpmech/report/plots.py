@@ -19,6 +19,7 @@ def _pyplot():
     return plt
 
 
+DIVERGED = "diverged (NaN outputs)"
 _SHORT = {"add_remove": "add/remove", "replace_one": "replace-one", "unstated": "neighbours unstated",
           "mixed": "mixed neighbours"}
 
@@ -74,7 +75,7 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str, published: list | tupl
     Runs without a proof are absent from the middle panel and named under it. Every legend entry
     names the neighbour relation of its ε (and "features only" where labels are public); methods
     without a ledger are horizontal lines, ``public_only`` labelled as ε = 0 for the private set
-    (it never touches it), ``nonprivate`` as no privacy. The right panel,
+    (it never touches it), ``nonprivate`` as no privacy; a red × marks a run with NaN outputs (diverged). The right panel,
     drawn when the canary audit ran, places every run at its audited ε lower bound; a red ✕ marks
     a bound above the provable ε (a bug), "claim refuted" one above the claimed ε only.
     ``published`` points (``{"label", "epsilon", "accuracy"}``: a paper's own number, not measured
@@ -107,6 +108,10 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str, published: list | tupl
                 ax.errorbar(x, 100 * y, yerr=100 * e, marker="s" if per_query else "o", ls=":" if per_query else "-",
                             capsize=3, color=f"C{i}",
                             label=f"{method} {scope_label(mine[0])}" + (" (ε per query)" if per_query else ""))
+                diverged = [(r[key], 100 * r["accuracy_mean"]) for r in mine if r[key] is not None and r["diverged"]]
+                if diverged:  # NaN outputs: the accuracy is that of a constant answer
+                    shown = DIVERGED in ax.get_legend_handles_labels()[1]
+                    ax.scatter(*zip(*diverged), marker="x", s=70, color="red", zorder=5, label=None if shown else DIVERGED)
             for j, r in enumerate(r for r in subset if not r["private"]):  # nonprivate, public_only: told apart
                 ax.axhline(100 * r["accuracy_mean"], ls=("--", "-.", ":")[j % 3], color=("gray", "black")[j % 2],
                            label=f"{r['method']} {scope_label(r)}")

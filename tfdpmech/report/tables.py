@@ -11,7 +11,7 @@ from ..accounting.display import delta_text, epsilon_lower, epsilon_upper
 from ..accounting.ledger import NONE_PROVEN, PrivacyLedger, describe_scope
 from ..audit.canary import VERDICT_BUG, VERDICT_REFUTED, audit_verdict
 
-__all__ = ["summarize", "markdown_table", "run_verdict", "audit_findings", "scope_cell"]
+__all__ = ["summarize", "markdown_table", "ordering_notes", "run_verdict", "audit_findings", "scope_cell"]
 
 
 def _mean_std(values):
@@ -143,8 +143,34 @@ def lower_bound_cell(row: dict) -> str:
     return cell
 
 
+def _row_name(row: dict) -> str:
+    at = "" if row["epsilon_target"] is None else f" at ε = {row['epsilon_target']:g}"
+    return f"`{row['method']}`{at} ({100 * row['accuracy_mean']:.2f} %)"
+
+
+def ordering_notes(rows: list[dict]) -> list[str]:
+    """One line per dataset where a private row or ``public_only`` is more accurate than the non-private
+    reference (the rows of mode ``none`` that train on the private records): the order a reader expects
+    does not hold there, and the acc-loss column is negative."""
+    notes = []
+    for dataset in sorted({r["dataset"] for r in rows}):
+        subset = [r for r in rows if r["dataset"] == dataset and r["accuracy_mean"] is not None]
+        references = [r for r in subset if not r["private"] and not r.get("private_data_unused")]
+        if not references:
+            continue
+        best = max(references, key=lambda r: r["accuracy_mean"])
+        above = [r for r in subset if r not in references and r["accuracy_mean"] > best["accuracy_mean"]]
+        if above:
+            notes.append(
+                f"Note ({dataset}): the non-private reference {_row_name(best)} is below "
+                f"{', '.join(map(_row_name, above))}: it is not the ceiling in these settings (it trains on the "
+                "private records alone, for the comparison's epochs; those rows start from public data or train "
+                "longer), so their acc loss is negative.")
+    return notes
+
+
 def markdown_table(rows: list[dict]) -> str:
-    """The comparison table in Markdown (also printed to the terminal)."""
+    """The comparison table in Markdown (also printed to the terminal), with :func:`ordering_notes` under it."""
     head = ("| dataset | method | mode | target ε | claimed ε | provable ε | neighbours, protects | ε lower bound (audit) | δ | test accuracy "
             "| acc loss | MIA adv. | train s | examples/s | preprocessing s | peak memory MB |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
@@ -158,4 +184,5 @@ def markdown_table(rows: list[dict]) -> str:
             f"| {lower_bound_cell(r)} | {'–' if r['delta'] is None else delta_text(r['delta'])} | {acc} "
             f"| {_fmt(r['accuracy_loss'], '.3f')} | {_fmt(r['mia_advantage'], '.3f')} | {r['train_seconds']:.1f} "
             f"| {_fmt(r['examples_per_second'], '.0f')} | {r['preprocessing_seconds']:.1f} | {r['peak_memory_mb']:.0f} |")
-    return "\n".join(lines)
+    notes = ordering_notes(rows)
+    return "\n".join(lines + ([""] + notes if notes else []))

@@ -44,7 +44,10 @@ def _nonprivate(ctx, epsilon, seed) -> Prepared:
     model.compile(ctx.optimizer(), loss=TaylorCrossEntropy(batch_size=ctx.config.batch_size))
     train = (tf.data.Dataset.from_tensor_slices((ctx.x_private, taylor_coefficients(ctx.y_private)))
              .shuffle(ctx.n_private, seed=seed).batch(ctx.config.batch_size, drop_remainder=True))
-    return Prepared(model, train, examples_per_epoch=ctx.n_private // ctx.config.batch_size * ctx.config.batch_size,
+    # options["nonprivate_epochs"]: the quick presets train the reference to convergence on their few records
+    epochs = (ctx.config.options or {}).get("nonprivate_epochs")
+    return Prepared(model, train, epochs=None if epochs is None else int(epochs),
+                    examples_per_epoch=ctx.n_private // ctx.config.batch_size * ctx.config.batch_size,
                     notes={"records_per_epoch": "full batches only (the Taylor loss is calibrated per batch size)"})
 
 

@@ -144,7 +144,8 @@ def _public_release(ctx) -> Release:
 def _head(ctx, epsilon, seed) -> Build:
     ctx.require_public("dpsgd_head")
     public = ctx.public_model(seed)  # its training is reported beside, not in the private time
-    extractor = keras.Model(public.inputs, public.get_layer(FEATURE_LAYER).output, name="public_features")
+    inputs = public.inputs[0] if len(public.inputs) == 1 else public.inputs  # one input: no list (Keras 3 warns)
+    extractor = keras.Model(inputs, public.get_layer(FEATURE_LAYER).output, name="public_features")
     # Features of each private record alone (inference mode: the batch min-max uses its public estimates).
     features = np.concatenate([np.asarray(extractor(ctx.x_private[i:i + 2000], training=False))
                                for i in range(0, ctx.n_private, 2000)]).astype(np.float32)
@@ -160,7 +161,7 @@ def _head(ctx, epsilon, seed) -> Build:
     built = _build(dp, head, features, ctx.y_private, {"features": f"{public.name}/{FEATURE_LAYER}",
                                                        "public": ctx.public_source}, seed=seed)
     # the evaluated model: public extractor (frozen) → the DP-trained head (shared weights)
-    built.prepared["model"] = keras.Model(extractor.inputs, head(extractor.outputs[0]),
+    built.prepared["model"] = keras.Model(inputs, head(extractor.outputs[0]),
                                           name="public_features_dpsgd_head")
     return built
 

@@ -18,7 +18,7 @@ from ..registry import Build, Prepared, register_mechanism, register_method
 # tensorflow-privacy's KiferRegularizer module imports the package and its DP Keras optimizers, which fail on
 # Keras 3: objective perturbation runs on the TensorFlow 2.15 stack only (elsewhere results.md lists it as left out)
 TF_PRIVACY = (("tensorflow_privacy", "its KiferRegularizer needs tensorflow-privacy, which installs on Python 3.11 "
-               "with TensorFlow 2.15 only (pip install 'tfdpmech[dpsgd]' there)"),)
+               "with TensorFlow 2.15 only (pip install 'tfdpmech[tfprivacy]' there)"),)
 
 
 def mechanism_seed(seed: int) -> int:
