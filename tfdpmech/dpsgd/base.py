@@ -11,6 +11,7 @@ the accounting, the release and the data pipeline) is implemented by each subcla
 from __future__ import annotations
 
 import abc
+import math
 
 import keras
 import tensorflow as tf
@@ -20,7 +21,8 @@ from ..distribute import check_strategy, strategy_of
 from ..contract import Mechanism, PreparedFit, release
 from ..validation import check_array, check_choice, check_instance, check_labels, check_positive_int, check_positive_real
 from .callback import DPSGDBudget
-from .clipping import resolve_clipping
+from .clipping import ghost_norms_mismatch, resolve_clipping
+from .model_probe import batch_dependence
 from .paths import (
     PATHS,
     check_logits,
@@ -38,6 +40,11 @@ from .train_step import install_dp_train_step
 __all__ = ["DPSGDRun", "OPTIMIZERS", "MAX_STEPS", "DEFAULT_LEARNING_RATES"]
 
 MAX_STEPS = 10**9  # more optimizer steps than this is a mistake (and overflows the RDP accountant)
+
+
+def _delta_hint(n: int) -> str:
+    """A δ below 1/(10·n) with one significant digit (1e-5 and smaller as powers of ten)."""
+    return f"{10.0 ** math.floor(math.log10(0.1 / n)):.0e}"
 
 
 class DPSGDRun(Mechanism):
@@ -72,6 +79,12 @@ class DPSGDRun(Mechanism):
                  l2_norm_clip: float, optimizer: OptimizerSettings, path: str,
                  num_microbatches: int | None, layer_registry, use_xla: bool, engine: str,
                  ledger: PrivacyLedger | None):
+        if delta >= 1.0 / n:
+            raise ValueError(
+                f"delta={delta:g} is not below 1/n = {1.0 / n:.3g} (n={n}): a mechanism that publishes one random "
+                "record in full meets that δ, so the (ε, δ) would protect nobody. Pass a delta well below 1/n, e.g. "
+                f"delta={_delta_hint(n)}, as tensorflow-privacy and Opacus advise"
+            )
         self.epsilon, self.delta, self.n, self.epochs, self.batch_size = epsilon, delta, n, epochs, batch_size
         self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
         self.optimizer_settings = optimizer
@@ -96,7 +109,8 @@ class DPSGDRun(Mechanism):
         self.release: Release | None = None
         self.model: keras.Model | None = None
         self.num_classes: int | None = None
-        self._one_hot_labels = False
+        self._one_hot_labels = self._sparse_labels = False
+        self.first_step = 0  # the optimizer's step count when compile recorded the release
 
     # -- what each sampling scheme defines ---------------------------------------------------
     @abc.abstractmethod
@@ -216,11 +230,15 @@ class DPSGDRun(Mechanism):
                     f"{model.name!r}; use path='microbatch'"
                 )
             return "vectorized"
-        if supports_fast_clipping(model, self.layer_registry):
+        # the library's registry sees layers, not uses of weights: a weight read outside its layer (tied
+        # weights, a layer called twice) is found by tfdpmech's ghost-norm probe, and then not trained this way
+        unseen = ghost_norms_mismatch(model) if supports_fast_clipping(model, self.layer_registry) else None
+        if supports_fast_clipping(model, self.layer_registry) and unseen is None:
             return "fast_clipping"
         if self.requested_path == "fast_clipping":
             unsupported = fast_clipping_layers(model, self.layer_registry)
-            why = (f"layers {unsupported} are not in the fast-clipping layer registry (tensorflow-privacy 0.9.0 "
+            why = (unseen if unseen is not None else
+                   f"layers {unsupported} are not in the fast-clipping layer registry (tensorflow-privacy 0.9.0 "
                    "registers Dense and Embedding only)" if unsupported else
                    "it is not a Sequential or functional model")
             raise ValueError(
@@ -270,23 +288,11 @@ class DPSGDRun(Mechanism):
                 layers, ``path="fast_clipping"`` for an unsupported model, or
                 ``path="vectorized"`` for a subclassed model.
         """
-        if self.model is not None:
-            name = type(self).__name__
-            raise RuntimeError(
-                f"this {name} already compiled a model and recorded its privacy release; create a new {name} "
-                "(its ε composes with the first run in a shared ledger) to train another model"
-            )
-        if not isinstance(model, keras.Model) and callable(model):
-            model = model()
-        check_model(model)
-        if loss is None:
-            check_logits(model)
-        self._check_distribution(model)  # before any release
-        self._one_hot_labels = loss is None
-        try:
-            self.num_classes = int(model.output_shape[-1])
-        except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
-            self.num_classes = None
+        self._refuse_second_compile()
+        return self._compile_checked(self._checked_model(model, loss), loss, metrics, optimizer)
+
+    def _compile_checked(self, model, loss, metrics, optimizer) -> keras.Model:
+        """:meth:`compile` of a model :meth:`_checked_model` passed."""
         if optimizer is not None:
             if not isinstance(optimizer, keras.optimizers.Optimizer) or self.requested_path == "microbatch":
                 raise TypeError(
@@ -297,27 +303,70 @@ class DPSGDRun(Mechanism):
             self.optimizer_name = type(optimizer).__name__
         if self.engine == "tfdpmech":
             model = self._compile_tfdpmech(model, loss, metrics, optimizer)
-            self._guard_train_step(model)
-            self.model = model
-            if self.multiworker is not None:  # recorded by fit, on the chief, once every worker has joined
-                install_multiworker_fit(self, model, self.multiworker)
-                return model
-            self.release = release(self.ledger, self._make_release())[1]
-            return model
-        _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
-        self.path = self._resolve_path(model)
-        if self.path in ("fast_clipping", "vectorized"):
-            model = self._dp_model(model, dp_keras_model, lr)
-            reduction = "sum_over_batch_size"  # DPModel needs a reduced (mean) loss
         else:
-            reduction = "none"  # the DP optimizers need one loss per example
-        model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
-                      loss=self._loss(loss, reduction),
-                      metrics=list(metrics) if metrics else None)
+            _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
+            self.path = self._resolve_path(model)
+            if self.path in ("fast_clipping", "vectorized"):
+                model = self._dp_model(model, dp_keras_model, lr)
+                reduction = "sum_over_batch_size"  # DPModel needs a reduced (mean) loss
+            else:
+                reduction = "none"  # the DP optimizers need one loss per example
+            model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
+                          loss=self._loss(loss, reduction),
+                          metrics=list(metrics) if metrics else None)
+        self.first_step = int(model.optimizer.iterations.numpy())
         self._guard_train_step(model)
         self.model = model
-        self.release = release(self.ledger, self._make_release())[1]
+        if self.multiworker is not None:  # recorded by fit, on the chief, once every worker has joined
+            install_multiworker_fit(self, model, self.multiworker)
+            return model
+        self._record_release()
         return model
+
+    def _refuse_second_compile(self) -> None:
+        if self.model is not None:
+            name = type(self).__name__
+            raise RuntimeError(
+                f"this {name} already compiled a model and recorded its privacy release; create a new {name} "
+                "(its ε composes with the first run in a shared ledger) to train another model"
+            )
+
+    def _checked_model(self, model, loss):
+        """``model`` (built from a builder) after every check that needs no data, in order (before any release)."""
+        if not isinstance(model, keras.Model) and callable(model) and not isinstance(model, keras.layers.Layer):
+            model = model()
+        check_model(model)
+        if loss is None:
+            check_logits(model)
+        why = batch_dependence(model)
+        if why is not None:
+            raise ValueError(
+                f"model {model.name!r} cannot train with DP-SGD: {why}. Per-example clipping bounds one record's "
+                "influence only when each record's output and gradient depend on that record alone; remove the layer "
+                "(use LayerNormalization or GroupNormalization instead of batch statistics)"
+            )
+        self._check_distribution(model)
+        self._one_hot_labels = loss is None
+        self._sparse_labels = isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
+        try:
+            self.num_classes = int(model.output_shape[-1])
+        except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
+            self.num_classes = None
+        return model
+
+    def _record_release(self) -> None:
+        """Record the release (before the first noisy step) and let the ledger follow the steps taken."""
+        self.release = release(self.ledger, self._make_release())[1]
+        self.ledger.record_progress(self.release, 0, reader=self.steps_taken)
+
+    def global_step(self) -> int:
+        """The optimizer's step count (the global step of the next batch), 0 before :meth:`compile`."""
+        optimizer = getattr(self.model, "optimizer", None) if self.model is not None else None
+        return int(optimizer.iterations.numpy()) if optimizer is not None else self.first_step
+
+    def steps_taken(self) -> int:
+        """Optimizer steps this run has taken since :meth:`compile`."""
+        return self.global_step() - self.first_step
 
     def _release(self, basis: str, epsilon_provable: float, details: dict, event=None) -> Release:
         """The training run as one ledger entry: claimed = the calibrated ε, the optimiser in ``details``."""
@@ -338,7 +387,9 @@ class DPSGDRun(Mechanism):
         x = check_array(x, "x")
         y = check_array(y, "y")
         classes = getattr(self, "num_classes", None)
-        if (getattr(self, "_one_hot_labels", False) or self.model is None) and (y.ndim == 1 or classes is not None):
+        if self._sparse_labels and y.ndim == 1 and classes is not None:  # ids for a sparse loss: in range
+            check_labels(y, "y", num_classes=classes)
+        elif (self._one_hot_labels or self.model is None) and (y.ndim == 1 or classes is not None):
             if classes is None:
                 raise ValueError(
                     "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "
@@ -374,11 +425,10 @@ class DPSGDRun(Mechanism):
         """
         if x is None or y is None:
             raise ValueError(f"{type(self).__name__}.prepare needs the private records: prepare(model, x, y)")
-        n_x, n_y = len(check_array(x, "x")), len(check_array(y, "y"))
-        if n_x != self.n or n_y != n_x:  # before compile records the release
-            raise ValueError(f"{type(self).__name__}.prepare needs all n={self.n} private records and one label each, "
-                             f"got {n_x} records and {n_y} labels; pass them all, or create it with n={n_x}")
-        compiled = self.compile(model, loss=loss, metrics=metrics, optimizer=optimizer)
+        self._refuse_second_compile()
+        model = self._checked_model(model, loss)
+        self._checked_data(x, y)  # labels against the model's classes, before compile records the release
+        compiled = self._compile_checked(model, loss, metrics, optimizer)
         return PreparedFit(compiled, self.dataset(x, y, seed=seed), [self.callback(verbose=verbose)], epochs=self.epochs)
 
     def callback(self, verbose: int = 1) -> DPSGDBudget:
