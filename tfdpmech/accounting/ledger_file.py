@@ -71,7 +71,7 @@ class LedgerPersistence:
                 f"ledger file {self._path} no longer starts with the {len(self._releases)} releases this ledger "
                 "recorded there; it was replaced or edited. Releases are never dropped: restore the file"
             )
-        return list(other.releases)
+        return self._releases + list(other.releases[len(self._releases):])  # ours (the same objects), then theirs
 
     def _check_settings(self, other: "PrivacyLedger", path) -> None:
         if other.target_delta != self.target_delta or other.accountant != self.accountant:

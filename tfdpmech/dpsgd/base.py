@@ -43,8 +43,8 @@ MAX_STEPS = 10**9  # more optimizer steps than this is a mistake (and overflows 
 
 
 def _delta_hint(n: int) -> str:
-    """A δ below 1/(10·n) with one significant digit (1e-5 and smaller as powers of ten)."""
-    return f"{10.0 ** math.floor(math.log10(0.1 / n)):.0e}"
+    """The largest power of ten at or below 1/(10·n): a δ well below 1/n."""
+    return f"{10.0 ** math.floor(math.log10(0.1 / n)):g}"
 
 
 class DPSGDRun(Mechanism):

@@ -70,6 +70,10 @@ def probe_inputs(model, rows: int = PROBE_ROWS, seed: int = 0):
     arrays = [_probe_array(shape, dtype, rows, rng) for shape, dtype in specs]
     if any(a is None for a in arrays):
         return None
+    # the structure the model was built with (a functional model of [x] takes a list); Keras 3, then Keras 2
+    structure = getattr(model, "_inputs_struct", None) or getattr(model, "_nested_inputs", None)
+    if isinstance(structure, (list, tuple, dict)) and len(tf.nest.flatten(structure)) == len(arrays):
+        return tf.nest.pack_sequence_as(structure, arrays)
     return arrays[0] if len(arrays) == 1 else arrays
 
 
@@ -91,10 +95,12 @@ def _unique_variables(model):
 
 
 def _replace_row(a, b, i: int):
-    out = [np.array(t, copy=True) for t in (a if isinstance(a, list) else [a])]
-    for t, u in zip(out, b if isinstance(b, list) else [b]):
+    """Batch ``a`` with its record ``i`` taken from batch ``b`` (any input structure)."""
+    def replace(t, u):
+        t = np.array(t, copy=True)
         t[i] = u[i]
-    return out if isinstance(a, list) else out[0]
+        return t
+    return tf.nest.map_structure(replace, a, b)
 
 
 def _same(a, b) -> bool:
