@@ -139,3 +139,14 @@ def test_a_bad_seed_is_refused_naming_it():
         make_private(_model(), epsilon=1.0, delta=1e-3, n=N, expected_batch_size=15, epochs=1, seed=1.5)
     with pytest.raises(ValueError, match="seed must be a non-negative int"):
         PoissonDPSGD(1.0, 1e-3, expected_batch_size=15, epochs=1, n=N, seed=-3)
+
+
+def test_the_run_compiles_without_xla_and_refuses_a_step_traced_with_it():
+    x, y = _data()
+    dp = PoissonDPSGD(3.0, 1e-3, expected_batch_size=15, epochs=1, n=N, seed=1, engine="tfdpmech")
+    model = dp.compile(_model())
+    assert model.jit_compile is False  # XLA drops assertions, the guards among them
+    model.jit_compile = True
+    with pytest.raises(ValueError, match="jit_compile=True, but XLA drops the train step's checks"):
+        model.fit(dp.dataset(x, y), verbose=0)
+    assert dp.steps_taken() == 0

@@ -214,7 +214,7 @@ class DPSGDRun(Mechanism):
         loss = self._loss(loss, "sum_over_batch_size")
         # the class's compile: tfdpmech.dpsgd.make_private replaces the instance's compile with one that comes here
         type(model).compile(model, optimizer=optimizer if optimizer is not None else self._optimizer(None), loss=loss,
-                            metrics=list(metrics) if metrics else None)
+                            metrics=list(metrics) if metrics else None, jit_compile=False)  # see guards.py
         install_dp_train_step(model, loss=loss, l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
                               divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
                               require_mask=self._poisson)
@@ -312,8 +312,8 @@ class DPSGDRun(Mechanism):
             else:
                 reduction = "none"  # the DP optimizers need one loss per example
             model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
-                          loss=self._loss(loss, reduction),
-                          metrics=list(metrics) if metrics else None)
+                          loss=self._loss(loss, reduction), metrics=list(metrics) if metrics else None,
+                          jit_compile=False)  # XLA would drop the guards' assertions (guards.py)
         self.first_step = int(model.optimizer.iterations.numpy())
         self._guard_train_step(model)
         self.model = model

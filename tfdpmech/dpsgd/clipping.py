@@ -19,9 +19,10 @@ Algorithm 1). Two ways to compute it, both exact:
        weight gradient from the output gradients ``c_i g_i`` (Bu et al. 2023 "book-keeping": the
        weight gradient is linear in ``g``), so no second backward pass through the network runs.
 ``"vectorized"``
-    Per-example gradients of single-record losses (``tf.vectorized_map`` on TensorFlow 2.15, a
-    graph loop from 2.16 on: see :data:`_VECTORIZED_MAP_IS_EXACT`), each clipped and summed. Any
-    layer that does not mix records; memory grows with batch × parameters.
+    Per-example gradients of single-record losses (``tf.vectorized_map`` on TensorFlow 2.15 where
+    the model has a vectorized form, else a graph loop; always the loop from 2.16 on: see
+    :data:`_VECTORIZED_MAP_IS_EXACT`), each clipped and summed. Any layer that does not mix records;
+    memory grows with batch × parameters.
 
 Records are weighted by ``w_i`` in {0, 1} (Poisson batches pad with ``w_i = 0`` rows). A row with
 ``w_i = 0`` is selected out (its loss, input and gradient replaced by 0, never multiplied by 0), so it
@@ -84,7 +85,10 @@ def ghost_norms_mismatch(model, x=None) -> str | None:
     x = probe_inputs(model) if x is None else x
     if x is None:
         return f"model {model.name!r} has no known input shape to probe"
-    outputs = model(x, training=False)
+    try:
+        outputs = model(x, training=False)
+    except Exception as exc:  # pylint: disable=broad-except  (the exact path is taken; its own errors are the model's)
+        return f"model {model.name!r} did not run on a probe batch ({type(exc).__name__})"
     rng = np.random.default_rng(0)
     r = tf.nest.map_structure(lambda o: tf.constant(rng.normal(size=o.shape).astype(np.float32)), outputs)
     rows = int(tf.shape(tf.nest.flatten(outputs)[0])[0])
@@ -188,10 +192,14 @@ def _vectorized_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, trainin
         factor, norm = clip_factors(sq, l2_norm_clip)
         return [g * tf.cast(factor, g.dtype) for g in grads], norm
 
+    signature = ([tf.TensorSpec(v.shape, tf.as_dtype(v.dtype)) for v in variables], tf.TensorSpec((), tf.float32))
+    clipped = None
     if _VECTORIZED_MAP_IS_EXACT:
-        clipped, norms = tf.vectorized_map(one_record, (x, y, weights))
-    else:
-        signature = ([tf.TensorSpec(v.shape, tf.as_dtype(v.dtype)) for v in variables], tf.TensorSpec((), tf.float32))
+        try:
+            clipped, norms = tf.vectorized_map(one_record, (x, y, weights))
+        except (TypeError, ValueError, NotImplementedError):  # no vectorized form (recurrent loops on 2.15)
+            clipped = None
+    if clipped is None:  # one record at a time in a graph loop: slower, exact
         clipped, norms = tf.map_fn(one_record, (x, y, weights), fn_output_signature=signature)
     y_pred = model(x, training=training)
     return [tf.reduce_sum(g, axis=0) for g in clipped], y_pred, norms

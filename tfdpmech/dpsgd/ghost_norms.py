@@ -152,6 +152,13 @@ def _recording(layers_and_kinds, tape, keep):
                     f"layer {layer.name!r} is called more than once per forward pass (shared weights), so its "
                     "per-example gradient is a sum ghost norms do not see; use path='vectorized'"
                 )
+            rows, records_in_batch = inputs.shape[0], keep.shape[0]
+            if rows is not None and records_in_batch is not None and rows != records_in_batch:
+                raise ValueError(
+                    f"layer {layer.name!r} sees {rows} rows for a batch of {records_in_batch} records (a wrapper such "
+                    "as TimeDistributed reshapes the records), so ghost norms cannot tell the records apart; use "
+                    "path='vectorized'"
+                )
             a, z, out = _linear_forward(layer, kind, inputs, keep)
             tape.watch(z)
             records.append(_Record(layer, kind, a, z))

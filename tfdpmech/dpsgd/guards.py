@@ -12,6 +12,10 @@ optimizer is about to take is refused: only then is every step an independent Po
 of the recorded ε assumes.
 
 Shuffled runs train on batches of exactly ``batch_size`` finite records.
+
+The checks are TensorFlow assertions in the train step, which XLA compiles away (Keras 3 turns
+``jit_compile`` on by itself on a machine with a GPU): the runs compile the model with
+``jit_compile=False``, and a train step traced with XLA switched back on is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +33,16 @@ def steps_left_check(model, first_step: int, max_steps: int, message: str):
     return tf.debugging.assert_less(taken, tf.cast(max_steps, iterations.dtype), message=message)
 
 
+def refuse_xla(model, name: str) -> None:
+    """Refuse to trace the train step under XLA, which drops every assertion (the guards among them)."""
+    if getattr(model, "jit_compile", False) is True:
+        model.train_function = None
+        raise ValueError(
+            f"{name}: model.jit_compile=True, but XLA drops the train step's checks (the privacy budget, the batches "
+            "drawn by the run); set model.jit_compile = False (the run compiles the model that way)"
+        )
+
+
 def _is_run_batch(data) -> bool:
     return (isinstance(data, (tuple, list)) and len(data) == 3 and isinstance(data[2], (tuple, list))
             and len(data[2]) == 2)
@@ -41,6 +55,7 @@ def guard_poisson_train_step(run, model) -> None:
     run_id, max_steps, first_step = run.run_id, run.steps, run.first_step
 
     def train_step(data):
+        refuse_xla(model, name)
         if not _is_run_batch(data):
             model.train_function = None  # the failed trace must not stay cached
             shape = (f"a {len(data)}-tuple" if isinstance(data, (tuple, list)) else type(data).__name__)
@@ -81,6 +96,7 @@ def guard_shuffled_train_step(run, model) -> None:
     one_hot = run._one_hot_labels
 
     def train_step(data):
+        refuse_xla(model, type(run).__name__)
         x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
         first = tf.nest.flatten(y)[0]
         if one_hot and first.shape.rank == 1:

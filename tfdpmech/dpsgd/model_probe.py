@@ -71,7 +71,9 @@ def probe_inputs(model, rows: int = PROBE_ROWS, seed: int = 0):
     if any(a is None for a in arrays):
         return None
     # the structure the model was built with (a functional model of [x] takes a list); Keras 3, then Keras 2
-    structure = getattr(model, "_inputs_struct", None) or getattr(model, "_nested_inputs", None)
+    structure = getattr(model, "_inputs_struct", None)
+    if structure is None:
+        structure = getattr(model, "_nested_inputs", None)
     if isinstance(structure, (list, tuple, dict)) and len(tf.nest.flatten(structure)) == len(arrays):
         return tf.nest.pack_sequence_as(structure, arrays)
     return arrays[0] if len(arrays) == 1 else arrays
@@ -81,7 +83,7 @@ def _owners(model) -> dict:
     names = {}
     for layer in model._flatten_layers(include_self=True, recursive=True):  # both Keras 2.15 and 3
         for v in layer.variables:
-            names.setdefault(id(v), f"{v.name} of layer {layer.name!r} ({type(layer).__name__})")
+            names[id(v)] = f"{v.name} of layer {layer.name!r} ({type(layer).__name__})"  # the innermost owner
     return names
 
 

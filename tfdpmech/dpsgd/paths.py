@@ -141,6 +141,14 @@ def check_model(model) -> None:
         )
     if not model.trainable_variables:
         raise ValueError(f"model {model.name!r} has no trainable variables; nothing to train with DP-SGD")
+    for tensor in getattr(model, "inputs", None) or []:
+        dtype = str(getattr(tensor.dtype, "name", tensor.dtype))
+        if not any(kind in dtype for kind in ("float", "int", "bool")):
+            raise ValueError(
+                f"model {model.name!r} takes {dtype} inputs, but DP-SGD's records are numeric arrays; apply the "
+                "text or lookup preprocessing (StringLookup, TextVectorization) to the records before they reach the "
+                "run, and give the model the numeric ids"
+            )
     for layer in [model, *all_layers(model)]:
         if isinstance(layer, BatchMinMax) or (isinstance(layer, keras.layers.BatchNormalization) and layer.trainable):
             raise ValueError(
