@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-import keras
 import tensorflow as tf
 
 __all__ = ["GHOST_LAYERS", "leaf_layers", "ghost_kind", "ghost_unsupported_layers", "gradients", "clip_factors",

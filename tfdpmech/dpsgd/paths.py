@@ -38,9 +38,10 @@ Training paths (``path=``):
 
 Guards (:class:`~tfdpmech.dpsgd.DPSGD`): the compiled model refuses
 (``tf.errors.InvalidArgumentError`` naming the fix) any batch that does not hold exactly
-``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for. Layers that mix the records of a batch in training
-(``BatchNormalization``, :class:`tfdpmech.layers.BatchMinMax`) are refused: per-example clipping
-does not bound their sensitivity.
+``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for. Layers that mix
+the records of a batch in training (``BatchNormalization``, :class:`tfdpmech.layers.BatchMinMax`) are refused at
+any depth, and so is any model whose training forward pass updates state from the batch or mixes records
+(:mod:`tfdpmech.dpsgd.model_probe`): per-example clipping does not bound their sensitivity.
 
 tensorflow-privacy is imported only when this API is used (:func:`require_tf_privacy`).
 """

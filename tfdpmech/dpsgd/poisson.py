@@ -12,15 +12,18 @@ is **proven**.
 
 What runs at step t (Abadi et al., Algorithm 1, with the Poisson lot):
 
-1. Sample: ``B_t = {i : U_i < q}``, ``U_i ~ Uniform[0, 1)`` independent (:class:`PoissonSampler`).
+1. Sample: ``B_t = {i : U_i < q}``, ``U_i ~ Uniform[0, 1)`` independent (:class:`PoissonSampler`),
+   drawn from the run's secret sampling key and the global step t (the optimizer's step count), so
+   a second ``fit`` continues the stream and no draw is repeated.
    ``|B_t| ~ Binomial(n, q)``; it may be 0 or larger than the expected size ``q·n``.
 2. Pad ``B_t`` to a fixed shape P (about ``q·n + 6·sd``, :func:`padded_batch_size`) with all-zero
    rows whose mask is 0, so ``model.fit`` sees one batch shape and a Keras ``tf.function``
    is traced once. A batch larger than P is padded to the next multiple of P, never cut:
    no record of ``B_t`` is dropped.
-3. Clip each per-example gradient to L2 norm C (Algorithm 1 line "clip gradient"). A masked row's
-   loss is multiplied by 0 before its gradient is taken, so its gradient is exactly 0 and it adds
-   nothing to the sum or to the count.
+3. Clip each per-example gradient to L2 norm C (Algorithm 1 line "clip gradient"). A masked row
+   adds exactly 0 to the sum: tfdpmech's engine selects it out (its input, loss and gradient are
+   replaced by 0, so a row whose forward pass gives NaN adds no NaN); tensorflow-privacy's weighs
+   its loss by 0.
 4. Add ``N(0, σ²C²·I)`` to the **sum** of the clipped gradients and divide by the **expected**
    batch size ``L = q·n`` (Algorithm 1 line "add noise": ``(1/L)(Σ ḡ + N(0, σ²C²I))``).
    The actual size ``|B_t|`` is *not* used: it depends on whether a given record was sampled,
@@ -43,7 +46,8 @@ the smallest noise multiplier whose ε does not exceed the target
 (:func:`tfdpmech.accounting.dpsgd.poisson_dpsgd_noise_multiplier`). That ε is recorded as **proven** in
 the :class:`~tfdpmech.accounting.ledger.PrivacyLedger`. The proof assumes the sampling
 randomness is hidden from the adversary: a fixed ``seed`` is for reproducible experiments and must
-be kept secret in a deployment (the default None draws OS entropy).
+be kept secret in a deployment (the default None draws OS entropy). The compiled model trains only
+on batches this run drew, each at the step it was drawn for (:mod:`tfdpmech.dpsgd.guards`).
 
 Example:
     >>> dp = PoissonDPSGD(epsilon=1.0, delta=1e-5, expected_batch_size=1750, epochs=40, n=7000)

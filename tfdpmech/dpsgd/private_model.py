@@ -14,8 +14,10 @@ same model object, then use Keras as usual::
 It runs tfdpmech's own engine (:mod:`.train_step`) on every stack, Keras 2.15 and Keras 3 alike.
 ``compile`` records the run's release (the budget is committed then); ``fit`` takes the n
 private records as arrays and draws the Poisson batches itself (``batch_size`` and ``shuffle`` do
-not apply), or a dataset from ``model.dp_sgd.dataset(x, y)``; it refuses more epochs than the
-budget covers. Everything else (``predict``, ``evaluate``, ``save``) is the model's own.
+not apply), or a dataset from ``model.dp_sgd.dataset(x, y)``, and refuses any other dataset; every
+``fit`` continues the run's Poisson stream (the batch of step t is drawn from the secret key and t).
+It refuses more epochs than the budget covers. Everything else (``predict``, ``evaluate``, ``save``)
+is the model's own; ``save`` keeps the optimizer and with it the step count.
 """
 
 from __future__ import annotations

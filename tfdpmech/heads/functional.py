@@ -215,9 +215,8 @@ class FunctionalHead(ClosedFormMechanism):
         ``x`` may be a ``tf.data.Dataset`` of ``(x, y)`` batches of any length (``y=None`` then): the
         statistics are accumulated in float64 in one pass, memory independent of n, every record
         checked as it streams (a record that breaks a check stops the pass with its index; nothing is
-        released). n is counted in the pass and the release comes after it, so a dataset that cannot end
-        (infinite cardinality, or a ``.repeat()`` without a count below a ``.filter()``) is refused before
-        anything is read, and any stream stops with an error past ``max_records``. Under ``tf.distribute`` (``strategy``, or an
+        released). n is counted in the pass and the release comes after it: a dataset that cannot end is
+        refused before anything is read, any other stops past ``max_records``. Under ``tf.distribute`` (``strategy``, or an
         open ``strategy.scope()``) each replica sums its shard, the sums are all-reduced (SUM), and the
         release happens once, on the chief, with one noise draw; the other workers receive the released
         statistics and record no release (:mod:`tfdpmech.heads.streaming`).

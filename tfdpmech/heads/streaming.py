@@ -23,12 +23,8 @@ Three ways to compute them, all ending in the **one** release of
 
 The number of records n is public under replace-one DP (it sets the ridge floor and is recorded
 with the release); for a stream it is counted during the pass, and the release comes after the
-pass. A dataset that cannot end is refused before anything is read: an **infinite** cardinality
-(``dataset.cardinality() == tf.data.INFINITE_CARDINALITY``, e.g. after ``.repeat()``), or an unknown one
-whose graph holds a ``repeat()`` without a count (``ds.repeat().filter(...)``). Any other unknown
-cardinality (a ``filter`` of a finite dataset, a generator) is read up to a stated cap,
-``max_records`` (:data:`DEFAULT_MAX_RECORDS` unless given): a stream that passes it stops with an
-error, and nothing is released.
+pass. A dataset that cannot end is refused before anything is read, and any other stops with an error
+past ``max_records`` records (:mod:`tfdpmech.heads.stream_end`); nothing is released then.
 """
 
 from __future__ import annotations
@@ -41,62 +37,12 @@ import tensorflow as tf
 
 from ..distribute import SUPPORTED_STRATEGIES, check_strategy, is_chief
 from .feature_map import feature_map
+from .stream_end import DEFAULT_MAX_RECORDS, check_finite_dataset, check_record_count
 
 __all__ = ["check_finite_dataset", "check_strategy", "stream_statistics", "distributed_statistics", "is_chief",
            "SUPPORTED_STRATEGIES", "DEFAULT_RECORDS_PER_REPLICA", "DEFAULT_MAX_RECORDS", "check_record_count"]
 
 DEFAULT_RECORDS_PER_REPLICA = 4096  # records per replica per step of the distributed pass (no effect on privacy)
-DEFAULT_MAX_RECORDS = 10**8  # a stream of more records stops with an error unless fit(max_records=...) says more
-
-
-# --------------------------------------------------------------------------------------------
-# What is refused before anything is read
-# --------------------------------------------------------------------------------------------
-def _repeats_forever(dataset) -> bool:
-    """Whether the dataset's graph (its functions included) holds a ``repeat`` whose count is -1 or unknown."""
-    try:
-        graph = tf.compat.v1.GraphDef()
-        graph.ParseFromString(dataset._as_serialized_graph(  # pylint: disable=protected-access
-            external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE).numpy())
-    except (tf.errors.OpError, ValueError, TypeError, AttributeError):  # not serialisable: the record cap applies
-        return False
-    for nodes in [graph.node, *(f.node_def for f in graph.library.function)]:
-        by_name = {n.name: n for n in nodes}
-        for node in nodes:
-            if node.op == "RepeatDataset":
-                count = by_name.get(node.input[1].split(":")[0])
-                if count is None or count.op != "Const" or int(tf.make_ndarray(count.attr["value"].tensor)) < 0:
-                    return True
-    return False
-
-
-def check_finite_dataset(dataset, name: str = "x") -> None:
-    """Refuse a ``tf.data.Dataset`` whose pass cannot end: infinite cardinality, or an unknown one over a
-    ``repeat()`` without a count.
-
-    Raises:
-        ValueError: ``dataset.cardinality() == tf.data.INFINITE_CARDINALITY``, or an endless ``repeat``.
-    """
-    cardinality = int(dataset.cardinality())
-    endless = cardinality == int(tf.data.INFINITE_CARDINALITY) or (
-        cardinality == int(tf.data.UNKNOWN_CARDINALITY) and _repeats_forever(dataset))
-    if endless:
-        raise ValueError(
-            f"{name} is a tf.data.Dataset of infinite cardinality (a .repeat() without a count, perhaps below a "
-            ".filter()): the head's accounting needs the number of records n, which is counted in one pass before "
-            "the release, and that pass would never end. Pass a finite dataset (drop the .repeat(), or .take(k) "
-            "batches) of all the private records, each once"
-        )
-
-
-def check_record_count(n: int, max_records: int) -> None:
-    """Stop a stream that has passed ``max_records`` records (nothing has been released then)."""
-    if n > max_records:
-        raise ValueError(
-            f"the dataset has yielded more than max_records={max_records} records and is still going (an endless "
-            "generator?); nothing has been released. Pass a finite dataset of all the private records, each once, "
-            "or fit(..., max_records=N) with the number it holds"
-        )
 
 
 # --------------------------------------------------------------------------------------------
