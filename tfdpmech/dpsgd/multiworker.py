@@ -28,7 +28,15 @@ import numpy as np
 import tensorflow as tf
 
 from ..distribute import is_chief
-from .poisson_sampling import poisson_batch, run_element, run_signature, sampling_key, step_rng, tagged_poisson_batch
+from .poisson_sampling import (
+    poisson_batch,
+    record_spec,
+    run_element,
+    run_signature,
+    sampling_key,
+    step_rng,
+    tagged_poisson_batch,
+)
 from .train_step import KERAS_3
 
 __all__ = ["is_multiworker", "check_sampling_seed", "seed_words", "poisson_batch", "shuffled_batch", "replica_slice",
@@ -154,10 +162,6 @@ class SharedBatches:
         return self.dataset
 
 
-def _spec(a: np.ndarray) -> tf.TensorSpec:
-    return tf.TensorSpec((None,) + a.shape[1:], tf.as_dtype(a.dtype))
-
-
 def shared_dataset(run, x, y, seed, *, poisson: bool):
     """``run.dataset(x, y)`` under ``MultiWorkerMirroredStrategy``: the shared global batches of all n checked
     records (``x`` float32), each worker's slice; ``seed`` is the shared secret sampling seed."""
@@ -172,7 +176,7 @@ def shared_dataset(run, x, y, seed, *, poisson: bool):
     else:
         batch_size, per_epoch, cache = run.batch_size, run.n // run.batch_size, {}
         shared = SharedBatches(lambda step: shuffled_batch(x, y, batch_size, per_epoch, words, step, cache),
-                               (_spec(x), _spec(y)), fingerprint("shuffled", x, y, batch_size, words))
+                               (record_spec(x), record_spec(y)), fingerprint("shuffled", x, y, batch_size, words))
     run.shared_batches = shared
     return shared.distribute(run.multiworker)
 

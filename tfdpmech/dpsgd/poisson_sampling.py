@@ -25,7 +25,7 @@ from ..validation import check_positive_int
 
 __all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "check_seed", "sampling_key",
            "step_rng", "poisson_batch", "tagged_poisson_batch", "run_element", "run_signature", "run_dataset",
-           "is_run_dataset",
+           "is_run_dataset", "record_spec",
            "TICKET_COLUMNS"]
 
 PAD_SDS = 6.0  # padded shape: expected size + 6 standard deviations (overflow ~1e-9 per step)
@@ -135,7 +135,8 @@ def _arrays(x, y):
     return x, y
 
 
-def _spec(a: np.ndarray) -> tf.TensorSpec:
+def record_spec(a: np.ndarray) -> tf.TensorSpec:
+    """The ``tf.TensorSpec`` of a batch of records like ``a`` (first dimension None)."""
     return tf.TensorSpec((None,) + a.shape[1:], tf.as_dtype(a.dtype))
 
 
@@ -172,7 +173,7 @@ def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_s
         for step in range(first, first + steps_per_epoch):
             yield poisson_batch(x, y, q, size, key, step)
 
-    signature = (_spec(x), _spec(y), tf.TensorSpec((None,), tf.float32))
+    signature = (record_spec(x), record_spec(y), tf.TensorSpec((None,), tf.float32))
     return _stream(generate, signature, steps_per_epoch)
 
 
@@ -193,7 +194,7 @@ def run_element(parts):
 
 def run_signature(x: np.ndarray, y: np.ndarray):
     """The ``tf.TensorSpec`` structure of :func:`run_element` for records like ``x`` and labels like ``y``."""
-    return _spec(x), _spec(y), (tf.TensorSpec((None,), tf.float32), tf.TensorSpec((None, 2), tf.int64))
+    return record_spec(x), record_spec(y), (tf.TensorSpec((None,), tf.float32), tf.TensorSpec((None, 2), tf.int64))
 
 
 def is_run_dataset(data) -> bool:

@@ -44,7 +44,7 @@ import tensorflow as tf
 from .clipping import clipped_gradient_sum, gradients, per_example_loss
 from .ghost_norms import select_rows
 
-__all__ = ["KERAS_3", "install_dp_train_step", "step_noise", "log_real_record_loss", "check_finite_norms"]
+__all__ = ["KERAS_3", "install_dp_train_step", "noise_key", "step_noise", "log_real_record_loss", "check_finite_norms"]
 
 KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
 
