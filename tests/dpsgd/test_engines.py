@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tfdpmech.dpsgd import DPSGD, OptimizerSettings, PoissonDPSGD, tanh_mlp
 from tfdpmech.dpsgd.paths import tf_privacy_available
+from tfdpmech.dpsgd.poisson_sampling import run_element
 from tfdpmech.dpsgd.train_step import install_dp_train_step
 from tfdpmech.models import standard_cnn
 
@@ -44,7 +45,9 @@ def _step_update(engine, build, batch, n, expected_batch, clip=0.05):
     else:
         install_dp_train_step(dp_model, loss=dp_model.loss, l2_norm_clip=clip, noise_multiplier=0.0,
                               divisor=dp.expected_batch_size, clipping=dp.path, require_mask=True)
-    dp_model.fit(tf.data.Dataset.from_tensors(batch), epochs=1, verbose=0)
+        dp._guard_train_step(dp_model)  # the run's checks around the noise-free step
+    ticket = np.tile(np.array([dp.run_id, dp.global_step()], np.int64), (len(batch[2]), 1))  # the run's step 0
+    dp_model.fit(tf.data.Dataset.from_tensors(run_element((*batch, ticket))), epochs=1, verbose=0)
     return [(b - v.numpy()) / 1e4 for b, v in zip(before, model.trainable_variables)], dp.path
 
 
@@ -104,7 +107,7 @@ def test_the_noise_of_one_step_has_variance_sigma_squared_c_squared():
 def test_poisson_batches_without_a_mask_are_refused():
     dp = PoissonDPSGD(1.0, 1e-5, expected_batch_size=10, epochs=1, n=100, engine="tfdpmech", seed=0)
     model = dp.compile(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]))
-    with pytest.raises(ValueError, match="padded Poisson batches"):
+    with pytest.raises(ValueError, match=r"only on the Poisson batches its run draws itself.*fit\(x, y\)"):
         model.fit(np.zeros((100, 3), np.float32), np.eye(2, dtype=np.float32)[np.zeros(100, int)], batch_size=10,
                   epochs=1, verbose=0)
 

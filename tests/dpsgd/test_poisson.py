@@ -327,14 +327,6 @@ def test_vectorized_path_trains(mnist_small):
     assert auto.path == ("vectorized" if auto.engine == "tensorflow_privacy" else "fast_clipping")
 
 
-def test_batches_without_a_mask_are_refused(mnist_small):
-    x, y = mnist_small
-    dp = PoissonDPSGD(4.0, DELTA, expected_batch_size=50, epochs=1, n=N, seed=0)
-    model = dp.compile(tiny_mlp())
-    with pytest.raises(ValueError, match="mask"):
-        model.fit(x, y, batch_size=50, epochs=1, verbose=0)
-
-
 # --- bad input (all before any training) ------------------------------------------------------
 
 @pytest.mark.parametrize("q", [0.0, -0.1, 1.5, float("nan")])

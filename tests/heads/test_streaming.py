@@ -73,6 +73,41 @@ def test_an_infinite_dataset_is_refused_before_anything_is_read():
     assert reads == [] and not head.released and not head.ledger.releases
 
 
+def test_an_endless_repeat_below_a_filter_is_refused_before_anything_is_read():
+    x, y = _data()
+    reads = []
+
+    def note(a):
+        reads.append(1)
+        return a
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (tf.numpy_function(note, [a], a.dtype), b))
+    ds = ds.repeat().filter(lambda a, b: b >= 0).batch(100)
+    assert int(ds.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
+    head = _head("gaussian")
+    with pytest.raises(ValueError, match=r"infinite cardinality \(a .repeat\(\) without a count"):
+        head.fit(ds)
+    assert reads == [] and not head.released and not head.ledger.releases
+    finite = tf.data.Dataset.from_tensor_slices((x, y)).repeat(2).filter(lambda a, b: b >= 0).batch(100)
+    assert _head("gaussian").fit(finite).release.details["n"] == 2000  # a counted repeat is finite
+
+
+def test_an_endless_generator_stops_at_the_stated_cap_with_nothing_released():
+    def forever():
+        rng = np.random.default_rng(0)
+        while True:
+            yield rng.uniform(0, 1, (50, 5)), rng.integers(3, size=50)
+
+    ds = tf.data.Dataset.from_generator(forever, output_signature=(tf.TensorSpec((None, 5), tf.float64),
+                                                                   tf.TensorSpec((None,), tf.int64)))
+    head = _head("gaussian")
+    with pytest.raises(ValueError, match="more than max_records=500 records"):
+        head.fit(ds, max_records=500)
+    assert not head.released and not head.ledger.releases
+    with pytest.raises(ValueError, match="max_records must be >= 1"):
+        _head("gaussian").fit(ds, max_records=0)
+
+
 @pytest.mark.parametrize("what, at, match", [
     ("label", 123, r"record 123 of the stream has label 7"),
     ("nan", 57, r"record 57 of the stream holds NaN"),

@@ -41,6 +41,7 @@ from .display import delta_text
 from .events import COMPOSITION_ACCOUNTANTS, compose_events, self_composed
 from .guarantee import NONE_PROVEN, Guarantee, NoneProven, _describe, format_epsilon
 from .ledger_file import LedgerPersistence
+from .progress import StepProgress
 from .release import NEIGHBOURS, PROTECTS, UNSTATED, Release, check_epochs, describe_scope
 
 __all__ = ["Release", "PrivacyLedger", "Guarantee", "NoneProven", "NONE_PROVEN", "format_epsilon", "check_epochs",
@@ -82,6 +83,7 @@ class PrivacyLedger(LedgerPersistence):
         self._lock_timeout = LOCK_TIMEOUT
         self._thread_lock = threading.RLock()
         self._releases: list[Release] = []
+        self._progress = StepProgress()
         for release in releases:
             self._releases.append(self._check_release(release))
 
@@ -105,6 +107,34 @@ class PrivacyLedger(LedgerPersistence):
         """Append a release and return it. A ledger bound to a file writes it there before returning."""
         self._append([self._check_release(release)])
         return release
+
+    def _index(self, release: Release) -> int:
+        for i, r in enumerate(self._releases):
+            if r is release:
+                return i
+        raise ValueError(f"release {getattr(release, 'component', release)!r} is not in this ledger; record it first")
+
+    def record_progress(self, release: Release, steps_taken: int, *, reader=None) -> None:
+        """Note the steps run so far after ``release`` (a planned-steps release such as DP-SGD's).
+
+        The ε charged is never changed (the release was charged its whole plan when recorded):
+        :meth:`summary` shows the releases followed by fewer steps than ``release.details["steps"]``.
+        A ledger bound to a file (:meth:`open`) writes the count there too.
+
+        Args:
+            release: a release of this ledger (the object :meth:`record` returned).
+            steps_taken: steps run so far (counts only grow).
+            reader: optionally a bound method returning the live count (held weakly), read by
+                :meth:`steps_taken` while its object exists.
+        """
+        index = self._index(release)
+        with self._thread_lock:
+            self._progress.record(index, steps_taken, reader)
+            self._write_progress()
+
+    def steps_taken(self, release: Release) -> int | None:
+        """Steps run after ``release`` as far as recorded (None when nothing was recorded for it)."""
+        return self._progress.steps(self._index(release))
 
     def extend(self, other: "PrivacyLedger") -> None:
         """Append every release of another ledger (sequential composition)."""
@@ -221,10 +251,10 @@ class PrivacyLedger(LedgerPersistence):
 
     # -- reports ---------------------------------------------------------------------------------------------------
     def summary(self, epochs: int | None = None) -> str:
-        """A human-readable table: one line per release, then the totals."""
+        """A human-readable table: one entry per release (with the steps it ran when fewer than planned), then the totals."""
         counted = self._counted(epochs)
         lines = []
-        for r, times in counted:
+        for i, (r, times) in enumerate(counted):
             tag = " [reproduction mode]" if r.reproduction else ""
             rep = f" ×{times} epochs" if r.per_epoch else ""
             lines.append(
@@ -232,6 +262,10 @@ class PrivacyLedger(LedgerPersistence):
                 f"{format_epsilon(r.epsilon_claimed, r.epsilon_provable, r.delta)}{rep}\n"
                 f"    neighbours: {describe_scope(r.neighbours, r.protects)}\n    basis: {r.basis}"
             )
+            planned, taken = r.details.get("steps"), self._progress.steps(i)
+            if isinstance(planned, int) and taken is not None and taken < planned:
+                lines.append(f"    steps: {taken} of the {planned} planned ran (stopped early; charged for all "
+                             f"{planned}, as recorded before the first step)")
         g = self.provable(epochs)
         lines.append(f"neighbours of the total: {describe_scope(*self.scope())}")
         lines.append("total: " + format_epsilon(self.epsilon_claimed(epochs), g.epsilon, self.delta(epochs)))

@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, state_lock, write_json_atomically
+from .progress import StepProgress
 from .release import Release, check_epochs
 
 if TYPE_CHECKING:
@@ -44,8 +45,17 @@ class LedgerPersistence:
                 write_json_atomically(self._path, self._payload(releases, None), indent=2)
                 self._releases = releases  # only once the file holds them
 
+    def _write_progress(self) -> None:
+        """Write the step counts to the bound file (merged with what other processes recorded there)."""
+        if self._path is None:
+            return
+        with locked_state(self._path, timeout=self._lock_timeout, lock=self._file_lock):
+            self._releases = self._read_bound_file()
+            write_json_atomically(self._path, self._payload(self._releases, None), indent=2)
+
     def _read_bound_file(self) -> list[Release]:
-        """The releases in the bound file (under its lock); ours must be a prefix of them."""
+        """The releases in the bound file (under its lock); ours must be a prefix of them. Its step
+        counts are merged into ours."""
         if not os.path.exists(self._path):
             if self._releases:
                 raise ValueError(
@@ -55,12 +65,13 @@ class LedgerPersistence:
             return []
         other = type(self).load(self._path)
         self._check_settings(other, self._path)
+        self._progress.merge(other._progress)
         if not _is_prefix(self._releases, other.releases):
             raise ValueError(
                 f"ledger file {self._path} no longer starts with the {len(self._releases)} releases this ledger "
                 "recorded there; it was replaced or edited. Releases are never dropped: restore the file"
             )
-        return list(other.releases)
+        return self._releases + list(other.releases[len(self._releases):])  # ours (the same objects), then theirs
 
     def _check_settings(self, other: "PrivacyLedger", path) -> None:
         if other.target_delta != self.target_delta or other.accountant != self.accountant:
@@ -84,6 +95,9 @@ class LedgerPersistence:
             "format": _FORMAT, "target_delta": self.target_delta, "accountant": self.accountant,
             "releases": [r.to_dict() for r in releases],
         }
+        progress = self._progress.to_json(len(releases))
+        if progress:
+            out["progress"] = progress
         ledger = self if releases is self._releases else type(self)(
             releases, target_delta=self.target_delta, accountant=self.accountant)
         if epochs is not None or not any(r.per_epoch for r in releases):
@@ -120,6 +134,7 @@ class LedgerPersistence:
         except (TypeError, ValueError) as exc:
             raise ValueError(str(exc)) from exc
         ledger._releases = [Release.from_dict(r, f"release {i}") for i, r in enumerate(data["releases"])]
+        ledger._progress = StepProgress.from_json(data.get("progress"), len(ledger._releases))
         return ledger
 
 

@@ -9,16 +9,19 @@
   checks); :class:`DPSGDBudget` (:mod:`.callback`): their Keras callback.
 - :class:`OptimizerSettings` (:mod:`.optimizer_settings`): the optimiser of either run (name, step
   size, SGD momentum, schedule, weight average) in one frozen object; ``optimizer="adam"`` names it.
-- :mod:`.poisson_sampling` (Poisson batches, padded) and :mod:`.poisson_models` (tensorflow-privacy's
-  DP models with the Poisson train step).
+- :mod:`.poisson_sampling` (Poisson batches, padded; batch t drawn from a secret key and t) and
+  :mod:`.poisson_models` (tensorflow-privacy's DP models with the Poisson train step).
 - :mod:`.recipe`: the stated recipe (:data:`RECIPE`, :func:`tanh_mlp`, :func:`make_dpsgd`).
 - :mod:`.paths`: the engines (``engine="auto"``: tensorflow-privacy where it imports, else
   tfdpmech's own), the training paths and the model checks.
 - :func:`make_private` (:mod:`.private_model`): the one entry point for an ordinary Keras model,
   which then trains with Poisson DP-SGD through its own ``compile`` / ``fit``, on every stack.
 - :mod:`.train_step` and :mod:`.clipping`: tfdpmech's own engine, the train step installed on the
-  user's model and the per-example clipped gradient sums (ghost norms for Dense, EinsumDense,
-  Embedding and Conv2D; per-record gradients for any other layer).
+  user's model and the per-example clipped gradient sums (:mod:`.ghost_norms` for Dense, EinsumDense,
+  Embedding and Conv2D when a probe batch shows them exact; per-record gradients for any other model).
+- :mod:`.model_probe` (a model whose training pass sets state from the batch or mixes records is
+  refused before the release), :mod:`.guards` (the compiled model trains only on the run's own
+  batches, within the accounted steps) and :mod:`.run_engines` (how a run compiles with each engine).
 
 Importing this package does not import tensorflow-privacy. The accounting (ε ↔ noise multiplier)
 lives in :mod:`tfdpmech.accounting.dpsgd`.

@@ -11,36 +11,32 @@ the accounting, the release and the data pipeline) is implemented by each subcla
 from __future__ import annotations
 
 import abc
+import math
 
 import keras
 import tensorflow as tf
 
 from ..accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ..distribute import check_strategy, strategy_of
 from ..contract import Mechanism, PreparedFit, release
 from ..validation import check_array, check_choice, check_instance, check_labels, check_positive_int, check_positive_real
 from .callback import DPSGDBudget
-from .clipping import resolve_clipping
-from .paths import (
-    PATHS,
-    check_logits,
-    check_model,
-    fast_clipping_layers,
-    rebuildable,
-    require_tf_privacy,
-    resolve_engine,
-    supports_fast_clipping,
-)
-from .multiworker import install_multiworker_fit, is_multiworker
+from .model_probe import batch_dependence
+from .multiworker import install_multiworker_fit
 from .optimizer_settings import DEFAULT_LEARNING_RATES, OPTIMIZERS, OptimizerSettings
-from .train_step import install_dp_train_step
+from .paths import PATHS, check_logits, check_model, require_tf_privacy
+from .run_engines import RunEngines
 
 __all__ = ["DPSGDRun", "OPTIMIZERS", "MAX_STEPS", "DEFAULT_LEARNING_RATES"]
 
 MAX_STEPS = 10**9  # more optimizer steps than this is a mistake (and overflows the RDP accountant)
 
 
-class DPSGDRun(Mechanism):
+def _delta_hint(n: int) -> str:
+    """The largest power of ten at or below 1/(10·n): a δ well below 1/n."""
+    return f"{10.0 ** math.floor(math.log10(0.1 / n)):g}"
+
+
+class DPSGDRun(RunEngines, Mechanism):
     """The state and the methods :class:`~tfdpmech.dpsgd.DPSGD` and :class:`~tfdpmech.dpsgd.PoissonDPSGD` share.
 
     A subclass validates what is its own (the batch shape, the steps, σ) and passes the validated
@@ -72,6 +68,12 @@ class DPSGDRun(Mechanism):
                  l2_norm_clip: float, optimizer: OptimizerSettings, path: str,
                  num_microbatches: int | None, layer_registry, use_xla: bool, engine: str,
                  ledger: PrivacyLedger | None):
+        if delta >= 1.0 / n:
+            raise ValueError(
+                f"delta={delta:g} is not below 1/n = {1.0 / n:.3g} (n={n}): a mechanism that publishes one random "
+                "record in full meets that δ, so the (ε, δ) would protect nobody. Pass a delta well below 1/n, e.g. "
+                f"delta={_delta_hint(n)}, as tensorflow-privacy and Opacus advise"
+            )
         self.epsilon, self.delta, self.n, self.epochs, self.batch_size = epsilon, delta, n, epochs, batch_size
         self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
         self.optimizer_settings = optimizer
@@ -96,7 +98,8 @@ class DPSGDRun(Mechanism):
         self.release: Release | None = None
         self.model: keras.Model | None = None
         self.num_classes: int | None = None
-        self._one_hot_labels = False
+        self._one_hot_labels = self._sparse_labels = False
+        self.first_step = 0  # the optimizer's step count when compile recorded the release
 
     # -- what each sampling scheme defines ---------------------------------------------------
     @abc.abstractmethod
@@ -150,98 +153,6 @@ class DPSGDRun(Mechanism):
         """The requested training path, one of :data:`~tfdpmech.dpsgd.paths.PATHS`."""
         return check_choice(path, "path", PATHS)
 
-    # -- model preparation -------------------------------------------------------------------
-    replicas = 1  # replicas of the tf.distribute strategy the model trains under (set by compile)
-    multiworker = None  # the MultiWorkerMirroredStrategy the model trains under (set by compile), else None
-    shared_batches = None  # under it, the shared global batches of the last dataset() (multiworker.SharedBatches)
-
-    def _check_distribution(self, model) -> None:
-        """Refuse a strategy, engine or per-replica batch the accounting does not cover (before any release).
-
-        Under ``MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` tfdpmech's engine clips on every replica,
-        sums across them (the optimizer's SUM all-reduce) and adds one noise draw per global step on replica 0
-        (:mod:`tfdpmech.dpsgd.train_step`); several workers also share the global batches
-        (:mod:`tfdpmech.dpsgd.multiworker`).
-        """
-        strategy = check_strategy(strategy_of(model), f"{type(self).__name__}.compile")
-        if strategy is None:
-            self.replicas, self.multiworker = 1, None
-            return
-        if self.engine != "tfdpmech":
-            if getattr(self, "_engine_argument", None) != "auto":
-                raise ValueError(
-                    f"engine={self.engine!r} cannot train under tf.distribute ({type(strategy).__name__}): "
-                    "tensorflow-privacy's DP models add their noise on every replica. Pass engine='tfdpmech' (its "
-                    "train step adds the noise once per global step, on replica 0)"
-                )
-            self.engine = "tfdpmech"  # engine='auto' under a strategy: the engine that supports it
-            self._checked_engine("tfdpmech")
-        replicas = int(strategy.num_replicas_in_sync)
-        rows = self._global_batch_rows()
-        if rows % replicas:
-            raise ValueError(self._replica_split_message(rows, replicas))
-        self.replicas = replicas
-        self.multiworker = strategy if is_multiworker(strategy) else None
-
-    def _checked_engine(self, engine) -> str:
-        self._engine_argument = engine
-        engine = resolve_engine(check_choice(engine, "engine", ("auto", "tfdpmech", "tensorflow_privacy")))
-        if engine == "tfdpmech" and (self.requested_path == "microbatch" or self.num_microbatches not in (None, self.batch_size)):
-            raise ValueError(
-                f"engine='tfdpmech' clips every example (path 'auto', 'fast_clipping' or 'vectorized'); path="
-                f"{self.requested_path!r} with num_microbatches={self.num_microbatches} is tensorflow-privacy's DP "
-                "optimizer path: pass engine='tensorflow_privacy' (TensorFlow 2.15) or drop these arguments"
-            )
-        return engine
-
-    def _compile_tfdpmech(self, model, loss, metrics, optimizer=None):
-        """tfdpmech's engine: the user's model itself, compiled, with the DP train step installed."""
-        self.path = resolve_clipping(model, self.requested_path)
-        loss = self._loss(loss, "sum_over_batch_size")
-        # the class's compile: tfdpmech.dpsgd.make_private replaces the instance's compile with one that comes here
-        type(model).compile(model, optimizer=optimizer if optimizer is not None else self._optimizer(None), loss=loss,
-                            metrics=list(metrics) if metrics else None)
-        install_dp_train_step(model, loss=loss, l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
-                              divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
-                              require_mask=self._poisson)
-        return model
-
-    def _resolve_path(self, model) -> str:
-        if self.requested_path == "microbatch":
-            return "microbatch"
-        if self.requested_path == "vectorized":
-            if not rebuildable(model):
-                raise ValueError(
-                    f"path='vectorized' needs a Sequential or functional model, got {type(model).__name__} "
-                    f"{model.name!r}; use path='microbatch'"
-                )
-            return "vectorized"
-        if supports_fast_clipping(model, self.layer_registry):
-            return "fast_clipping"
-        if self.requested_path == "fast_clipping":
-            unsupported = fast_clipping_layers(model, self.layer_registry)
-            why = (f"layers {unsupported} are not in the fast-clipping layer registry (tensorflow-privacy 0.9.0 "
-                   "registers Dense and Embedding only)" if unsupported else
-                   "it is not a Sequential or functional model")
-            raise ValueError(
-                f"path='fast_clipping' cannot train model {model.name!r}: {why}; use {self._path_alternatives}"
-            )
-        # The DP Keras optimizers cost batch_size**2 (measured: out of memory for the MNIST CNN at
-        # batch 250); DPModel's vectorized per-example gradients compute the same clipped sum linearly.
-        return "vectorized" if rebuildable(model) else "microbatch"
-
-    def _loss(self, loss, reduction: str):
-        if loss is None:
-            return keras.losses.CategoricalCrossentropy(from_logits=True, reduction=reduction)
-        if not isinstance(loss, keras.losses.Loss):
-            raise TypeError(
-                f"loss must be a keras.losses.Loss instance such as keras.losses.SparseCategoricalCrossentropy("
-                f"from_logits=True), got {type(loss).__name__}; its reduction is set by DPSGD"
-            )
-        config = loss.get_config()
-        config["reduction"] = reduction
-        return loss.__class__.from_config(config)
-
     def compile(self, model, *, loss=None, metrics=("accuracy",), optimizer=None) -> keras.Model:
         """Compile ``model`` for DP-SGD, record the release, and return the model to ``fit``.
 
@@ -270,23 +181,11 @@ class DPSGDRun(Mechanism):
                 layers, ``path="fast_clipping"`` for an unsupported model, or
                 ``path="vectorized"`` for a subclassed model.
         """
-        if self.model is not None:
-            name = type(self).__name__
-            raise RuntimeError(
-                f"this {name} already compiled a model and recorded its privacy release; create a new {name} "
-                "(its ε composes with the first run in a shared ledger) to train another model"
-            )
-        if not isinstance(model, keras.Model) and callable(model):
-            model = model()
-        check_model(model)
-        if loss is None:
-            check_logits(model)
-        self._check_distribution(model)  # before any release
-        self._one_hot_labels = loss is None
-        try:
-            self.num_classes = int(model.output_shape[-1])
-        except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
-            self.num_classes = None
+        self._refuse_second_compile()
+        return self._compile_checked(self._checked_model(model, loss), loss, metrics, optimizer)
+
+    def _compile_checked(self, model, loss, metrics, optimizer) -> keras.Model:
+        """:meth:`compile` of a model :meth:`_checked_model` passed."""
         if optimizer is not None:
             if not isinstance(optimizer, keras.optimizers.Optimizer) or self.requested_path == "microbatch":
                 raise TypeError(
@@ -297,27 +196,70 @@ class DPSGDRun(Mechanism):
             self.optimizer_name = type(optimizer).__name__
         if self.engine == "tfdpmech":
             model = self._compile_tfdpmech(model, loss, metrics, optimizer)
-            self._guard_train_step(model)
-            self.model = model
-            if self.multiworker is not None:  # recorded by fit, on the chief, once every worker has joined
-                install_multiworker_fit(self, model, self.multiworker)
-                return model
-            self.release = release(self.ledger, self._make_release())[1]
-            return model
-        _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
-        self.path = self._resolve_path(model)
-        if self.path in ("fast_clipping", "vectorized"):
-            model = self._dp_model(model, dp_keras_model, lr)
-            reduction = "sum_over_batch_size"  # DPModel needs a reduced (mean) loss
         else:
-            reduction = "none"  # the DP optimizers need one loss per example
-        model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
-                      loss=self._loss(loss, reduction),
-                      metrics=list(metrics) if metrics else None)
+            _, lr, dp_keras_model, dp_optimizer_keras = require_tf_privacy()
+            self.path = self._resolve_path(model)
+            if self.path in ("fast_clipping", "vectorized"):
+                model = self._dp_model(model, dp_keras_model, lr)
+                reduction = "sum_over_batch_size"  # DPModel needs a reduced (mean) loss
+            else:
+                reduction = "none"  # the DP optimizers need one loss per example
+            model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
+                          loss=self._loss(loss, reduction), metrics=list(metrics) if metrics else None,
+                          jit_compile=False)  # XLA would drop the guards' assertions (guards.py)
+        self.first_step = int(model.optimizer.iterations.numpy())
         self._guard_train_step(model)
         self.model = model
-        self.release = release(self.ledger, self._make_release())[1]
+        if self.multiworker is not None:  # recorded by fit, on the chief, once every worker has joined
+            install_multiworker_fit(self, model, self.multiworker)
+            return model
+        self._record_release()
         return model
+
+    def _refuse_second_compile(self) -> None:
+        if self.model is not None:
+            name = type(self).__name__
+            raise RuntimeError(
+                f"this {name} already compiled a model and recorded its privacy release; create a new {name} "
+                "(its ε composes with the first run in a shared ledger) to train another model"
+            )
+
+    def _checked_model(self, model, loss):
+        """``model`` (built from a builder) after every check that needs no data, in order (before any release)."""
+        if not isinstance(model, keras.Model) and callable(model) and not isinstance(model, keras.layers.Layer):
+            model = model()
+        check_model(model)
+        if loss is None:
+            check_logits(model)
+        why = batch_dependence(model)
+        if why is not None:
+            raise ValueError(
+                f"model {model.name!r} cannot train with DP-SGD: {why}. Per-example clipping bounds one record's "
+                "influence only when each record's output and gradient depend on that record alone; remove the layer "
+                "(use LayerNormalization or GroupNormalization instead of batch statistics)"
+            )
+        self._check_distribution(model)
+        self._one_hot_labels = loss is None
+        self._sparse_labels = isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
+        try:
+            self.num_classes = int(model.output_shape[-1])
+        except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called
+            self.num_classes = None
+        return model
+
+    def _record_release(self) -> None:
+        """Record the release (before the first noisy step) and let the ledger follow the steps taken."""
+        self.release = release(self.ledger, self._make_release())[1]
+        self.ledger.record_progress(self.release, 0, reader=self.steps_taken)
+
+    def global_step(self) -> int:
+        """The optimizer's step count (the global step of the next batch), 0 before :meth:`compile`."""
+        optimizer = getattr(self.model, "optimizer", None) if self.model is not None else None
+        return int(optimizer.iterations.numpy()) if optimizer is not None else self.first_step
+
+    def steps_taken(self) -> int:
+        """Optimizer steps this run has taken since :meth:`compile`."""
+        return self.global_step() - self.first_step
 
     def _release(self, basis: str, epsilon_provable: float, details: dict, event=None) -> Release:
         """The training run as one ledger entry: claimed = the calibrated ε, the optimiser in ``details``."""
@@ -338,7 +280,9 @@ class DPSGDRun(Mechanism):
         x = check_array(x, "x")
         y = check_array(y, "y")
         classes = getattr(self, "num_classes", None)
-        if (getattr(self, "_one_hot_labels", False) or self.model is None) and (y.ndim == 1 or classes is not None):
+        if self._sparse_labels and y.ndim == 1 and classes is not None:  # ids for a sparse loss: in range
+            check_labels(y, "y", num_classes=classes)
+        elif (self._one_hot_labels or self.model is None) and (y.ndim == 1 or classes is not None):
             if classes is None:
                 raise ValueError(
                     "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "
@@ -374,11 +318,10 @@ class DPSGDRun(Mechanism):
         """
         if x is None or y is None:
             raise ValueError(f"{type(self).__name__}.prepare needs the private records: prepare(model, x, y)")
-        n_x, n_y = len(check_array(x, "x")), len(check_array(y, "y"))
-        if n_x != self.n or n_y != n_x:  # before compile records the release
-            raise ValueError(f"{type(self).__name__}.prepare needs all n={self.n} private records and one label each, "
-                             f"got {n_x} records and {n_y} labels; pass them all, or create it with n={n_x}")
-        compiled = self.compile(model, loss=loss, metrics=metrics, optimizer=optimizer)
+        self._refuse_second_compile()
+        model = self._checked_model(model, loss)
+        self._checked_data(x, y)  # labels against the model's classes, before compile records the release
+        compiled = self._compile_checked(model, loss, metrics, optimizer)
         return PreparedFit(compiled, self.dataset(x, y, seed=seed), [self.callback(verbose=verbose)], epochs=self.epochs)
 
     def callback(self, verbose: int = 1) -> DPSGDBudget:

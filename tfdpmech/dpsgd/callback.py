@@ -17,7 +17,9 @@ class DPSGDBudget(PrivacyBudget):
 
     ``epsilon_claimed`` / ``epsilon_provable`` are the ledger totals (the full planned run).
     ``dpsgd_epsilon_spent`` is the Poisson-RDP ε of the optimizer steps taken so far, which
-    grows to at most the provable ε of the release.
+    grows to at most the provable ε of the release. At every epoch's end the steps taken are noted
+    with the release (:meth:`~tfdpmech.accounting.ledger.PrivacyLedger.record_progress`), so a ledger
+    file shows what a run that stopped early ran.
     """
 
     def __init__(self, dpsgd: "DPSGDRun", verbose: int = 1):
@@ -45,5 +47,11 @@ class DPSGDBudget(PrivacyBudget):
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
-        if logs is not None and self.model is not None and getattr(self.model, "optimizer", None) is not None:
-            logs["dpsgd_epsilon_spent"] = self._dpsgd.epsilon_after_steps(int(self.model.optimizer.iterations.numpy()))
+        dp = self._dpsgd
+        if dp.model is None:
+            return
+        taken = dp.steps_taken()
+        if dp.release is not None:  # the steps run so far, kept with the release (written to a bound ledger file)
+            dp.ledger.record_progress(dp.release, taken, reader=dp.steps_taken)
+        if logs is not None:
+            logs["dpsgd_epsilon_spent"] = dp.epsilon_after_steps(taken)

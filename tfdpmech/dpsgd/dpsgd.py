@@ -48,6 +48,7 @@ from ..accounting.ledger import PrivacyLedger, Release, format_epsilon
 from ..validation import check_epsilon
 from .base import DEFAULT_LEARNING_RATES, MAX_STEPS, OPTIMIZERS, DPSGDRun  # noqa: F401  (importable from here)
 from .callback import DPSGDBudget
+from .guards import guard_shuffled_train_step
 from .multiworker import shared_dataset
 from .optimizer_settings import OptimizerSettings, resolve_optimizer
 
@@ -234,42 +235,7 @@ class DPSGD(DPSGDRun):
 
     def _guard_train_step(self, model) -> None:
         """Refuse partial batches and steps beyond the accounted budget, inside the train step."""
-        inner = model.train_step
-        batch_size, max_steps = self.batch_size // self.replicas, self.max_train_steps  # per replica
-        one_hot = self._one_hot_labels
-
-        def train_step(data):
-            x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
-            first = tf.nest.flatten(y)[0]
-            if one_hot and first.shape.rank == 1:
-                model.train_function = None  # the failed trace must not poison the next fit
-                raise ValueError(
-                    "y holds integer class ids, but the default loss (CategoricalCrossentropy) needs one-hot labels; "
-                    "fit on DPSGD.dataset(x, y) (it one-hot encodes integer labels) or pass "
-                    "keras.utils.to_categorical(y), or compile with loss=keras.losses.SparseCategoricalCrossentropy("
-                    "from_logits=True)"
-                )
-            checks = [
-                tf.debugging.assert_all_finite(
-                    tf.cast(tf.nest.flatten(x)[0], tf.float32),
-                    message="DP-SGD training data x holds NaN or inf; remove or impute them before training"),
-                tf.debugging.assert_equal(
-                    tf.shape(first)[0], batch_size,
-                    message=(f"DP-SGD was calibrated for batch_size={batch_size}; this batch differs (a partial last "
-                             f"batch?). Batch with .batch({batch_size}, drop_remainder=True) or use "
-                             "DPSGD.dataset(x, y)"),
-                ),
-                tf.debugging.assert_less(
-                    model.optimizer.iterations, tf.cast(max_steps, model.optimizer.iterations.dtype),
-                    message=(f"DP-SGD privacy budget spent: the (epsilon, delta) was computed for {max_steps} steps "
-                             f"({self.epochs} epochs of n={self.n}); create a new DPSGD with more epochs (and a "
-                             "larger epsilon) to train further"),
-                ),
-            ]
-            with tf.control_dependencies(checks):
-                return inner(data)
-
-        model.train_step = train_step
+        guard_shuffled_train_step(self, model)
 
     def _make_release(self) -> Release:
         doubling = (" Microbatches of more than one example: sensitivity 2C, σ/2 accounted."

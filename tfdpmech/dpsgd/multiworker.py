@@ -20,6 +20,7 @@ What every worker runs, and why the accounting of one process still holds:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import numbers
 
@@ -27,8 +28,15 @@ import numpy as np
 import tensorflow as tf
 
 from ..distribute import is_chief
-from ..contract import release
-from .poisson_sampling import PoissonSampler, pad_batch
+from .poisson_sampling import (
+    poisson_batch,
+    record_spec,
+    run_element,
+    run_signature,
+    sampling_key,
+    step_rng,
+    tagged_poisson_batch,
+)
 from .train_step import KERAS_3
 
 __all__ = ["is_multiworker", "check_sampling_seed", "seed_words", "poisson_batch", "shuffled_batch", "replica_slice",
@@ -55,18 +63,8 @@ def check_sampling_seed(seed, what: str):
 
 
 def seed_words(seed_sequence) -> tuple:
-    """Four 32-bit words of the shared seed (the same on every worker)."""
-    return tuple(int(w) for w in seed_sequence.generate_state(4))
-
-
-def _rng(words, index: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence(list(words), spawn_key=(int(index),)))
-
-
-def poisson_batch(x, y, q: float, padded: int, words, step: int):
-    """Global batch ``step``: each of the n records joins independently with probability q; ``(x, y, mask)``
-    padded to ``padded`` rows (or the next multiple, never cut), as :func:`.poisson_sampling.pad_batch`."""
-    return pad_batch(x, y, PoissonSampler(len(x), q, _rng(words, step)).sample(), padded)
+    """Four 32-bit words of the shared seed (the same on every worker): the run's sampling key."""
+    return sampling_key(seed_sequence)
 
 
 def shuffled_batch(x, y, batch_size: int, steps_per_epoch: int, words, step: int, cache=None):
@@ -76,7 +74,7 @@ def shuffled_batch(x, y, batch_size: int, steps_per_epoch: int, words, step: int
     cache = {} if cache is None else cache
     last = cache.get("last")  # (epoch, permutation), replaced as one value
     if last is None or last[0] != epoch:
-        last = cache["last"] = (epoch, _rng(words, epoch).permutation(len(x)))
+        last = cache["last"] = (epoch, step_rng(words, epoch).permutation(len(x)))
     rows = last[1][index * batch_size:(index + 1) * batch_size]
     return x[rows], y[rows]
 
@@ -131,12 +129,14 @@ class SharedBatches:
 
     Args:
         batch: ``step -> tuple of arrays``, the global batch of that step.
-        signature: the ``tf.TensorSpec`` of each array (first dimension None).
+        signature: the ``tf.TensorSpec`` structure of one element (first dimensions None).
         identity: a :func:`fingerprint` of the records, the sampling and the seed (compared across workers).
+        arrange: ``tuple of slices -> element`` (the structure the train step takes); the tuple itself if None.
     """
 
-    def __init__(self, batch, signature, identity: int):
+    def __init__(self, batch, signature, identity: int, arrange=None):
         self.batch, self.signature, self.identity = batch, signature, identity
+        self.arrange = arrange if arrange is not None else (lambda parts: parts)
         self.start = 0  # the global step the next iterator starts at (set by fit: the optimizer's step count)
         self.dataset = None
 
@@ -153,17 +153,13 @@ class SharedBatches:
                 while True:
                     batch = self.batch(step)
                     for r in range(local):
-                        yield replica_slice(batch, worker * local + r, workers * local)
+                        yield self.arrange(replica_slice(batch, worker * local + r, workers * local))
                     step += 1
 
             return tf.data.Dataset.from_generator(generate, output_signature=self.signature).prefetch(2)
 
         self.dataset = strategy.distribute_datasets_from_function(dataset_fn)
         return self.dataset
-
-
-def _spec(a: np.ndarray) -> tf.TensorSpec:
-    return tf.TensorSpec((None,) + a.shape[1:], tf.as_dtype(a.dtype))
 
 
 def shared_dataset(run, x, y, seed, *, poisson: bool):
@@ -173,15 +169,14 @@ def shared_dataset(run, x, y, seed, *, poisson: bool):
     words = seed_words(check_sampling_seed(seed, f"{name}.dataset"))
     x = np.ascontiguousarray(x, dtype=np.float32)
     y = np.ascontiguousarray(y)
-    if poisson:
-        q, padded = run.sampling_probability, run.padded_batch_size
-        shared = SharedBatches(lambda step: poisson_batch(x, y, q, padded, words, step),
-                               (_spec(x), _spec(y), tf.TensorSpec((None,), tf.float32)),
-                               fingerprint("poisson", x, y, q, padded, words))
+    if poisson:  # each row tagged with the run and its step, as the run's own Poisson batches
+        q, padded, run_id = run.sampling_probability, run.padded_batch_size, run.run_id
+        shared = SharedBatches(lambda step: tagged_poisson_batch(x, y, q, padded, words, step, run_id),
+                               run_signature(x, y), fingerprint("poisson", x, y, q, padded, words), run_element)
     else:
         batch_size, per_epoch, cache = run.batch_size, run.n // run.batch_size, {}
         shared = SharedBatches(lambda step: shuffled_batch(x, y, batch_size, per_epoch, words, step, cache),
-                               (_spec(x), _spec(y)), fingerprint("shuffled", x, y, batch_size, words))
+                               (record_spec(x), record_spec(y)), fingerprint("shuffled", x, y, batch_size, words))
     run.shared_batches = shared
     return shared.distribute(run.multiworker)
 
@@ -194,7 +189,7 @@ def install_multiworker_fit(run, model, strategy) -> None:
     ``train_on_batch`` or a custom loop cannot train without the release).
     """
     name = type(run).__name__
-    fit, inner = model.fit, model.train_step
+    fit, inner = functools.partial(type(model).fit, model), model.train_step  # Keras's own fit, however wrapped
     run.training_started = False
 
     def train_step(data):
@@ -230,11 +225,12 @@ def install_multiworker_fit(run, model, strategy) -> None:
                                run.steps, run.engine, run.path, shared.identity, strategy.num_replicas_in_sync)
         check_same_everywhere(strategy, settings, f"{name} fit")  # every worker is here: training starts now
         if run.release is None and is_chief(strategy):
-            run.release = release(run.ledger, run._make_release())[1]
+            run._record_release()
         run.training_started = True
         shared.start = int(model.optimizer.iterations.numpy())
         return fit(x, y, *args, **kwargs)
 
+    run.multiworker_fit = dp_fit
     if hasattr(model, "_maybe_symbolic_build"):  # Keras 3: build from this worker's first slice
 
         def symbolic_build(iterator=None, data_batch=None):
@@ -243,7 +239,7 @@ def install_multiworker_fit(run, model, strategy) -> None:
             shared = run.shared_batches
             local = replica_slice(shared.batch(shared.start), 0, strategy.num_replicas_in_sync)
             with strategy.scope():
-                model._symbolic_build(data_batch=tuple(tf.convert_to_tensor(a) for a in local))
+                model._symbolic_build(data_batch=shared.arrange(tuple(tf.convert_to_tensor(a) for a in local)))
 
         model._maybe_symbolic_build = symbolic_build
     model.train_step = train_step

@@ -38,9 +38,10 @@ Training paths (``path=``):
 
 Guards (:class:`~tfdpmech.dpsgd.DPSGD`): the compiled model refuses
 (``tf.errors.InvalidArgumentError`` naming the fix) any batch that does not hold exactly
-``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for. Layers that mix the records of a batch in training
-(``BatchNormalization``, :class:`tfdpmech.layers.BatchMinMax`) are refused: per-example clipping
-does not bound their sensitivity.
+``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for. Layers that mix
+the records of a batch in training (``BatchNormalization``, :class:`tfdpmech.layers.BatchMinMax`) are refused at
+any depth, and so is any model whose training forward pass updates state from the batch or mixes records
+(:mod:`tfdpmech.dpsgd.model_probe`): per-example clipping does not bound their sensitivity.
 
 tensorflow-privacy is imported only when this API is used (:func:`require_tf_privacy`).
 """
@@ -58,6 +59,7 @@ __all__ = [
     "resolve_engine",
     "tf_privacy_available",
     "require_tf_privacy",
+    "all_layers",
     "check_model",
     "check_logits",
     "rebuildable",
@@ -112,23 +114,27 @@ def require_tf_privacy():
     return gradient_clipping_utils, layer_registry, dp_keras_model, dp_optimizer_keras
 
 
-def _iter_layers(model):
-    for layer in model.layers:
-        yield layer
-        if isinstance(layer, keras.Model):
-            yield from _iter_layers(layer)
+def all_layers(model):
+    """Every layer below ``model`` at any depth: nested models, wrappers (``TimeDistributed``,
+    ``Bidirectional``) and the layers a custom layer holds (Keras 2.15 and 3 track them alike)."""
+    return list(model._flatten_layers(include_self=False, recursive=True))
 
 
 def check_model(model) -> None:
     """Check ``model`` is a built ``keras.Model`` with trainable weights and no record-mixing terms.
 
+    Walks the whole layer tree (:func:`all_layers`); :func:`~tfdpmech.dpsgd.model_probe.batch_dependence`
+    then finds what no layer list shows (a ``Lambda`` or custom layer that updates state from the batch
+    or mixes records).
+
     Raises:
         TypeError: not a ``keras.Model``.
-        ValueError: unbuilt, nothing to train, or a layer (``BatchNormalization``, ``BatchMinMax``)
-            whose sensitivity per-example clipping does not bound.
+        ValueError: unbuilt, nothing to train, or a layer at any depth (``BatchNormalization``,
+            ``BatchMinMax``, an activity regulariser) whose sensitivity per-example clipping does not bound.
     """
     if not isinstance(model, keras.Model):
-        raise TypeError(f"model must be a keras.Model (or a builder returning one), got {type(model).__name__}")
+        raise TypeError(f"model must be a keras.Model (or a builder returning one), got {type(model).__name__}: "
+                        "wrap a layer in a model first, e.g. keras.Sequential([keras.Input(shape), layer])")
     if not model.built:
         raise ValueError(
             f"model {model.name!r} is not built, so its trainable layers cannot be checked; start it with "
@@ -136,7 +142,15 @@ def check_model(model) -> None:
         )
     if not model.trainable_variables:
         raise ValueError(f"model {model.name!r} has no trainable variables; nothing to train with DP-SGD")
-    for layer in _iter_layers(model):
+    for tensor in getattr(model, "inputs", None) or []:
+        dtype = str(getattr(tensor.dtype, "name", tensor.dtype))
+        if not any(kind in dtype for kind in ("float", "int", "bool")):
+            raise ValueError(
+                f"model {model.name!r} takes {dtype} inputs, but DP-SGD's records are numeric arrays; apply the "
+                "text or lookup preprocessing (StringLookup, TextVectorization) to the records before they reach the "
+                "run, and give the model the numeric ids"
+            )
+    for layer in [model, *all_layers(model)]:
         if isinstance(layer, BatchMinMax) or (isinstance(layer, keras.layers.BatchNormalization) and layer.trainable):
             raise ValueError(
                 f"layer {layer.name!r} ({type(layer).__name__}) mixes the examples of a batch in training, so "

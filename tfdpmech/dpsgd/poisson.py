@@ -12,15 +12,18 @@ is **proven**.
 
 What runs at step t (Abadi et al., Algorithm 1, with the Poisson lot):
 
-1. Sample: ``B_t = {i : U_i < q}``, ``U_i ~ Uniform[0, 1)`` independent (:class:`PoissonSampler`).
+1. Sample: ``B_t = {i : U_i < q}``, ``U_i ~ Uniform[0, 1)`` independent (:class:`PoissonSampler`),
+   drawn from the run's secret sampling key and the global step t (the optimizer's step count), so
+   a second ``fit`` continues the stream and no draw is repeated.
    ``|B_t| ~ Binomial(n, q)``; it may be 0 or larger than the expected size ``q·n``.
 2. Pad ``B_t`` to a fixed shape P (about ``q·n + 6·sd``, :func:`padded_batch_size`) with all-zero
    rows whose mask is 0, so ``model.fit`` sees one batch shape and a Keras ``tf.function``
    is traced once. A batch larger than P is padded to the next multiple of P, never cut:
    no record of ``B_t`` is dropped.
-3. Clip each per-example gradient to L2 norm C (Algorithm 1 line "clip gradient"). A masked row's
-   loss is multiplied by 0 before its gradient is taken, so its gradient is exactly 0 and it adds
-   nothing to the sum or to the count.
+3. Clip each per-example gradient to L2 norm C (Algorithm 1 line "clip gradient"). A masked row
+   adds exactly 0 to the sum: tfdpmech's engine selects it out (its input, loss and gradient are
+   replaced by 0, so a row whose forward pass gives NaN adds no NaN); tensorflow-privacy's weighs
+   its loss by 0.
 4. Add ``N(0, σ²C²·I)`` to the **sum** of the clipped gradients and divide by the **expected**
    batch size ``L = q·n`` (Algorithm 1 line "add noise": ``(1/L)(Σ ḡ + N(0, σ²C²I))``).
    The actual size ``|B_t|`` is *not* used: it depends on whether a given record was sampled,
@@ -43,7 +46,8 @@ the smallest noise multiplier whose ε does not exceed the target
 (:func:`tfdpmech.accounting.dpsgd.poisson_dpsgd_noise_multiplier`). That ε is recorded as **proven** in
 the :class:`~tfdpmech.accounting.ledger.PrivacyLedger`. The proof assumes the sampling
 randomness is hidden from the adversary: a fixed ``seed`` is for reproducible experiments and must
-be kept secret in a deployment (the default None draws OS entropy).
+be kept secret in a deployment (the default None draws OS entropy). The compiled model trains only
+on batches this run drew, each at the step it was drawn for (:mod:`tfdpmech.dpsgd.guards`).
 
 Example:
     >>> dp = PoissonDPSGD(epsilon=1.0, delta=1e-5, expected_batch_size=1750, epochs=40, n=7000)
@@ -61,6 +65,7 @@ tensorflow-privacy and dp-accounting are imported only when this API is used.
 from __future__ import annotations
 
 import math
+import secrets
 
 import keras
 import numpy as np
@@ -81,7 +86,17 @@ from .multiworker import shared_dataset
 from .optimizer_settings import LR_SCHEDULES, OptimizerSettings, resolve_optimizer
 from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
-from .poisson_sampling import PAD_SDS, PoissonSampler, pad_batch, padded_batch_size, poisson_dataset  # noqa: F401
+from .guards import guard_poisson_train_step
+from .poisson_sampling import (  # noqa: F401
+    PAD_SDS,
+    PoissonSampler,
+    check_seed,
+    pad_batch,
+    padded_batch_size,
+    poisson_dataset,
+    run_dataset,
+    sampling_key,
+)
 
 __all__ = [
     "PoissonSampler",
@@ -164,6 +179,7 @@ class PoissonDPSGD(DPSGDRun):
                  seed=None, layer_registry=None, use_xla: bool = False, engine: str = "auto",
                  ledger: PrivacyLedger | None = None, **former_keywords):
         optimizer = resolve_optimizer(type(self).__name__, optimizer, former_keywords, stacklevel=2)
+        seed = check_seed(seed)
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError(
                 "give exactly one of epsilon (σ is then calibrated to it) and noise_multiplier (its ε is then "
@@ -215,6 +231,9 @@ class PoissonDPSGD(DPSGDRun):
         seeds = np.random.SeedSequence(seed).spawn(2) if seed is not None else (None, None)
         self._sampler_seed = seeds[0]
         self._noise_seed = None if seed is None else int(seeds[1].generate_state(1)[0])
+        # the secret key of the batches (OS entropy without a seed), fixed for the run: batch t = f(key, t)
+        self._sampling_key = sampling_key(self._sampler_seed)
+        self.run_id = secrets.randbits(62)  # tags this run's batches (see _guard_train_step)
 
     _path_alternatives = "path='vectorized' or path='auto'"  # path='microbatch' is refused
 
@@ -299,21 +318,8 @@ class PoissonDPSGD(DPSGDRun):
         return keras.optimizers.SGD(learning_rate=lr, momentum=self.momentum, **ema)
 
     def _guard_train_step(self, model) -> None:
-        """Refuse optimizer steps beyond the ``steps`` the ε was computed for."""
-        inner = model.train_step
-        max_steps = self.steps
-
-        def train_step(data):
-            check = tf.debugging.assert_less(
-                model.optimizer.iterations, tf.cast(max_steps, model.optimizer.iterations.dtype),
-                message=(f"DP-SGD privacy budget spent: the (epsilon, delta) was computed for {max_steps} Poisson "
-                         f"steps ({self.epochs} epochs of {self.steps_per_epoch} steps); create a new PoissonDPSGD "
-                         "with more epochs (and a larger epsilon) to train further"),
-            )
-            with tf.control_dependencies([check]):
-                return inner(data)
-
-        model.train_step = train_step
+        """Train only on this run's own batches, each at the step it was drawn for, within the accounted steps."""
+        guard_poisson_train_step(self, model)
 
     def _make_release(self) -> Release:
         basis = (
@@ -348,23 +354,30 @@ class PoissonDPSGD(DPSGDRun):
 
     # -- data ----------------------------------------------------------------------------------
     def dataset(self, x, y, *, seed=None) -> tf.data.Dataset:
-        """Padded Poisson batches ``(x, y, mask)``, ``steps_per_epoch`` per Keras epoch.
+        """This run's padded Poisson batches ``(x, y, (mask, ticket))``, ``steps_per_epoch`` per Keras epoch.
+
+        The batch of global step t (the optimizer's step count, which ``model.save`` keeps with the
+        model) is drawn from ``(secret key, t)``: every ``fit`` continues the stream where the last one
+        stopped, so no draw is ever repeated. Every row carries its ticket ``(run, t)``; the compiled
+        model trains only on batches of this run, each at the step it was drawn for.
 
         Args:
             x, y: all n private records and their labels.
-            seed: sampler seed; None uses the stream seeded by the constructor's ``seed``. Under
-                ``MultiWorkerMirroredStrategy`` one of the two is required: the secret every worker
+            seed: sampling seed; None uses the key from the constructor's ``seed`` (OS entropy without one).
+                Under ``MultiWorkerMirroredStrategy`` one of the two is required: the secret every worker
                 shares, so that all draw the same global batches (:mod:`tfdpmech.dpsgd.multiworker`).
 
         Raises:
+            TypeError: a seed that is not None or a non-negative int.
             ValueError: ``len(x)`` differs from n, or x and y differ in length.
         """
+        seed = check_seed(seed)
         x, y = self._checked_data(x, y)  # numeric, finite, n records; integer labels one-hot for the default loss
-        sampler_seed = seed if seed is not None else self._sampler_seed
         if self.multiworker is not None:  # the same global batches on every worker, each its slice
-            return shared_dataset(self, x, y, sampler_seed, poisson=True)
-        return poisson_dataset(x, y, self.sampling_probability, self.steps_per_epoch, seed=sampler_seed,
-                               padded_size=self.padded_batch_size)
+            return shared_dataset(self, x, y, seed if seed is not None else self._sampler_seed, poisson=True)
+        key = self._sampling_key if seed is None else sampling_key(seed)
+        return run_dataset(x, y, self.sampling_probability, self.steps_per_epoch, key=key,
+                           padded_size=self.padded_batch_size, first_step=self.global_step, run_id=self.run_id)
 
     def __repr__(self) -> str:
         return (f"PoissonDPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, q={self.sampling_probability:.4g}"

@@ -12,7 +12,9 @@ import functools
 import keras
 import tensorflow as tf
 
+from .clipping import per_example_loss
 from .paths import require_tf_privacy
+from .train_step import log_real_record_loss, noise_key, step_noise
 
 __all__ = ["poisson_model_classes"]
 
@@ -31,8 +33,7 @@ def poisson_model_classes():
         def __init__(self, *args, expected_batch_size, noise_seed=None, **kwargs):
             super().__init__(*args, **kwargs)
             self._expected_batch_size = float(expected_batch_size)
-            self._noise_generator = (tf.random.Generator.from_non_deterministic_state() if noise_seed is None
-                                     else tf.random.Generator.from_seed(int(noise_seed)))
+            self._noise_key = noise_key(noise_seed)  # the noise of step t: (key, t), as tfdpmech's own engine
 
         def _summed_clipping_loss(self):
             config = self.loss.get_config()
@@ -72,18 +73,22 @@ def poisson_model_classes():
                 clipped_sum = [tf.reduce_sum(g, axis=0) for g in per_example]
                 y_pred = self(x, training=True)
             std = self._l2_norm_clip * self._noise_multiplier
-            grads = [
-                (g + self._noise_generator.normal(tf.shape(g), stddev=std, dtype=g.dtype))
-                / tf.cast(self._expected_batch_size, g.dtype)
-                for g in clipped_sum
-            ]
+            noise = step_noise(self._noise_key, self.optimizer.iterations, [(tf.shape(g), g.dtype) for g in clipped_sum],
+                               std)
+            grads = [(g + z) / tf.cast(self._expected_batch_size, g.dtype) for g, z in zip(clipped_sum, noise)]
             if self.losses:  # data-independent regularisation terms
                 with tf.GradientTape() as tape:
                     reg = tf.add_n(self.losses)
                 reg_grads = tape.gradient(reg, self.trainable_variables,
                                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
                 grads = [a + b for a, b in zip(grads, reg_grads)]
-            self.compiled_loss(y, y_pred, sample_weight=mask, regularization_losses=self.losses)
+            log_real_record_loss(self, per_example_loss(self.loss), y, y_pred, mask)
+            with tf.control_dependencies([tf.debugging.assert_all_finite(
+                    tf.add_n([tf.reduce_sum(g) for g in grads]),
+                    "DP-SGD: the noisy gradient is NaN or inf (a record or a padding row whose loss is not finite, "
+                    "e.g. an all-masked sequence through a masked average); the step was not applied. "
+                    "engine='tfdpmech' selects padding rows out")]):
+                grads = [tf.identity(g) for g in grads]
             self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
             self.compiled_metrics.update_state(y, y_pred, sample_weight=mask)
             return {m.name: m.result() for m in self.metrics}

@@ -14,8 +14,10 @@ same model object, then use Keras as usual::
 It runs tfdpmech's own engine (:mod:`.train_step`) on every stack, Keras 2.15 and Keras 3 alike.
 ``compile`` records the run's release (the budget is committed then); ``fit`` takes the n
 private records as arrays and draws the Poisson batches itself (``batch_size`` and ``shuffle`` do
-not apply), or a dataset from ``model.dp_sgd.dataset(x, y)``; it refuses more epochs than the
-budget covers. Everything else (``predict``, ``evaluate``, ``save``) is the model's own.
+not apply), or a dataset from ``model.dp_sgd.dataset(x, y)``, and refuses any other dataset; every
+``fit`` continues the run's Poisson stream (the batch of step t is drawn from the secret key and t).
+It refuses more epochs than the budget covers. Everything else (``predict``, ``evaluate``, ``save``)
+is the model's own; ``save`` keeps the optimizer and with it the step count.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import keras
 import numpy as np
 
 from .poisson import PoissonDPSGD
+from .poisson_sampling import is_run_dataset
 
 __all__ = ["make_private"]
 
@@ -53,6 +56,11 @@ def make_private(model, *, epsilon: float, delta: float, n: int, expected_batch_
         ValueError / TypeError: bad budget or shape arguments (before anything is recorded); at
             ``compile``, a model DP-SGD cannot clip exactly (see :func:`~tfdpmech.dpsgd.paths.check_model`).
     """
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"model must be a built keras.Model, got {type(model).__name__} ({model!r:.80}); wrap a layer in a model "
+            "first, e.g. make_private(keras.Sequential([keras.Input(shape), layer]), ...)"
+        )
     dp = PoissonDPSGD(epsilon, delta, expected_batch_size=expected_batch_size, epochs=epochs, n=n,
                       l2_norm_clip=l2_norm_clip, path=path, accountant=accountant, seed=seed, engine="tfdpmech",
                       ledger=ledger)
@@ -64,6 +72,7 @@ def make_private(model, *, epsilon: float, delta: float, n: int, expected_batch_
         if isinstance(optimizer, str):
             optimizer = _optimizer_from_name(optimizer)
         dp.compile(model, loss=loss, metrics=metrics or (), optimizer=optimizer)
+        model.fit = fit  # under MultiWorkerMirroredStrategy compile installed its fit: it runs from here
 
     def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):
         unsupported = sorted(k for k in kwargs if k in _NOT_FOR_POISSON)
@@ -78,9 +87,21 @@ def make_private(model, *, epsilon: float, delta: float, n: int, expected_batch_
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or not 1 <= epochs <= dp.epochs:
             raise ValueError(f"epochs={epochs!r}: the privacy budget covers 1 to {dp.epochs} epochs; pass at most "
                              f"{dp.epochs} or make the model private again with more epochs (and a larger ε)")
-        data = x if y is None and not isinstance(x, np.ndarray) else dp.dataset(x, y)
-        return keras_fit(model, data, epochs=int(epochs), callbacks=[*(callbacks or ()), dp.callback(verbose=0)],
-                         **kwargs)
+        if y is None and not isinstance(x, np.ndarray):
+            if not is_run_dataset(x):
+                raise ValueError(
+                    f"fit takes the private records as arrays, fit(x, y), and draws the Poisson batches itself; got "
+                    f"x={type(x).__name__} without y. A dataset of one's own (shuffled batches, whatever its third "
+                    "element) does not have the Poisson ε the ledger records; pass fit(x_private, y_private) or "
+                    "fit(model.dp_sgd.dataset(x_private, y_private))"
+                )
+            data = x
+        else:
+            data = dp.dataset(x, y)
+        callbacks = [*(callbacks or ()), dp.callback(verbose=0)]
+        if dp.multiworker is not None:  # joins the workers, records the release on the chief, then trains
+            return dp.multiworker_fit(data, epochs=int(epochs), callbacks=callbacks, **kwargs)
+        return keras_fit(model, data, epochs=int(epochs), callbacks=callbacks, **kwargs)
 
     model.compile = compile
     model.fit = fit

@@ -59,23 +59,34 @@ def _batch(model_name: str, seed: int = 0):
 
 
 def _trainable(model_name: str, engine, path):
+    """The compiled model and, for a private variant, its run (None for the non-private one)."""
     build, expected, _, n = MODELS[model_name]
     keras.utils.set_random_seed(0)
     model = build()
     if engine is None:
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
-        return model
+        return model, None
     dp = PoissonDPSGD(1.0, 1e-5, expected_batch_size=expected, epochs=10_000, n=n, engine=engine, path=path, seed=0)
-    return dp.compile(model)
+    return dp.compile(model), dp
+
+
+def _repeated(batch, steps: int, dp) -> tf.data.Dataset:
+    """``batch`` for ``steps`` steps; for a private run each tagged as the run's batch of its step (the timed
+    batch is fixed, so that every variant computes the same rows)."""
+    x, y, mask = batch  # the mask is the non-private run's sample weight: the same rows count
+    if dp is None:
+        return tf.data.Dataset.from_tensors(batch).repeat(steps)
+    start, rows = dp.global_step(), len(mask)
+    return tf.data.Dataset.range(start, start + steps).map(
+        lambda t: (x, y, (mask, tf.tile(tf.stack([tf.constant(dp.run_id, tf.int64), t])[None], [rows, 1]))))
 
 
 def measure(model_name: str, engine, path, steps: int) -> tuple[object, float]:
     """A compiled model and the seconds of one timed ``fit`` of ``steps`` steps (after a warm-up fit)."""
-    model = _trainable(model_name, engine, path)
-    x, y, mask = _batch(model_name)
-    data = (x, y, mask)  # the mask is the non-private run's sample weight: the same rows count
-    ds = tf.data.Dataset.from_tensors(data).repeat(steps).prefetch(2)
-    model.fit(tf.data.Dataset.from_tensors(data).repeat(2), epochs=1, verbose=0)  # trace and warm up
+    model, dp = _trainable(model_name, engine, path)
+    batch = _batch(model_name)
+    model.fit(_repeated(batch, 2, dp), epochs=1, verbose=0)  # trace and warm up
+    ds = _repeated(batch, steps, dp).prefetch(2)
     start = time.perf_counter()
     model.fit(ds, epochs=1, verbose=0)
     return model, time.perf_counter() - start

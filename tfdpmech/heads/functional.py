@@ -209,15 +209,14 @@ class FunctionalHead(ClosedFormMechanism):
         self.features.check_disjoint(x, "x")
         return self.features(x, batch_size=self.batch_size, name="x")  # frozen weights, per-record features checked
 
-    def fit(self, x, y=None, *, strategy=None) -> "FunctionalHead":
+    def fit(self, x, y=None, *, strategy=None, max_records: int | None = None) -> "FunctionalHead":
         """Compute (S1, S2) over the private set, release them once with noise, and solve for W.
 
         ``x`` may be a ``tf.data.Dataset`` of ``(x, y)`` batches of any length (``y=None`` then): the
         statistics are accumulated in float64 in one pass, memory independent of n, every record
         checked as it streams (a record that breaks a check stops the pass with its index; nothing is
-        released). n is counted in the pass and the release comes after it, so a dataset of infinite
-        cardinality (``dataset.cardinality() == tf.data.INFINITE_CARDINALITY``, e.g. ``.repeat()``
-        without a count) is refused before anything is read. Under ``tf.distribute`` (``strategy``, or an
+        released). n is counted in the pass and the release comes after it: a dataset that cannot end is
+        refused before anything is read, any other stops past ``max_records``. Under ``tf.distribute`` (``strategy``, or an
         open ``strategy.scope()``) each replica sums its shard, the sums are all-reduced (SUM), and the
         release happens once, on the chief, with one noise draw; the other workers receive the released
         statistics and record no release (:mod:`tfdpmech.heads.streaming`).
@@ -228,6 +227,7 @@ class FunctionalHead(ClosedFormMechanism):
             y: labels, one-hot ``(n, C)`` or integer ``(n,)``; None for a dataset.
             strategy: None (one process; the ambient ``tf.distribute`` strategy if a scope is open), or a
                 ``tf.distribute.MirroredStrategy`` / ``MultiWorkerMirroredStrategy``.
+            max_records: the cap of a dataset pass (None: ``streaming.DEFAULT_MAX_RECORDS``, 10⁸).
 
         Returns:
             self, with :attr:`model` (a Keras model, logits), :attr:`kernel`, :attr:`release` and
@@ -249,7 +249,8 @@ class FunctionalHead(ClosedFormMechanism):
             )
         strategy = streaming.check_strategy(strategy)
         if isinstance(x, tf.data.Dataset) or strategy is not None:
-            return self._fit_stream(x, y, strategy)
+            cap = streaming.DEFAULT_MAX_RECORDS if max_records is None else check_positive_int(max_records, "max_records")
+            return self._fit_stream(x, y, strategy, cap)
         y = check_labels(y, "y", num_classes=self.num_classes).astype(np.float64)
         x_arr = check_array(x, "x", ndim_min=2)
         if len(x_arr) != len(y):
@@ -275,7 +276,7 @@ class FunctionalHead(ClosedFormMechanism):
         del p, y
         return self._release_and_solve(s1, s2, n, d_real, started, features_done)
 
-    def _fit_stream(self, x, y, strategy):
+    def _fit_stream(self, x, y, strategy, max_records: int):
         """:meth:`fit` on a ``tf.data.Dataset`` and/or under a ``tf.distribute`` strategy."""
         if isinstance(x, tf.data.Dataset):
             if y is not None:
@@ -292,9 +293,9 @@ class FunctionalHead(ClosedFormMechanism):
             dataset = tf.data.Dataset.from_tensor_slices((x_arr, y_arr)).batch(streaming.DEFAULT_RECORDS_PER_REPLICA)
         started = time.perf_counter()
         if strategy is None:
-            s1, s2, n, d_real = streaming.stream_statistics(self, dataset)
+            s1, s2, n, d_real = streaming.stream_statistics(self, dataset, max_records=max_records)
             return self._release_and_solve(s1, s2, n, d_real, started, time.perf_counter())
-        s1, s2, n, d_real = streaming.distributed_statistics(self, dataset, strategy)
+        s1, s2, n, d_real = streaming.distributed_statistics(self, dataset, strategy, max_records=max_records)
         done = time.perf_counter()
         if streaming.is_chief(strategy):
             self._release_and_solve(s1, s2, n, d_real, started, done, finish=False)

@@ -23,9 +23,8 @@ Three ways to compute them, all ending in the **one** release of
 
 The number of records n is public under replace-one DP (it sets the ridge floor and is recorded
 with the release); for a stream it is counted during the pass, and the release comes after the
-pass. A dataset of **infinite** cardinality (``dataset.cardinality() == tf.data.INFINITE_CARDINALITY``,
-e.g. after ``.repeat()``) would never end the pass and is refused before anything is read; an
-unknown cardinality is accepted (the pass counts the records).
+pass. A dataset that cannot end is refused before anything is read, and any other stops with an error
+past ``max_records`` records (:mod:`tfdpmech.heads.stream_end`); nothing is released then.
 """
 
 from __future__ import annotations
@@ -38,29 +37,12 @@ import tensorflow as tf
 
 from ..distribute import SUPPORTED_STRATEGIES, check_strategy, is_chief
 from .feature_map import feature_map
+from .stream_end import DEFAULT_MAX_RECORDS, check_finite_dataset, check_record_count
 
 __all__ = ["check_finite_dataset", "check_strategy", "stream_statistics", "distributed_statistics", "is_chief",
-           "SUPPORTED_STRATEGIES", "DEFAULT_RECORDS_PER_REPLICA"]
+           "SUPPORTED_STRATEGIES", "DEFAULT_RECORDS_PER_REPLICA", "DEFAULT_MAX_RECORDS", "check_record_count"]
 
 DEFAULT_RECORDS_PER_REPLICA = 4096  # records per replica per step of the distributed pass (no effect on privacy)
-
-
-# --------------------------------------------------------------------------------------------
-# What is refused before anything is read
-# --------------------------------------------------------------------------------------------
-def check_finite_dataset(dataset, name: str = "x") -> None:
-    """Refuse a ``tf.data.Dataset`` whose cardinality is infinite (its pass would never end).
-
-    Raises:
-        ValueError: ``dataset.cardinality() == tf.data.INFINITE_CARDINALITY``.
-    """
-    if int(dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY):
-        raise ValueError(
-            f"{name} is a tf.data.Dataset of infinite cardinality (a .repeat() without a count?): the head's "
-            "accounting needs the number of records n, which is counted in one pass before the release, and that "
-            f"pass would never end. Pass a finite dataset (drop the .repeat(), or .take(k) batches) of all the "
-            "private records, each once"
-        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,16 +159,17 @@ def _batches(dataset):
         yield element
 
 
-def stream_statistics(head, dataset):
+def stream_statistics(head, dataset, *, max_records: int = DEFAULT_MAX_RECORDS):
     """``(S1, S2, n, d')`` of a stream of ``(x, y)`` batches, float64, in one pass (memory independent of n).
 
     Args:
         head: the :class:`~tfdpmech.heads.FunctionalHead` (its features, mechanism, classes).
         dataset: a finite ``tf.data.Dataset`` yielding ``(x, y)`` batches.
+        max_records: the pass stops with an error past this many records.
 
     Raises:
-        ValueError / TypeError: an infinite dataset (before anything is read), an empty one, or the
-            first record that breaks a check (named by its index in the stream).
+        ValueError / TypeError: an endless dataset (before anything is read), an empty one, more than
+            ``max_records`` records, or the first record that breaks a check (named by its index in the stream).
     """
     check_finite_dataset(dataset)
     low, high, why = _bounds_for(head)
@@ -212,6 +195,7 @@ def stream_statistics(head, dataset):
         b1, b2 = p.T @ (0.5 - y1), p.T @ p
         s1, s2 = (b1, b2) if s1 is None else (s1 + b1, s2 + b2)
         n += len(x)
+        check_record_count(n, max_records)
     if n == 0:
         raise ValueError("the dataset holds no record; pass the private records (nothing has been released)")
     return s1, s2, n, s2.shape[0] - 1
@@ -288,7 +272,8 @@ def _replica_sums(head, low: float, high: float):
     return step
 
 
-def distributed_statistics(head, dataset, strategy, *, records_per_replica: int | None = None):
+def distributed_statistics(head, dataset, strategy, *, records_per_replica: int | None = None,
+                           max_records: int = DEFAULT_MAX_RECORDS):
     """``(S1, S2, n, d')`` summed over every replica of ``strategy`` (all-reduce SUM), float64.
 
     Every task runs this; every task gets the same sums (the release that follows happens on the
@@ -300,9 +285,10 @@ def distributed_statistics(head, dataset, strategy, *, records_per_replica: int 
             on every worker (each worker keeps its share of every global batch).
         strategy: a supported ``tf.distribute`` strategy (:func:`check_strategy`).
         records_per_replica: records per replica per step (None: the head's ``batch_size`` or 4096).
+        max_records: the pass stops with an error past this many records (on every worker alike).
 
     Raises:
-        ValueError: infinite dataset (before anything is read), no record, a record that breaks a check
+        ValueError: endless dataset (before anything is read), no record, more than ``max_records``, a record that breaks a check
             (named by its stream index), or a collective that failed (a worker lost: nothing released).
     """
     check_finite_dataset(dataset)
@@ -337,6 +323,7 @@ def distributed_statistics(head, dataset, strategy, *, records_per_replica: int 
             b1, b2 = b1.numpy(), b2.numpy()
             s1, s2 = (b1, b2) if s1 is None else (s1 + b1, s2 + b2)
             n += int(round(float(bn.numpy())))
+            check_record_count(n, max_records)
     except (tf.errors.InvalidArgumentError, tf.errors.UnknownError) as exc:
         message = getattr(exc, "message", str(exc))
         if "record " in message and "of the stream" in message:  # a host check in the input pipeline
