@@ -131,4 +131,4 @@ register_preset(
      # tensorflow-privacy clips this CNN's Conv2D layers per example by its vectorized path only (no ghost norms)
      "subsets": {"dpsgd_tfprivacy": {"epsilons": (1.0, 3.0), "seeds": (0,)}}},
     {"seeds": (0,), "epsilons": (1.0,), "out": "results", "resume": False,
-     "options": {"max_private": 600, "max_test": 400, "dpsgd_epochs": 2, "nonprivate_epochs": 2}})
+     "options": {"max_private": 600, "max_test": 400, "dpsgd_epochs": 2, "scatter_epochs": 2, "nonprivate_epochs": 30}})
