@@ -49,7 +49,8 @@ def write(result: dict, out=OUT) -> None:
     lines = ["# Whole-MNIST preset: epochs chosen on the validation split", "",
              "`python tools/mnist_tuning.py`: trained on the first 55,000 MNIST training images, scored on the last "
              "5,000 (`mnist_validation`); the test set is not read. Seed 0; every other setting is the published "
-             "recipe (`tfdpmech.experiments.methods.mnist_recipes`).", "",
+             "recipe (`tfdpmech.experiments.methods.mnist_recipes`). Grid points not listed have not run yet. Seconds are "
+             "wall time on a 2-core CPU shared with other jobs.", "",
              "| method | ε | epochs | validation accuracy | train s | chosen |", "|---|---|---|---|---|---|"]
     for row in result["runs"]:
         mark = "yes" if result["chosen"][row["method"]][str(row["epsilon"])] == row["epochs"] else ""
