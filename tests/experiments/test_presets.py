@@ -65,3 +65,14 @@ def test_flags_override_the_preset():
     assert config.epsilons == (0.5,) and config.seeds == (3,) and config.datasets[0] == "breast_cancer"
     with pytest.raises(ValueError, match="unknown preset 'nope'"):
         preset_config("nope")
+
+
+def test_the_mnist_preset_takes_the_epochs_chosen_on_the_validation_split():
+    """Every per-ε DP-SGD epoch count of the mnist preset is the one tools/mnist_tuning.py chose (never the test set)."""
+    from pathlib import Path
+
+    tuning = Path(__file__).resolve().parents[2] / "docs" / "results" / "mnist" / "tuning" / "tuning.json"
+    chosen = json.loads(tuning.read_text())["chosen"]
+    settings = PRESETS["mnist"].settings
+    assert settings["options"]["dpsgd_epochs"] == {float(eps): epochs for eps, epochs in chosen["dpsgd"].items()}
+    assert "mnist_validation" not in settings["datasets"] and settings["datasets"] == ("mnist",)
