@@ -423,7 +423,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
     store = RunStore(config.out, config) if config.resume else None
     if store is not None and len(store):
         log(f"resuming: {len(store)} finished runs in {store.path} are not run again")
-    runs, skipped, pending, audit_report, i = [], [], [], {}, 0
+    runs, skipped, pending, audit_report, i, stored_count = [], [], [], {}, 0, 0
     for ctx, plan in plans:
         audits = []
         for name in config.audit:
@@ -453,6 +453,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
             stored = store.get(key) if store is not None else None
             if stored is not None:  # finished before: its stored result, not run again
                 progress.done = i
+                stored_count += 1
                 if "run" in stored:
                     runs.append(stored["run"])
                     progress.finish_run(label, f"acc {stored['run']['accuracy']:.4f} (stored in {store.path})")
@@ -495,6 +496,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
         "runs": runs,
         "skipped": skipped,
         "pending": pending,
+        "stored_runs": stored_count,
         "audit": audit_report,
         "total_seconds": time.perf_counter() - started,
     }

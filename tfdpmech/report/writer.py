@@ -134,7 +134,9 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     cfg, env = results["config"], results["environment"]
     lines = [f"# tfdpmech compare --preset {results['preset']}: {', '.join(cfg['datasets'])}, model {cfg['model']}, "
              f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, seeds {list(cfg['seeds'])}", "",
-             f"TensorFlow {env['tensorflow']} on {env['device']}; total {results['total_seconds']:.0f} s.", ""]
+             f"TensorFlow {env['tensorflow']} on {env['device']}; total {results['total_seconds']:.0f} s"
+             + (f" in this invocation, which read {results['stored_runs']} finished runs from runs.jsonl (each keeps "
+                "its own train seconds)." if results.get("stored_runs") else "."), ""]
     for name, d in results["data"].items():
         lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
                      f"{d['test']} test records. {d['note']}")
