@@ -98,7 +98,8 @@ class DPSGDRun(RunEngines, Mechanism):
         self.release: Release | None = None
         self.model: keras.Model | None = None
         self.num_classes: int | None = None
-        self._one_hot_labels = self._sparse_labels = False
+        self._one_hot_labels = None  # unknown until a model and its loss are checked: labels taken as one-hot
+        self._sparse_labels = False
         self.first_step = 0  # the optimizer's step count when compile recorded the release
 
     # -- what each sampling scheme defines ---------------------------------------------------
@@ -282,7 +283,7 @@ class DPSGDRun(RunEngines, Mechanism):
         classes = getattr(self, "num_classes", None)
         if self._sparse_labels and y.ndim == 1 and classes is not None:  # ids for a sparse loss: in range
             check_labels(y, "y", num_classes=classes)
-        elif (self._one_hot_labels or self.model is None) and (y.ndim == 1 or classes is not None):
+        elif self._one_hot_labels is not False and (y.ndim == 1 or classes is not None):
             if classes is None:
                 raise ValueError(
                     "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "
