@@ -75,9 +75,10 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str) -> None:
     Runs without a proof are absent from the middle panel and named under it. Every legend entry
     names the neighbour relation of its ε (and "features only" where labels are public); methods
     without a ledger are horizontal lines, ``public_only`` labelled as ε = 0 for the private set
-    (it never touches it), ``nonprivate`` as no privacy; a red × marks a run with NaN outputs (diverged). The right panel,
-    drawn when the canary audit ran, places every run at its audited ε lower bound; a red ✕ marks
-    a bound above the provable ε (a bug), "claim refuted" one above the claimed ε only.
+    (it never touches it), ``nonprivate`` as no privacy; a red × marks a run with NaN outputs
+    (diverged). The right panel, drawn when the canary audit ran, places every run at its audited
+    ε lower bound; a red ✕ marks a bound above the provable ε (a bug), "claim refuted" one above
+    the claimed ε only.
     """
     import matplotlib.ticker
 
