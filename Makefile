@@ -3,6 +3,7 @@
 #   make test            the test suite, slow tests aside
 #   make test-slow       the tests marked slow (trainings, notebooks, kill -9 and multi-process state tests)
 #   make demo            the main job: `tfdpmech compare` on the embedded MNIST sample
+#   make quick           `tfdpmech compare --quick`: the demo's code path on 1,200 images (a first look)
 #   make bench           throughput benchmark, writes bench/results.json
 #   make test-colab      the whole suite, slow tests included, on Python 3.13 (Colab's Python)
 # The tensorflow-privacy stack (Python 3.11, TF 2.15, Keras 2, tensorflow-privacy 0.9.0; constraints-tfprivacy.txt):
@@ -25,7 +26,7 @@ define pip_install
 	$(1)/bin/python -m pip install --quiet -c $(2) -e ".[$(3)]"
 endef
 
-.PHONY: test test-slow test-colab test-tfprivacy demo bench bench-tfprivacy install clean
+.PHONY: test test-slow test-colab test-tfprivacy demo quick bench bench-tfprivacy install clean
 
 install: $(VENV)/.installed
 
@@ -62,6 +63,9 @@ test-tfprivacy: $(VENV_TFPRIVACY)/.installed
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/tfdpmech compare
+
+quick: $(VENV)/.installed
+	$(VENV)/bin/tfdpmech compare --quick --out results-quick
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/tfdpmech bench

@@ -75,11 +75,11 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str, published: list | tupl
     Runs without a proof are absent from the middle panel and named under it. Every legend entry
     names the neighbour relation of its ε (and "features only" where labels are public); methods
     without a ledger are horizontal lines, ``public_only`` labelled as ε = 0 for the private set
-    (it never touches it), ``nonprivate`` as no privacy; a red × marks a run with NaN outputs (diverged). The right panel,
-    drawn when the canary audit ran, places every run at its audited ε lower bound; a red ✕ marks
-    a bound above the provable ε (a bug), "claim refuted" one above the claimed ε only.
-    ``published`` points (``{"label", "epsilon", "accuracy"}``: a paper's own number, not measured
-    here) are drawn as single markers in the claimed panel, never joined by lines.
+    (it never touches it), ``nonprivate`` as no privacy; a red × marks a run with NaN outputs
+    (diverged). The right panel, drawn when the canary audit ran, places every run at its audited
+    ε lower bound; a red ✕ marks a bound above the provable ε (a bug), "claim refuted" one above
+    the claimed ε only. ``published`` points (``{"label", "epsilon", "accuracy"}``: a paper's own
+    number, not measured here) are drawn as single markers in the claimed panel, never joined by lines.
     """
     import matplotlib.ticker
 
