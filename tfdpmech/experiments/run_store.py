@@ -25,13 +25,17 @@ _RUN_SETTINGS = ("model", "epochs", "batch_size", "learning_rate", "delta", "pub
 
 
 class RunStore:
-    """The finished runs in ``folder/runs.jsonl``; ``get`` one by its key, ``add`` one as it ends."""
+    """The finished runs in ``folder/runs.jsonl``; ``get`` one by its key, ``add`` one as it ends.
 
-    def __init__(self, folder, config):
+    ``enabled=False`` keeps nothing and finds nothing (a comparison without ``resume``).
+    """
+
+    def __init__(self, folder, config, *, enabled: bool = True):
         self.path = Path(folder) / RUNS_FILE
+        self.enabled = enabled
         self._settings = {name: getattr(config, name) for name in _RUN_SETTINGS}
         self._done: dict[str, dict] = {}
-        if self.path.exists():
+        if enabled and self.path.exists():
             for line in self.path.read_text().splitlines():
                 try:
                     entry = json.loads(line)
@@ -52,6 +56,8 @@ class RunStore:
         return self._done.get(key)
 
     def add(self, key: str, *, run: dict | None = None, skipped: dict | None = None) -> None:
+        if not self.enabled:
+            return
         entry = {"key": key, "run": run} if run is not None else {"key": key, "skipped": skipped}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:

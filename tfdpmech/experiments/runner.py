@@ -420,8 +420,8 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
     log(f"tfdpmech compare ({config.preset}): {total} runs on {', '.join(config.datasets)}, model={config.model}, "
         f"{device}")
     progress = Progress(total, verbose=config.verbose)
-    store = RunStore(config.out, config) if config.resume else None
-    if store is not None and len(store):
+    store = RunStore(config.out, config, enabled=config.resume)
+    if len(store):
         log(f"resuming: {len(store)} finished runs in {store.path} are not run again")
     runs, skipped, pending, audit_report, i, stored_count = [], [], [], {}, 0, 0
     for ctx, plan in plans:
@@ -449,8 +449,8 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.done = done_before + epoch / epochs
                 progress.update(0, label, f"epoch {epoch}/{epochs} acc {acc:.3f}")
 
-            key = store.key(ctx.dataset, method.name, epsilon, seed) if store is not None else None
-            stored = store.get(key) if store is not None else None
+            key = store.key(ctx.dataset, method.name, epsilon, seed)
+            stored = store.get(key)
             if stored is not None:  # finished before: its stored result, not run again
                 progress.done = i
                 stored_count += 1
@@ -472,15 +472,13 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.finish_run(label, "skipped: ε not certifiable")
                 skipped.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon,
                                 "seed": seed, "reason": str(exc)})
-                if store is not None:
-                    store.add(key, skipped=skipped[-1])
+                store.add(key, skipped=skipped[-1])
                 continue
             progress.done = i
             diverged = " (diverged: NaN outputs)" if result.diverged else ""
             progress.finish_run(label, f"acc {result.accuracy:.4f}{diverged}, {_epsilon_words(result)}")
             runs.append(result.to_dict())
-            if store is not None:
-                store.add(key, run=runs[-1])
+            store.add(key, run=runs[-1])
     progress.close()
     return {
         "schema": SCHEMA_VERSION,
