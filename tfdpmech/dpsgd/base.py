@@ -261,6 +261,10 @@ class DPSGDRun(RunEngines, Mechanism):
         """Optimizer steps this run has taken since :meth:`compile`."""
         return self.global_step() - self.first_step
 
+    def _planned_steps(self) -> int:
+        """The optimizer steps this run plans (and the train step allows): the ledger shows fewer as stopped early."""
+        return int(getattr(self, "max_train_steps", self.steps))
+
     def _release(self, basis: str, epsilon_provable: float, details: dict, event=None) -> Release:
         """The training run as one ledger entry: claimed = the calibrated ε, the optimiser in ``details``."""
         return Release(
@@ -271,7 +275,8 @@ class DPSGDRun(RunEngines, Mechanism):
             details={"epsilon_target": self.epsilon, "epsilon_achieved": self.epsilon_achieved, **details,
                      "l2_norm_clip": self.l2_norm_clip, "engine": self.engine, "path": self.path,
                      "optimizer": self.optimizer_name,
-                     "learning_rate": self.learning_rate},
+                     "learning_rate": self.learning_rate,
+                     "steps_planned": self._planned_steps()},
         )
 
     # -- training helpers --------------------------------------------------------------------
