@@ -98,7 +98,7 @@ class DPSGDRun(RunEngines, Mechanism):
         self.release: Release | None = None
         self.model: keras.Model | None = None
         self.num_classes: int | None = None
-        self._one_hot_labels = self._sparse_labels = False
+        self._one_hot_labels = self._sparse_labels = self._loss_known = False  # set from the loss at compile
         self.first_step = 0  # the optimizer's step count when compile recorded the release
 
     # -- what each sampling scheme defines ---------------------------------------------------
@@ -239,7 +239,7 @@ class DPSGDRun(RunEngines, Mechanism):
                 "(use LayerNormalization or GroupNormalization instead of batch statistics)"
             )
         self._check_distribution(model)
-        self._one_hot_labels = loss is None
+        self._one_hot_labels, self._loss_known = loss is None, True
         self._sparse_labels = isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
         try:
             self.num_classes = int(model.output_shape[-1])
@@ -287,7 +287,7 @@ class DPSGDRun(RunEngines, Mechanism):
         classes = getattr(self, "num_classes", None)
         if self._sparse_labels and y.ndim == 1 and classes is not None:  # ids for a sparse loss: in range
             check_labels(y, "y", num_classes=classes)
-        elif (self._one_hot_labels or self.model is None) and (y.ndim == 1 or classes is not None):
+        elif (self._one_hot_labels or not self._loss_known) and (y.ndim == 1 or classes is not None):
             if classes is None:
                 raise ValueError(
                     "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "
