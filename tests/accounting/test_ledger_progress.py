@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from tfdpmech.accounting.ledger import PrivacyLedger, Release
-from tfdpmech.dpsgd import make_private
+from tfdpmech.dpsgd import DPSGD, make_private
 
 LOSS = keras.losses.CategoricalCrossentropy(from_logits=True)
 
 
 def _planned(steps=40):
-    return Release("dpsgd_training", "dpsgd", 1.0, 1.0, "Poisson DP-SGD", delta=1e-5, details={"steps": steps})
+    return Release("dpsgd_training", "dpsgd", 1.0, 1.0, "Poisson DP-SGD", delta=1e-5, details={"steps_planned": steps})
 
 
 def test_a_release_followed_by_fewer_steps_is_shown_with_its_full_charge():
@@ -66,3 +66,13 @@ def test_a_private_model_that_stopped_early_shows_its_steps(tmp_path):
     assert "steps: 4 of the 12 planned ran" in PrivacyLedger.load(tmp_path / "ledger.json").summary()
     model.fit(x, y, epochs=2, verbose=0)
     assert "steps:" not in ledger.summary()
+
+
+def test_a_shuffled_run_that_ran_its_whole_plan_shows_no_shortfall():
+    rng = np.random.default_rng(1)
+    x, y = rng.random((90, 4)).astype(np.float32), keras.utils.to_categorical(rng.integers(0, 2, 90), 2)
+    dp = DPSGD(2.0, 1e-3, 20, 1, 90, drop_remainder=True, engine="tfdpmech")  # 4 full batches, 10 records sit out
+    model = dp.compile(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]))
+    assert "steps: 0 of the 4 planned ran" in dp.ledger.summary()
+    model.fit(dp.dataset(x, y), epochs=1, verbose=0)
+    assert dp.steps_taken() == 4 and "steps:" not in dp.ledger.summary()

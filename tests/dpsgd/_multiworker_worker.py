@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import tfdpmech.dpsgd.base as base
+import tfdpmech.dpsgd.run_engines as engines
 from tfdpmech.distribute import is_chief
 from tfdpmech.dpsgd import DPSGD, OptimizerSettings, PoissonDPSGD
 
@@ -62,15 +62,15 @@ def main():
     result = {"replicas": strategy.num_replicas_in_sync, "chief": is_chief(strategy)}
     x, y = data()
     if MODE == "train":
-        install = base.install_dp_train_step
-        base.install_dp_train_step = noise_off(install)
+        install = engines.install_dp_train_step
+        engines.install_dp_train_step = noise_off(install)
         result["poisson"] = trained(PoissonDPSGD(2.0, 1e-5, expected_batch_size=16, epochs=1, n=64, seed=SEED,
                                                  optimizer=OptimizerSettings("sgd", learning_rate=0.5),
                                                  engine="tfdpmech"),
                                     strategy, x, y)
         result["shuffled"] = trained(DPSGD(2.0, 1e-5, 16, 1, 64, optimizer=OptimizerSettings("sgd", learning_rate=0.5)),
                                      strategy, x, y, seed=SEED)
-        base.install_dp_train_step = install
+        engines.install_dp_train_step = install
         # the noise of one global step: zero inputs, so the update is -noise / L alone
         dp = PoissonDPSGD(None, 1e-5, sampling_probability=1.0, epochs=1, n=6, noise_multiplier=1.7,
                           l2_norm_clip=0.3, optimizer=OptimizerSettings("sgd", learning_rate=1.0), seed=SEED)

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tfdpmech.dpsgd.base as base
+import tfdpmech.dpsgd.run_engines as engines
 from tfdpmech.dpsgd import DPSGD, OptimizerSettings, PoissonDPSGD
+from tfdpmech.dpsgd.poisson_sampling import run_element, tagged_poisson_batch
 from tfdpmech.dpsgd.multiworker import (
     check_sampling_seed,
     fingerprint,
@@ -119,17 +120,17 @@ def _reference(dp, batches):
     """One process, no strategy, σ = 0: the same run trained on the same global batches."""
     floatx = keras.backend.floatx()
     keras.backend.set_floatx("float64")  # the losses' dtype (the model states its own)
-    install = base.install_dp_train_step
-    base.install_dp_train_step = worker_module.noise_off(install)
+    install = engines.install_dp_train_step
+    engines.install_dp_train_step = worker_module.noise_off(install)
     try:
         model = dp.compile(worker_module.small_model())
-        first = batches[0]
-        signature = tuple(tf.TensorSpec((None,) + a.shape[1:], tf.as_dtype(a.dtype)) for a in first)
+        signature = tf.nest.map_structure(lambda a: tf.TensorSpec((None,) + a.shape[1:], tf.as_dtype(a.dtype)),
+                                          batches[0])
         ds = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=signature)
         model.fit(ds, epochs=dp.epochs, steps_per_epoch=len(batches) // dp.epochs, verbose=0)
         return model.get_weights()
     finally:
-        base.install_dp_train_step = install
+        engines.install_dp_train_step = install
         keras.backend.set_floatx(floatx)
 
 
@@ -149,8 +150,8 @@ def test_two_workers_train_noise_free_exactly_what_one_process_trains(trained_cl
     dp = PoissonDPSGD(2.0, 1e-5, expected_batch_size=16, epochs=1, n=64, seed=worker_module.SEED,
                       optimizer=OptimizerSettings("sgd", learning_rate=0.5), engine="tfdpmech")
     pwords = seed_words(dp._sampler_seed)
-    want = _reference(dp, [poisson_batch(x, y, dp.sampling_probability, dp.padded_batch_size, pwords, t)
-                           for t in range(dp.steps)])
+    want = _reference(dp, [run_element(tagged_poisson_batch(x, y, dp.sampling_probability, dp.padded_batch_size,
+                                                            pwords, t, dp.run_id)) for t in range(dp.steps)])
     assert dp.steps == 4 and not np.allclose(want[0], worker_module.initial_weights()[0])
     for result in trained_cluster:
         assert result["poisson"]["steps"] == 4

@@ -118,7 +118,7 @@ class PrivacyLedger(LedgerPersistence):
         """Note the steps run so far after ``release`` (a planned-steps release such as DP-SGD's).
 
         The ε charged is never changed (the release was charged its whole plan when recorded):
-        :meth:`summary` shows the releases followed by fewer steps than ``release.details["steps"]``.
+        :meth:`summary` shows the releases followed by fewer steps than ``release.details["steps_planned"]``.
         A ledger bound to a file (:meth:`open`) writes the count there too.
 
         Args:
@@ -262,7 +262,7 @@ class PrivacyLedger(LedgerPersistence):
                 f"{format_epsilon(r.epsilon_claimed, r.epsilon_provable, r.delta)}{rep}\n"
                 f"    neighbours: {describe_scope(r.neighbours, r.protects)}\n    basis: {r.basis}"
             )
-            planned, taken = r.details.get("steps"), self._progress.steps(i)
+            planned, taken = r.details.get("steps_planned"), self._progress.steps(i)
             if isinstance(planned, int) and taken is not None and taken < planned:
                 lines.append(f"    steps: {taken} of the {planned} planned ran (stopped early; charged for all "
                              f"{planned}, as recorded before the first step)")

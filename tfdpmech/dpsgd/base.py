@@ -98,8 +98,7 @@ class DPSGDRun(RunEngines, Mechanism):
         self.release: Release | None = None
         self.model: keras.Model | None = None
         self.num_classes: int | None = None
-        self._one_hot_labels = None  # unknown until a model and its loss are checked: labels taken as one-hot
-        self._sparse_labels = False
+        self._one_hot_labels = self._sparse_labels = self._loss_known = False  # set from the loss at compile
         self.first_step = 0  # the optimizer's step count when compile recorded the release
 
     # -- what each sampling scheme defines ---------------------------------------------------
@@ -240,7 +239,7 @@ class DPSGDRun(RunEngines, Mechanism):
                 "(use LayerNormalization or GroupNormalization instead of batch statistics)"
             )
         self._check_distribution(model)
-        self._one_hot_labels = loss is None
+        self._one_hot_labels, self._loss_known = loss is None, True
         self._sparse_labels = isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
         try:
             self.num_classes = int(model.output_shape[-1])
@@ -262,6 +261,10 @@ class DPSGDRun(RunEngines, Mechanism):
         """Optimizer steps this run has taken since :meth:`compile`."""
         return self.global_step() - self.first_step
 
+    def _planned_steps(self) -> int:
+        """The optimizer steps this run plans (and the train step allows): the ledger shows fewer as stopped early."""
+        return int(getattr(self, "max_train_steps", self.steps))
+
     def _release(self, basis: str, epsilon_provable: float, details: dict, event=None) -> Release:
         """The training run as one ledger entry: claimed = the calibrated ε, the optimiser in ``details``."""
         return Release(
@@ -272,7 +275,8 @@ class DPSGDRun(RunEngines, Mechanism):
             details={"epsilon_target": self.epsilon, "epsilon_achieved": self.epsilon_achieved, **details,
                      "l2_norm_clip": self.l2_norm_clip, "engine": self.engine, "path": self.path,
                      "optimizer": self.optimizer_name,
-                     "learning_rate": self.learning_rate},
+                     "learning_rate": self.learning_rate,
+                     "steps_planned": self._planned_steps()},
         )
 
     # -- training helpers --------------------------------------------------------------------
@@ -283,7 +287,7 @@ class DPSGDRun(RunEngines, Mechanism):
         classes = getattr(self, "num_classes", None)
         if self._sparse_labels and y.ndim == 1 and classes is not None:  # ids for a sparse loss: in range
             check_labels(y, "y", num_classes=classes)
-        elif self._one_hot_labels is not False and (y.ndim == 1 or classes is not None):
+        elif (self._one_hot_labels or not self._loss_known) and (y.ndim == 1 or classes is not None):
             if classes is None:
                 raise ValueError(
                     "y holds integer class ids, but the default loss needs one-hot labels and the number of classes is "

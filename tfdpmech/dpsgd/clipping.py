@@ -44,6 +44,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ..distribute import strategy_of
 from .ghost_norms import (
     GHOST_LAYERS,
     clip_factors,
@@ -80,8 +81,18 @@ def ghost_norms_mismatch(model, x=None) -> str | None:
 
     Compares, on a probe batch ``x`` (:func:`~tfdpmech.dpsgd.model_probe.probe_inputs` when None) and
     a random linear probe loss, the ghost per-record norms and the ghost gradient sum with a loop of one
-    gradient tape per record (inference mode, so random layers do not differ between the two).
+    gradient tape per record (inference mode, so random layers do not differ between the two). Under a
+    ``tf.distribute`` strategy the probe runs in its replicas (where the gradients of its variables exist).
     """
+    strategy = strategy_of(model)
+    if strategy is None or not tf.distribute.in_cross_replica_context():
+        return _ghost_norms_mismatch(model, x)
+    with strategy.scope():
+        results = strategy.experimental_local_results(strategy.run(lambda: _ghost_norms_mismatch(model, x)))
+    return next((r for r in results if r is not None), None)
+
+
+def _ghost_norms_mismatch(model, x=None) -> str | None:
     x = probe_inputs(model) if x is None else x
     if x is None:
         return f"model {model.name!r} has no known input shape to probe"

@@ -87,6 +87,16 @@ def guard_poisson_train_step(run, model) -> None:
             return inner((x, y, mask))
 
     model.train_step = train_step
+    if hasattr(model, "_symbolic_build"):  # Keras 3 builds the loss and metrics from one batch under a strategy
+        build = model._symbolic_build
+
+        def symbolic_build(iterator=None, data_batch=None):
+            if data_batch is not None and _is_run_batch(data_batch):  # the mask is the sample weight, not the ticket
+                x, y, (mask, _) = data_batch
+                data_batch = (x, y, mask)
+            return build(iterator=iterator, data_batch=data_batch)
+
+        model._symbolic_build = symbolic_build
 
 
 def guard_shuffled_train_step(run, model) -> None:

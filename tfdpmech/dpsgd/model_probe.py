@@ -122,45 +122,50 @@ def batch_dependence(model) -> str | None:
     variables = _unique_variables(model)
     start = [v.numpy() for v in variables]
 
-    def run(batch, training=True):
+    def restore():
         for v, value in zip(variables, start):
             v.assign(value)
+
+    def run(batch, training=True):
+        restore()
         out = [np.asarray(o) for o in tf.nest.flatten(model(batch, training=training))]
         return out, [v.numpy() for v in variables]
 
     try:
-        out, state = run(base)
+        return _dependence(model, variables, start, run, base, other)
     except Exception as exc:  # pylint: disable=broad-except  (any layer's error: reported, the model refused)
-        for v, value in zip(variables, start):
-            v.assign(value)
         return (f"its training forward pass could not run on a probe batch of {PROBE_ROWS} synthetic records "
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}), so it could not be checked")
-    try:
-        trainable = {id(v) for v in model.trainable_variables}
-        owners = _owners(model)
-        assigned = [owners.get(id(v), v.name) for v, s0, s1 in zip(variables, start, state)
-                    if id(v) in trainable and not _same(s0, s1)]
-        if assigned:
-            return (f"its training forward pass assigns the trainable variable(s) {', '.join(assigned)}; per-example "
-                    "gradients would each see another value")
-        training = all(_same(a, b) for a, b in zip(out, run(base)[0]))  # random beyond the restored state?
-        if not training:
-            out = run(base, training=False)[0]
-        for i in range(PROBE_ROWS):
-            changed = _replace_row(base, other, i)
-            out_i, state_i = run(changed)
-            moved = [owners.get(id(v), v.name) for v, s, s_i in zip(variables, state, state_i) if not _same(s, s_i)]
-            if moved:
-                return (f"its training forward pass updates {', '.join(moved)} from the batch's values (batch "
-                        "statistics such as BatchNormalization's moving mean), which no clipping bounds")
-            if not training:
-                out_i = run(changed, training=False)[0]
-            rows = [j for j in range(PROBE_ROWS) if j != i]
-            if not all(_same(a[rows], b[rows]) for a, b in zip(out, out_i)):
-                return (f"the output of a record changes when another record of the batch changes (training="
-                        f"{training}): its layers mix the records of a batch, so per-example clipping does not "
-                        "bound one record's influence")
     finally:
-        for v, value in zip(variables, start):
-            v.assign(value)
+        restore()
+
+
+def _dependence(model, variables, start, run, base, other) -> str | None:
+    """:func:`batch_dependence` once the probe batches and the variables' starting values are known."""
+    out, state = run(base)
+    owners = _owners(model)
+    trainable = {id(v) for v in model.trainable_variables}
+    assigned = [owners.get(id(v), v.name) for v, s0, s1 in zip(variables, start, state)
+                if id(v) in trainable and not _same(s0, s1)]
+    if assigned:
+        return (f"its training forward pass assigns the trainable variable(s) {', '.join(assigned)}; per-example "
+                "gradients would each see another value")
+    training = all(_same(a, b) for a, b in zip(out, run(base)[0]))  # random beyond the restored state?
+    if not training:
+        out = run(base, training=False)[0]
+    for i in range(PROBE_ROWS):
+        changed = _replace_row(base, other, i)
+        out_i, state_i = run(changed)
+        # data-independent updates (a seed, a counter) are the same bit for bit
+        moved = [owners.get(id(v), v.name) for v, s, s_i in zip(variables, state, state_i)
+                 if not np.array_equal(s, s_i, equal_nan=True)]
+        if moved:
+            return (f"its training forward pass updates {', '.join(moved)} from the batch's values (as "
+                    "BatchNormalization's moving statistics do), which no clipping bounds")
+        if not training:
+            out_i = run(changed, training=False)[0]
+        rows = [j for j in range(PROBE_ROWS) if j != i]
+        if not all(_same(a[rows], b[rows]) for a, b in zip(out, out_i)):
+            return ("the output of a record changes when another record of the batch changes: its layers mix the "
+                    "records of a batch, so per-example clipping does not bound one record's influence")
     return None
