@@ -251,7 +251,8 @@ class PrivacyLedger(LedgerPersistence):
 
     # -- reports ---------------------------------------------------------------------------------------------------
     def summary(self, epochs: int | None = None) -> str:
-        """A human-readable table: one entry per release (with the steps it ran when fewer than planned), then the totals."""
+        """A human-readable table: one entry per release (with the steps it ran, when fewer than planned),
+        then the totals."""
         counted = self._counted(epochs)
         lines = []
         for i, (r, times) in enumerate(counted):

@@ -25,8 +25,7 @@ from ..validation import check_positive_int
 
 __all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "check_seed", "sampling_key",
            "step_rng", "poisson_batch", "tagged_poisson_batch", "run_element", "run_signature", "run_dataset",
-           "is_run_dataset", "record_spec",
-           "TICKET_COLUMNS"]
+           "is_run_dataset", "record_spec"]
 
 PAD_SDS = 6.0  # padded shape: expected size + 6 standard deviations (overflow ~1e-9 per step)
 
@@ -175,9 +174,6 @@ def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_s
 
     signature = (record_spec(x), record_spec(y), tf.TensorSpec((None,), tf.float32))
     return _stream(generate, signature, steps_per_epoch)
-
-
-TICKET_COLUMNS = ("run", "step")  # every row of a run's batch carries (run id, global step it was drawn for)
 
 
 def tagged_poisson_batch(x, y, q: float, padded: int, key, step: int, run_id: int):
