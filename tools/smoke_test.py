@@ -14,9 +14,10 @@ import tfdpmech
 from tfdpmech import data
 from tfdpmech.dpsgd import make_private
 
-here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-assert not os.path.dirname(os.path.abspath(tfdpmech.__file__)).startswith(here + os.sep), \
+source_package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tfdpmech")
+assert os.path.dirname(os.path.abspath(tfdpmech.__file__)) != source_package, \
     f"tfdpmech imported from the source tree ({tfdpmech.__file__}), not from the installed package"
+assert "site-packages" in os.path.abspath(tfdpmech.__file__).split(os.sep), tfdpmech.__file__
 
 sample = data.load("mnist_sample", seed=0)  # the package data of the wheel / sdist
 x, y = sample.x_train[:700], sample.y_train[:700]
