@@ -20,12 +20,12 @@ assert os.path.dirname(os.path.abspath(tfdpmech.__file__)) != source_package, \
 assert "site-packages" in os.path.abspath(tfdpmech.__file__).split(os.sep), tfdpmech.__file__
 
 sample = data.load("mnist_sample", seed=0)  # the package data of the wheel / sdist
-x, y = sample.x_train[:700], sample.y_train[:700]
-x_test, labels = sample.x_test[:300], np.argmax(sample.y_test[:300], axis=1)
+x, y = sample.x_train, sample.y_train
+x_test, labels = sample.x_test, np.argmax(sample.y_test, axis=1)
 
 model = keras.Sequential([keras.Input(x.shape[1:]), keras.layers.Flatten(), keras.layers.Dense(10)])
-make_private(model, epsilon=2.0, delta=1e-5, n=len(x), expected_batch_size=100, epochs=2, seed=0)
-model.compile("adam", loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+make_private(model, epsilon=2.0, delta=1e-5, n=len(x), expected_batch_size=250, epochs=3, seed=0)
+model.compile(keras.optimizers.Adam(0.01), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
 model.fit(x, y, verbose=0)
 dpsgd_accuracy = float(np.mean(np.argmax(model.predict(x_test, verbose=0), 1) == labels))
 dpsgd_epsilon = model.privacy_ledger.epsilon_provable()
@@ -37,7 +37,8 @@ head_model = head.prepare(x=x, y=y).model
 head_accuracy = float(np.mean(np.argmax(head_model.predict(x_test, verbose=0), 1) == labels))
 head_epsilon = head.ledger.epsilon_provable()
 assert 0 < head_epsilon <= 1.0, head_epsilon
-assert dpsgd_accuracy > 0.2 and head_accuracy > 0.2, (dpsgd_accuracy, head_accuracy)  # chance is 0.1
+# measured on the default stack: about 87 % and 65 %; chance is 10 %
+assert dpsgd_accuracy > 0.7 and head_accuracy > 0.4, (dpsgd_accuracy, head_accuracy)
 
 print(f"tfdpmech {tfdpmech.__version__} on Python {sys.version.split()[0]}, TensorFlow {keras.backend.backend()} "
       f"backend, Keras {keras.__version__}: make_private fit {100 * dpsgd_accuracy:.1f} % at provable ε = "
