@@ -21,7 +21,8 @@ Tabular data: the bias-free linear model of the DP-ERM methods, δ = 1/n² as th
 
 ``options`` of the comparison: ``dpsgd_epochs`` overrides the number of epochs of the image
 methods, as an int or ``{ε: epochs}`` (the quick presets and the benchmark use it to keep runs short);
-``scatter_epochs`` those of ``dpsgd_scatter``.
+``scatter_epochs`` those of ``dpsgd_scatter``; ``dpsgd_recipe`` / ``scatter_recipe`` any other field of the
+``tanh_cnn`` / ScatterNet recipes (:func:`.mnist_recipes.recipe_for`).
 
 Model ``tanh_cnn`` (the whole-MNIST preset): ``dpsgd`` runs tfdpmech's own engine with Tramèr &
 Boneh's recipe (:mod:`.mnist_recipes`); ``dpsgd_tfprivacy`` is the same run through
@@ -41,13 +42,20 @@ from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
 from ..registry import Build, register_mechanism
 from .baselines import tabular_labels, tabular_loss
-from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for
+from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for, recipe_for
 
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model (as the functional head)
 
 
 def _epochs(ctx, default: int, epsilon=None, option: str = "dpsgd_epochs") -> int:
     return epochs_for(ctx.config.options, epsilon, default, option)
+
+
+def _changed(recipe, published) -> dict:
+    """The fields (other than epochs) in which a run's recipe differs from the published one, for its notes."""
+    changed = {f: getattr(recipe, f) for f in vars(published)
+               if f != "epochs" and getattr(recipe, f) != getattr(published, f)}
+    return {"recipe_changes": changed} if changed else {}
 
 
 def _build(dp, model, x, y, notes=None, **options) -> Build:
@@ -74,12 +82,12 @@ def _tabular(ctx, epsilon, seed, sampling) -> Build:
 def _image(ctx, epsilon, seed, sampling, engine="auto") -> Build:
     cfg = ctx.config
     if cfg.model == "tanh_cnn":  # DP-SGD's MNIST baseline with its published recipe (mnist_recipes)
-        recipe = TANH_CNN_RECIPE.replace(epochs=_epochs(ctx, TANH_CNN_RECIPE.epochs, epsilon))
+        recipe = recipe_for(cfg.options, epsilon, TANH_CNN_RECIPE)
         model = ctx.build("standard")
         dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling,
                         engine="tfdpmech" if engine == "auto" else engine)
         notes = {"recipe": "Tramèr & Boneh 2021 (tfdpmech.experiments.methods.mnist_recipes.TANH_CNN_RECIPE)",
-                 "network": model.name, "epochs": recipe.epochs}
+                 "network": model.name, "epochs": recipe.epochs, **_changed(recipe, TANH_CNN_RECIPE)}
         return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
     if cfg.model == "mlp":  # the stated recipe
         recipe = RECIPE.replace(epochs=_epochs(ctx, RECIPE.epochs))
@@ -109,13 +117,14 @@ def _tf_privacy(ctx, epsilon, seed) -> Build:
 def _scatter(ctx, epsilon, seed) -> Build:
     """DP-SGD on a linear model over ScatterNet features normalised per record (ε = 0 for the features)."""
     features = scattering_coefficients(ctx.x_private)
-    recipe = SCATTER_LINEAR_RECIPE.replace(epochs=_epochs(ctx, SCATTER_LINEAR_RECIPE.epochs, epsilon, "scatter_epochs"))
+    recipe = recipe_for(ctx.config.options, epsilon, SCATTER_LINEAR_RECIPE, "scatter")
     dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech")
     head = keras.Sequential([keras.Input((features.shape[1],)), keras.layers.Dense(ctx.num_classes)],
                             name="scatter_linear")
     built = _build(dp, head, features, ctx.y_private,
                    {"features": "ScatterNet (kymatio J = 2, 81 channels, per-record group norm, 27 groups)",
-                    "recipe": "tfdpmech.experiments.methods.mnist_recipes.SCATTER_LINEAR_RECIPE", "epochs": recipe.epochs},
+                    "recipe": "tfdpmech.experiments.methods.mnist_recipes.SCATTER_LINEAR_RECIPE",
+                    "epochs": recipe.epochs, **_changed(recipe, SCATTER_LINEAR_RECIPE)},
                    seed=seed)
     built.prepared["model"] = _ScatterModel(head)
     return built

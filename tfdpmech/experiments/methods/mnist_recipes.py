@@ -13,7 +13,8 @@
 ``reference_n`` is the 60,000 training images: a quick run on a few hundred records keeps the
 sampling probability q = 512 / 60,000. The number of epochs of a run can be set per ε through the
 comparison's ``options["dpsgd_epochs"]`` (``options["scatter_epochs"]`` for ``dpsgd_scatter``; an
-int, or ``{ε: epochs}``).
+int, or ``{ε: epochs}``), any other recipe field through ``options["dpsgd_recipe"]``
+(``options["scatter_recipe"]``): ``{field: value}`` or ``{ε: {field: value}}`` (see :func:`recipe_for`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import dataclasses
 
 from ...dpsgd import Recipe
 
-__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for"]
+__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for", "recipe_for"]
 
 TANH_CNN_RECIPE = Recipe(expected_batch_size=512, epochs=40, l2_norm_clip=0.1, learning_rate=0.5, optimizer="sgd",
                          momentum=0.9, accountant="pld", reference_n=60_000)
@@ -41,10 +42,34 @@ class NonPrivateRecipe:
 NONPRIVATE_CNN = NonPrivateRecipe()
 
 
+def _at_epsilon(chosen: dict, epsilon, default):
+    matches = [v for k, v in chosen.items() if epsilon is not None and abs(float(k) - float(epsilon)) < 1e-12]
+    return matches[0] if matches else default
+
+
 def epochs_for(options: dict, epsilon, default: int, option: str = "dpsgd_epochs") -> int:
     """The epochs of a run at ``epsilon``: ``options[option]`` as an int or ``{ε: epochs}``, else ``default``."""
     chosen = (options or {}).get(option, default)
     if isinstance(chosen, dict):
-        matches = [v for k, v in chosen.items() if epsilon is not None and abs(float(k) - float(epsilon)) < 1e-12]
-        chosen = matches[0] if matches else default
+        chosen = _at_epsilon(chosen, epsilon, default)
     return int(chosen)
+
+
+def recipe_for(options: dict, epsilon, recipe: Recipe, prefix: str = "dpsgd") -> Recipe:
+    """``recipe`` with the run's overrides at ``epsilon``: epochs from ``options[prefix + "_epochs"]``
+    (:func:`epochs_for`), any other field from ``options[prefix + "_recipe"]``, given as
+    ``{field: value}`` for every ε or ``{ε: {field: value}}`` per ε.
+
+    Raises:
+        ValueError: an override names no field of :class:`~tfdpmech.dpsgd.Recipe`.
+    """
+    recipe = recipe.replace(epochs=epochs_for(options, epsilon, recipe.epochs, prefix + "_epochs"))
+    changes = dict((options or {}).get(prefix + "_recipe") or {})
+    if changes and all(isinstance(v, dict) for v in changes.values()):
+        changes = _at_epsilon(changes, epsilon, {})
+    fields = {f.name for f in dataclasses.fields(Recipe)}
+    unknown = sorted(set(changes) - fields)
+    if unknown:
+        raise ValueError(f"options[{prefix + '_recipe'!r}] names {unknown}, which are not Recipe fields; use any of "
+                         f"{sorted(fields)}")
+    return recipe.replace(**changes)
