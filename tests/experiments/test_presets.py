@@ -67,12 +67,16 @@ def test_flags_override_the_preset():
         preset_config("nope")
 
 
-def test_the_mnist_preset_takes_the_epochs_chosen_on_the_validation_split():
-    """Every per-ε DP-SGD epoch count of the mnist preset is the one tools/mnist_tuning.py chose (never the test set)."""
+def test_the_mnist_preset_takes_the_recipe_chosen_on_the_validation_split():
+    """Every per-ε DP-SGD recipe of the mnist preset is the one tools/mnist_tuning.py chose (never the test set)."""
     from pathlib import Path
+
+    from tfdpmech.experiments.methods.mnist_recipes import TANH_CNN_RECIPE, recipe_for
 
     tuning = Path(__file__).resolve().parents[2] / "docs" / "results" / "mnist" / "tuning" / "tuning.json"
     chosen = json.loads(tuning.read_text())["chosen"]
     settings = PRESETS["mnist"].settings
-    assert settings["options"]["dpsgd_epochs"] == {float(eps): epochs for eps, epochs in chosen["dpsgd"].items()}
+    assert {float(eps) for eps in chosen["dpsgd"]} == set(settings["options"]["dpsgd_epochs"])
+    for eps, point in chosen["dpsgd"].items():
+        assert recipe_for(settings["options"], float(eps), TANH_CNN_RECIPE) == TANH_CNN_RECIPE.replace(**point), eps
     assert "mnist_validation" not in settings["datasets"] and settings["datasets"] == ("mnist",)
