@@ -49,3 +49,23 @@ def test_bad_arguments():
         scatter_features((16, 16))
     with pytest.raises(ValueError, match=r"\(batch, H, W, 1\)"):
         scatter_features((16, 16, 3))
+
+
+def test_coefficients_are_per_record_and_kept_for_the_same_images(monkeypatch):
+    from tfdpmech.features import scatter
+
+    x = np.random.default_rng(0).random((6, 28, 28, 1)).astype(np.float32)
+    calls = []
+    compute = scatter._coefficients
+    monkeypatch.setattr(scatter, "_coefficients", lambda *a: calls.append(1) or compute(*a))
+    first = scatter.scattering_coefficients(x)
+    assert first.shape == (6, 81 * 7 * 7)
+    # per record: a record's features do not depend on the other records
+    np.testing.assert_allclose(scatter.scattering_coefficients(x[:2]), first[:2], rtol=1e-5, atol=1e-5)
+    again = scatter.scattering_coefficients(x)
+    np.testing.assert_array_equal(again, first)
+    assert len(calls) == 2  # the same images a second time: no recomputation
+    again[:] = 0  # each call owns its copy
+    np.testing.assert_array_equal(scatter.scattering_coefficients(x), first)
+    scatter.scattering_coefficients(x + 1.0)
+    assert len(calls) == 3

@@ -11,6 +11,8 @@ the layer is built (:mod:`tfdpmech.features.kymatio_compat` says how it loads on
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import math
 
 import keras
@@ -91,10 +93,28 @@ def scattering_coefficients(x, *, J: int = 2, groups: int = 27, batch_size: int 
     scaled to mean 0 and variance 1 over its own coefficients (group normalisation without learned
     parameters). Every step is a fixed function of the one record (no statistic across records), so
     computing them releases nothing (ε = 0); DP-SGD then trains on them like on any input.
+
+    The last two results are kept in memory, keyed by the images' bytes, ``J`` and ``groups`` (the
+    whole MNIST takes minutes on a CPU and a comparison asks for the same features once per run);
+    each call returns its own copy.
     """
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 4 or x.shape[-1] != 1:
         raise ValueError(f"x must be (n, H, W, 1) images, got shape {x.shape}")
+    key = (hashlib.sha1(np.ascontiguousarray(x).data).hexdigest(), x.shape, J, groups)
+    if key not in _COEFFICIENTS:
+        _COEFFICIENTS[key] = _coefficients(x, J, groups, batch_size)
+        while len(_COEFFICIENTS) > _KEEP:
+            _COEFFICIENTS.popitem(last=False)
+    _COEFFICIENTS.move_to_end(key)
+    return _COEFFICIENTS[key].copy()
+
+
+_COEFFICIENTS: collections.OrderedDict = collections.OrderedDict()
+_KEEP = 2  # a comparison's private and test images
+
+
+def _coefficients(x, J, groups, batch_size) -> np.ndarray:
     from .kymatio_compat import kymatio_tensorflow  # ImportError naming the extra when kymatio is missing
 
     scattering = kymatio_tensorflow.Scattering2D(J=check_positive_int(J, "J"), shape=x.shape[1:3])
