@@ -105,17 +105,20 @@ register_preset(
 # DP-SGD at Tramèr & Boneh's published recipe (tfdpmech.experiments.methods.mnist_recipes). Finished runs are kept
 # in docs/results/mnist/runs.jsonl as they end, so the preset resumes after a kill.
 _TB = "Tramèr & Boneh, ICLR 2021 (arXiv 2011.11660), Table 1 / their repository's README, δ = 1e-5"
+_PHAN = "Phan et al., arXiv 1709.05750 (corrected), Fig. 4a"
 MNIST_PUBLISHED = (
     {"label": "DP-SGD, tanh CNN (Tramèr & Boneh 2021)", "epsilon": 3.0, "delta": 1e-5, "accuracy": 0.981,
      "source": _TB},
     {"label": "DP-SGD, ScatterNet + linear (Tramèr & Boneh 2021)", "epsilon": 3.0, "delta": 1e-5, "accuracy": 0.987,
      "source": _TB},
-    {"label": "AdLM (Phan et al. 2017)", "epsilon": 0.25, "accuracy": 0.902, "source": "Phan et al., arXiv 1709.05750 (corrected), Fig. 4a"},
-    {"label": "ILM (Phan et al. 2017)", "epsilon": 0.25, "accuracy": 0.8846, "source": "Phan et al., arXiv 1709.05750 (corrected), Fig. 4a"},
-    {"label": "pCDBN (Phan et al. 2017)", "epsilon": 0.5, "accuracy": 0.9308, "source": "Phan, Wu & Dou, Machine Learning 2017 (corrected), Fig. 5b, 2,400 epochs"},
-    {"label": "AFRRS (Wang et al.)", "epsilon": 0.6, "accuracy": 0.988, "source": "Wang, Xie, Tan, Li & Wang, Table 3"},
-    {"label": "pSGD (DP-SGD of Phan et al. 2017)", "epsilon": 0.25, "accuracy": 0.8209,
-     "source": "Phan et al., arXiv 1709.05750 (corrected), Fig. 4a"},
+    {"label": "AdLM (Phan et al. 2017)", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.902, "source": _PHAN},
+    {"label": "ILM (Phan et al. 2017)", "paper": "ilm", "epsilon": 0.25, "accuracy": 0.8846, "source": _PHAN},
+    {"label": "pCDBN (Phan et al. 2017)", "paper": "pcdbn", "epsilon": 0.5, "accuracy": 0.9308,
+     "source": "Phan, Wu & Dou, Machine Learning 2017 (corrected), Fig. 5b, 2,400 epochs"},
+    {"label": "AFRRS (Wang et al.)", "paper": "afrrs", "epsilon": 0.6, "accuracy": 0.988,
+     "source": "Wang, Xie, Tan, Li & Wang, Table 3"},
+    {"label": "pSGD (DP-SGD of Phan et al. 2017)", "dpsgd_of": ("adlm", "ilm"), "epsilon": 0.25, "accuracy": 0.8209,
+     "source": _PHAN},
 )
 MNIST_METHODS = ("nonprivate", "dpsgd", "dpsgd_tfprivacy", "dpsgd_scatter", "fm_head_scatter", "outpert_head_scatter")
 register_preset(
@@ -132,3 +135,32 @@ register_preset(
      "subsets": {"dpsgd_tfprivacy": {"epsilons": (1.0, 3.0), "seeds": (0,)}}},
     {"seeds": (0,), "epsilons": (1.0,), "out": "results", "resume": False,
      "options": {"max_private": 600, "max_test": 400, "dpsgd_epochs": 2, "scatter_epochs": 2, "nonprivate_epochs": 30}})
+
+
+# The seed papers on the whole MNIST, each at its own ε (AdLM and ILM 0.25, pCDBN 0.5, AFRRS 0.6): the first
+# 1,000 training images are public (they train the relevance model and the public_only row), the other 59,000
+# private; DP-SGD's tanh CNN at its chosen recipe on the same 59,000 at every one of those ε. The per-record
+# modes run at the largest batches their proofs allow at these budgets (per_record_budget); the reference modes
+# at batch 1,000 for ``epochs`` (the papers' own step counts are in the method notes and in each row).
+PAPER_METHODS = ("nonprivate", "public_only", "adlm_reference", "adlm_per_record", "ilm_reference", "ilm_per_record",
+                 "afrrs_reference", "afrrs_per_record", "pcdbn_reference", "pcdbn_private", "dpsgd")
+_AT = {0.25: ("adlm_reference", "adlm_per_record", "ilm_reference", "ilm_per_record"),
+       0.5: ("pcdbn_reference", "pcdbn_private"), 0.6: ("afrrs_reference", "afrrs_per_record")}
+register_preset(
+    "mnist-papers", "the seed papers on the whole MNIST at their own ε (AdLM, ILM 0.25; pCDBN 0.5; AFRRS 0.6), "
+                    "reference and private modes, next to DP-SGD's tanh CNN at the same ε and the public model "
+                    "alone; 1,000 public training images, 59,000 private; resumes from "
+                    "docs/results/mnist-papers/runs.jsonl",
+    {"datasets": ("mnist",), "methods": PAPER_METHODS, "epsilons": (0.25, 0.5, 0.6), "seeds": (0,),
+     "model": "tanh_cnn", "public": 1000, "delta": 1e-5, "epochs": 20, "batch_size": 1000, "audit": ("mia",),
+     "out": "docs/results/mnist-papers", "resume": True,
+     "options": {"gamma": 0.1, "per_record_batch": 128, "per_record_epochs": 2,
+                 "pretrain_epochs": 10, "head_epochs": 20, "reference_epochs": 20,
+                 # DP-SGD: the epochs chosen on the validation split at 0.25 and 0.5 (and at 1); 0.6 takes 20 too
+                 "nonprivate_epochs": 20, "dpsgd_epochs": 20},
+     "published": tuple(p for p in MNIST_PUBLISHED if p["epsilon"] < 1),
+     "subsets": {m: {"epsilons": (eps,)} for eps, names in _AT.items() for m in names}},
+    {"seeds": (0,), "public": 300, "batch_size": 200, "epochs": 1,
+     "options": {"gamma": 0.1, "per_record_batch": 128, "per_record_epochs": 1,
+                 "pretrain_epochs": 1, "head_epochs": 2, "reference_epochs": 1, "dpsgd_epochs": 1,
+                 "nonprivate_epochs": 30, "max_private": 600, "max_test": 400}})

@@ -20,6 +20,14 @@ def _gamma(ctx) -> dict:
     return {"gamma": float(ctx.config.options.get("gamma", DEFAULT_GAMMA))}
 
 
+def _per_kind(ctx, option: str, kind: str, default):
+    """``options[option]`` for this paper: an int for every kind, or ``{kind: int}`` (``default`` when absent)."""
+    value = ctx.config.options.get(option, default)
+    if isinstance(value, dict):
+        value = value.get(kind, default)
+    return None if value is None else int(value)
+
+
 def _relevance_model(ctx, seed):
     """The LeNet-5 relevance model of the authors' code, trained on the public records only (cached per seed)."""
     key = ("lenet5_relevance", seed)
@@ -49,10 +57,17 @@ def reference(kind: str):
 
 
 def per_record(kind: str, noise_mode: str = "per_example_frozen"):
-    """``build`` of Algorithm 1 on this package's network; the relevance model (AdLM, AFRRS) is public only."""
+    """``build`` of Algorithm 1 on this package's network; the relevance model (AdLM, AFRRS) is public only.
+
+    Batch size and epochs are the comparison's unless ``options["per_record_batch"]`` /
+    ``options["per_record_epochs"]`` set them (an int, or ``{"adlm" | "ilm" | "afrrs": int}``): the
+    per-record ε grows with the batch size (:mod:`tfdpmech.mechanisms.adlm.per_record_budget`), so
+    this mode needs smaller batches than the reference mode.
+    """
     def build(ctx, epsilon, seed) -> Build:
         cls = _CLASSES[kind]
-        mech = cls.from_total(epsilon, ctx.config.batch_size, seed=seed, noise_mode=noise_mode,
+        batch = _per_kind(ctx, "per_record_batch", kind, ctx.config.batch_size)
+        mech = cls.from_total(epsilon, batch, seed=seed, noise_mode=noise_mode,
                               **(_gamma(ctx) if kind == "afrrs" else {}))
         relevance_model = None
         if mech.allocation_name != "uniform":  # Algorithm 1 Step 1 on public data only
@@ -62,9 +77,10 @@ def per_record(kind: str, noise_mode: str = "per_example_frozen"):
         options = dict(relevance_model=relevance_model, optimizer=ctx.optimizer(), metrics=(),
                        drop_remainder=kind != "afrrs", shuffle_seed=seed, verbose=0)
         model = ctx.build("private", input_noise=noise_mode == "shared_per_step")
-        batch = ctx.config.batch_size
+        epochs = _per_kind(ctx, "per_record_epochs", kind, None)
         return Build(mech, model, ctx.x_private, ctx.y_private, options,
-                     prepared={"examples_per_epoch": ctx.n_private // batch * batch})
+                     prepared={"examples_per_epoch": ctx.n_private // batch * batch,
+                               **({"epochs": epochs} if epochs else {})})
     return build
 
 

@@ -1,0 +1,37 @@
+"""The seed-paper table: each paper's claim beside its reference and private modes, DP-SGD and public_only here."""
+
+from tfdpmech.report.papers import NOT_RUN, paper_table_markdown
+
+
+def _row(method, paper, mode, eps, accuracy, provable=None, neighbours="replace-one", diverged=0):
+    return {"method": method, "paper": paper, "mode": mode, "epsilon_target": eps, "epsilon_provable": provable,
+            "accuracy_mean": accuracy, "neighbours": neighbours, "diverged": diverged}
+
+
+PUBLISHED = ({"label": "AdLM", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.902},
+             {"label": "AFRRS", "paper": "afrrs", "epsilon": 0.6, "accuracy": 0.988},
+             {"label": "pSGD", "dpsgd_of": ("adlm",), "epsilon": 0.25, "accuracy": 0.8209},
+             {"label": "T&B", "epsilon": 3.0, "accuracy": 0.981})  # no paper: not a row of this table
+
+
+def test_one_line_per_paper_at_its_own_epsilon():
+    rows = [_row("adlm_per_record", "adlm", "private", 0.25, 0.7512, provable=0.2500000001),
+            _row("adlm_reference", "adlm", "reference", 0.25, 0.8801),
+            _row("dpsgd", None, "private", 0.25, 0.9304, provable=0.25, neighbours="add/remove"),
+            _row("dpsgd", None, "private", 0.6, 0.951, provable=0.6, neighbours="add/remove"),
+            _row("afrrs_reference", "afrrs", "reference", 0.6, 0.5, diverged=1),
+            _row("public_only", None, "none", None, 0.92)]
+    lines = paper_table_markdown({"config": {"published": PUBLISHED}}, rows)
+    table = [line for line in lines if line.startswith("| AdLM") or line.startswith("| AFRRS")]
+    assert len(table) == 2 and not any(line.startswith("| T&B") for line in lines)
+    adlm, afrrs = table
+    # provable ε rounded up, with its neighbour relation; the paper's own DP-SGD beside it
+    assert adlm == ("| AdLM | 0.25 | 90.20 % | 88.01 % | 75.12 % (provable ε 0.26, replace-one) | "
+                    "93.04 % (provable ε 0.25, add/remove) | 92.00 % | 82.09 % |")
+    assert f"50.00 % (diverged: NaN outputs) | {NOT_RUN} | 95.10 % (provable ε 0.6, add/remove)" in afrrs
+    assert afrrs.endswith("| 92.00 % | – |")
+
+
+def test_no_table_without_papers():
+    assert paper_table_markdown({"config": {"published": PUBLISHED[3:]}}, []) == []
+    assert paper_table_markdown({"config": {}}, []) == []

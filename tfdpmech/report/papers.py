@@ -1,0 +1,62 @@
+"""One line per seed paper: its own claim beside what the comparison measured at the same ε.
+
+The answer to "does this paper's mechanism beat a strong DP-SGD?": the paper's published accuracy
+(not measured here), the paper's mechanism in its reference mode (as the paper or its code ran it:
+ε claimed, none proven) and in its private mode (ε proven), ``dpsgd`` and the public model alone,
+each at the paper's ε. A published point names its paper (``"paper"``); a DP-SGD figure reported by
+a paper names the papers it sits beside (``"dpsgd_of"``).
+"""
+
+from __future__ import annotations
+
+from ..accounting.display import epsilon_upper
+
+__all__ = ["paper_table_markdown"]
+
+NOT_RUN = "not run yet"
+
+
+def _cell(row: dict | None, *, proven: bool) -> str:
+    if row is None or row["accuracy_mean"] is None:
+        return NOT_RUN
+    accuracy = f"{100 * row['accuracy_mean']:.2f} %"
+    if row.get("diverged"):
+        accuracy += " (diverged: NaN outputs)"
+    if not proven:
+        return accuracy
+    provable = row["epsilon_provable"]
+    if provable is None:
+        return f"{accuracy} (none proven)"
+    return f"{accuracy} (provable ε {epsilon_upper(provable)}, {row['neighbours']})"
+
+
+def _at(rows, epsilon, **match):
+    for row in rows:
+        if all(row.get(k) == v for k, v in match.items()) and (
+                epsilon is None or (row["epsilon_target"] is not None and abs(row["epsilon_target"] - epsilon) < 1e-9)):
+            return row
+    return None
+
+
+def paper_table_markdown(results: dict, rows: list[dict]) -> list[str]:
+    """The seed-paper table of a comparison whose ``published`` points name their papers ([] when none do)."""
+    points = [p for p in results["config"].get("published") or () if p.get("paper")]
+    if not points:
+        return []
+    their_dpsgd = {paper: p for p in results["config"]["published"] for paper in p.get("dpsgd_of", ())}
+    public_only = _at(rows, None, method="public_only")
+    lines = ["", "Each seed paper at its own ε: its published claim (not measured here), its mechanism here in the "
+                 "reference mode (as the paper or its code ran it: ε claimed, none proven) and in the private mode "
+                 "(ε proven), DP-SGD here at the same ε, and the public model alone (ε = 0 for the private set):", "",
+             "| paper | ε | paper's claim | reference mode here | private mode here | dpsgd here | public_only | "
+             "the paper's own DP-SGD |", "|---|---|---|---|---|---|---|---|"]
+    for p in points:
+        eps, paper = p["epsilon"], p["paper"]
+        reference = _at(rows, eps, paper=paper, mode="reference")
+        private = _at(rows, eps, paper=paper, mode="private")
+        theirs = their_dpsgd.get(paper)
+        theirs = "–" if theirs is None else f"{100 * theirs['accuracy']:.2f} %"
+        lines.append(f"| {p['label']} | {eps:g} | {100 * p['accuracy']:.2f} % | {_cell(reference, proven=False)} | "
+                     f"{_cell(private, proven=True)} | {_cell(_at(rows, eps, method='dpsgd'), proven=True)} | "
+                     f"{_cell(public_only, proven=False)} | {theirs} |")
+    return lines
