@@ -24,7 +24,9 @@ def _needs_whole_mnist(config):
             pytest.skip(f"the whole MNIST is not here ({exc}); set $TFDPMECH_DATA_DIR (.ci/run does)")
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name == "mnist" else name
+# the presets on the whole MNIST load 70,000 images and run every row: slow (and skipped without the data)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow)
+                                  if "mnist" in PRESETS[name].settings.get("datasets", ()) else name
                                   for name in sorted(PRESETS)])
 def test_quick_run_of_each_preset_has_the_one_schema(name, tmp_path):
     config = _runnable(preset_config(name, quick=True, audit=(), verbose=0))

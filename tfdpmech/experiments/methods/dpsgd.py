@@ -233,7 +233,8 @@ def _finetune(ctx, epsilon, seed) -> Build:
 
 register_mechanism("dpsgd", _dpsgd("poisson"),
                 "DP-SGD (Abadi et al. 2016) with Poisson sampling (noisy sum / expected "
-                "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe (tfdpmech.dpsgd.recipe)",
+                "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe (tfdpmech.dpsgd.recipe); "
+                "tanh CNN: Tramèr & Boneh's recipe (mnist_recipes); CNN: the comparison's batch, epochs and rate",
                 mode="private", paper="dpsgd", data=("image", "tabular"))
 register_mechanism("dpsgd_tfprivacy", _tf_privacy,
                 "the dpsgd run through tensorflow-privacy's DP Keras model (its Poisson train step and clipping; "
