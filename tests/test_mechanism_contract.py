@@ -25,7 +25,7 @@ from tfdpmech.mechanisms.adlm.mechanism import AdLMBudget
 from tfdpmech.mechanisms.adlm.reference import AdLMReference
 from tfdpmech.mechanisms.output_perturbation import DPPredictor, compute_bounds
 from tfdpmech.mechanisms.pcdbn import PCDBNReference
-from tfdpmech.models.convexified import convexified_mlp
+from tfdpmech.models import convexified_mlp
 
 
 def all_mechanism_classes():

@@ -4,7 +4,6 @@ Every release is recorded in a :class:`PrivacyLedger` with the ε the paper clai
 correct argument proves (or "none proven"). The package map is in ``docs/architecture.md``.
 """
 
-from . import _lazy
 from . import (
     accounting, audit, data, contract, dpsgd, features, heads, layers, losses, mechanisms, metrics, models, noise,
     validation,
@@ -45,6 +44,3 @@ __all__ = [
     "accounting", "audit", "contract", "data", "dpsgd", "features", "heads", "layers", "losses", "mechanisms",
     "metrics", "models", "noise", "validation",
 ]
-
-# modules kept at their old top-level path for one release (they warn when imported)
-__getattr__, _ = _lazy.lazy_attributes(__name__, {}, ("allocation", "chebyshev", "mechanism", "relevance"))

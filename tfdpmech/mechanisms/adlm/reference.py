@@ -83,7 +83,7 @@ class AdLMReference(Mechanism):
         epsilon: optional total; must equal ``eps1 + eps2 + eps3``.
         allocation: ``"relevance"`` (AdLM: sharpened relevance on the 32×32 grid),
             ``"uniform"`` (ILM, ``generateIdLMNoise``) or a
-            :class:`~tfdpmech.allocation.BudgetAllocation` giving β on the 28×28 inputs.
+            :class:`~tfdpmech.mechanisms.adlm.allocation.BudgetAllocation` giving β on the 28×28 inputs.
         delta2: Δ2 of the first layer (the code's 9,800 for the MNIST network).
         hidden_units: |h| of FC-25; Δ3 follows from it.
         learning_rate: Adam's step (the code: 3e-4).
