@@ -40,8 +40,8 @@ import numpy as np
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import Mechanism, PreparedFit, reference_mode, release
 from ...metrics import taylor_accuracy
-from ...noise import laplace, make_rng, noise_fingerprint
-from ...released_data import ReleasedData
+from ...noise import laplace, make_rng
+from ...released_data import ReleasedData, array_fingerprint
 from .allocation import BudgetAllocation, get_allocation
 from .input_noise import InputNoise
 from .per_record_budget import check_per_record_target
@@ -257,7 +257,7 @@ class AdLM(Mechanism):
         x_bar = self._perturb_features(x, scales, model)
         self._perturb_bias(model, delta_h0)
         phi_bar = self._perturb_coefficients(y, delta_f)
-        fingerprint = noise_fingerprint(np.concatenate([x_bar.ravel()[:4096], phi_bar.ravel()[:4096]]))
+        fingerprint = array_fingerprint(np.concatenate([x_bar.ravel()[:4096], phi_bar.ravel()[:4096]]))
         self.released = ReleasedData(
             (x_bar, phi_bar), source=f"{type(self).__name__}.perturb",
             fix="train on PrivateData.to_dataset() (or its x_bar and phi_bar) only",

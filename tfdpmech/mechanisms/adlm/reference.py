@@ -25,7 +25,8 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import Mechanism, PreparedFit, refuse_model, release
-from ...noise import make_rng, noise_fingerprint
+from ...noise import make_rng
+from ...released_data import array_fingerprint
 from .allocation import BudgetAllocation
 from .networks import authors_mnist_network
 from ...validation import (
@@ -161,7 +162,7 @@ class AdLMReference(Mechanism):
         floor = int(np.sum(self.beta <= R_LOWERBOUND))
         self.relevance_details = {"n": n, "samples": min(samples, n), "lrp_start": start, "noise_scale": relevance_noise_scale(self.eps1, n),
                                   "pixels_at_floor": floor, "beta_sum_inner": float(self.beta.sum()),
-                                  "noise_fingerprint": noise_fingerprint(noise)}
+                                  "noise_fingerprint": array_fingerprint(noise)}
         release(self.ledger, Release(
             component="relevance", mechanism="laplace", epsilon_claimed=self.eps1, epsilon_provable=None,
             neighbours="replace_one", protects="record",
@@ -247,7 +248,7 @@ class AdLMReference(Mechanism):
             basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; the once-drawn noise N/L only enters through "
                    "-B*M*sum(N/L*W_out), the Taylor loss itself uses the clean labels"),
             sensitivity=self.delta3, noise_scale=self.delta3 / self.eps3, reproduction=True,
-            details={**common, "noise_fingerprint": noise_fingerprint(self.weight_noise)},
+            details={**common, "noise_fingerprint": array_fingerprint(self.weight_noise)},
         ))
 
     def _allocation_name(self) -> str:

@@ -45,7 +45,8 @@ from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, require_
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import Mechanism, PreparedFit, release
 from .models import linear_model, paper_mlp
-from ...noise import gaussian, make_rng, noise_fingerprint
+from ...noise import gaussian, make_rng
+from ...released_data import array_fingerprint
 from ...validation import (
     ReleasedData,
     check_array,
@@ -309,7 +310,7 @@ class InputPerturbation(Mechanism):
         self.rows_clipped = over if clipped else 0
         self.perturbations += 1
         self.steps_taken = 0
-        self.fingerprint = noise_fingerprint(x_noisy)
+        self.fingerprint = array_fingerprint(x_noisy)
         self.released = ReleasedData(
             (x_noisy, y_out), source="InputPerturbation.perturb",
             fix="train on the (x_noisy, y) arrays perturb returned, unmodified (InputPerturbation.fit does)",
