@@ -17,8 +17,8 @@ from .features import public_features, random_features
 from .heads import FunctionalHead, FunctionalSoftmaxHead
 from .losses import ConvexifiedCrossEntropy, TaylorCrossEntropy
 from .mechanisms import (
-    AFRRS, ILM, AdLM, ChebyshevEnergy, DPPredictor, InputPerturbation, InputPerturbationAssumptions, PCDBNReference,
-    PrivateCDBN, PrivateData, compute_bounds,
+    AFRRS, ILM, AdLM, AdLMReference, AFRRSReference, ChebyshevEnergy, DPPredictor, ILMReference, InputPerturbation,
+    InputPerturbationAssumptions, PCDBNReference, PrivateCDBN, PrivateData, compute_bounds,
 )
 from .contract import Mechanism, PreparedFit
 from .metrics import taylor_accuracy
@@ -29,9 +29,9 @@ __version__ = "0.1.0"
 __all__ = [
     # the contract every mechanism answers
     "Mechanism", "PreparedFit",
-    # mechanisms (one per paper)
+    # mechanisms (one per paper) and the authors' code paths (the reference modes with a class of their own)
     "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation",
-    "InputPerturbationAssumptions", "PrivateCDBN", "PCDBNReference",
+    "InputPerturbationAssumptions", "PrivateCDBN", "AdLMReference", "ILMReference", "AFRRSReference", "PCDBNReference",
     # the functional-mechanism head and its feature extractors
     "FunctionalHead", "public_features", "random_features",
     # layers, losses, metrics
