@@ -76,7 +76,7 @@ REFERENCE_REASON = "labels used without noise at every step; noise shared by the
 # The mode
 # ------------------------------------------------------------------------------------------------
 class AdLMReference(Mechanism):
-    """AdLM as the authors' MNIST code trains it (``mode="reference"``); ledger: claimed, none proven.
+    """AdLM as the authors' MNIST code trains it (the reference mode); ledger: claimed, none proven.
 
     Args:
         eps1, eps2, eps3: the budgets the code assigns (its MNIST run: 0.075, 0.075, 0.15).

@@ -34,7 +34,7 @@ __all__ = ["AFRRSReference"]
 
 
 class AFRRSReference(AdLMReference):
-    """AFRRS on the AdLM authors' code path (``mode="reference"``); ledger: claimed, none proven.
+    """AFRRS on the AdLM authors' code path (the reference mode); ledger: claimed, none proven.
 
     Args:
         eps1, eps2, eps3, batch_size: budgets and L (the paper reports none of the split; AdLM's

@@ -137,7 +137,7 @@ def draw_feature_noise(scale, hidden_units: int, generator: tf.random.Generator)
 
 
 class PCDBNReference(Mechanism):
-    """pCDBN as the authors' code trains it on MNIST (``mode="reference"``); ledger: claimed, none proven.
+    """pCDBN as the authors' code trains it on MNIST (the reference mode); ledger: claimed, none proven.
 
     Args:
         epsilon: the paper's ε; the code gives this ε to every CRBM layer and to the output layer.
