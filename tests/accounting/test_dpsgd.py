@@ -14,7 +14,6 @@ from tfdpmech.accounting.dpsgd import (
     dpsgd_steps,
     epsilon_any_order,
     poisson_dpsgd_epsilon,
-    poisson_dpsgd_noise_multiplier,
 )
 
 
