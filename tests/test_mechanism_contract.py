@@ -1,7 +1,8 @@
 """The mechanism contract: every paper's mechanism is prepared and fitted the same way.
 
 ``mech.prepare(model, x, y)`` → :class:`PreparedFit` → ``.fit()``; the ledger holds what was
-released; the default mode is the proven one; the reference modes are reached with ``mode="reference"``.
+released; the default mode is the proven one; an authors' code path that is an algorithm of its own is a
+class of its own (``AdLMReference``, ``PCDBNReference``), which the proven class names.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tfdpmech.mechanisms.adlm.mechanism import AdLMBudget
 from tfdpmech.mechanisms.adlm.reference import AdLMReference
 from tfdpmech.mechanisms.output_perturbation import DPPredictor, compute_bounds
 from tfdpmech.mechanisms.pcdbn import PCDBNReference
-from tfdpmech.models.convexified import convexified_mlp
+from tfdpmech.models import convexified_mlp
 
 
 def all_mechanism_classes():
@@ -166,17 +167,20 @@ def test_pcdbn_prepare_then_fit_and_its_reference_mode(images):
     model = run.fit()
     assert model is run.model and model.output_shape == (None, 10)
     assert cdbn.ledger.epsilon_provable() == pytest.approx(2.0)
-    ref = PrivateCDBN(mode="reference", epsilon=0.5, batch_size=100)
-    assert isinstance(ref, PCDBNReference) and ref.mode == "reference"
-    with pytest.raises(TypeError, match="do not apply"):
-        PrivateCDBN(mode="reference", epsilon=0.5, head_mechanism="laplace")
+    ref = PCDBNReference(0.5, batch_size=100)
+    assert ref.mode == "reference"
+    with pytest.raises(ValueError, match=r"mode='reference'.*PCDBNReference"):
+        PrivateCDBN(mode="reference", epsilon=0.5)
     with pytest.raises(ValueError, match="without a model"):
         ref.prepare(models.standard_mlp(), x, y)
 
 
-def test_reference_modes_are_reached_through_the_paper_class():
-    ref = AdLM(0.1, 0.1, 0.2, L, mode="reference", seed=0)
-    assert isinstance(ref, AdLMReference) and isinstance(ref, Mechanism) and ref.mode == "reference"
+def test_reference_modes_are_classes_of_their_own_and_the_paper_class_names_them():
+    with pytest.raises(ValueError, match=r"mode='reference'.*AdLMReference"):
+        AdLM(0.1, 0.1, 0.2, L, mode="reference", seed=0)
+    assert not any("__new__" in vars(cls) for cls in all_mechanism_classes())
+    ref = AdLMReference(0.1, 0.1, 0.2, L, seed=0)
+    assert isinstance(ref, Mechanism) and ref.mode == "reference"
     with pytest.raises(ValueError, match="relevance_model"):
         ref.prepare(x=np.zeros((N, 28, 28, 1), np.float32), y=np.eye(10)[np.arange(N) % 10])
     assert len(ref.ledger) == 0

@@ -17,9 +17,9 @@ from tfdpmech.noise import (
     gaussian,
     laplace,
     make_rng,
-    noise_fingerprint,
     tf_laplace,
 )
+from tfdpmech.released_data import array_fingerprint
 
 P_OK = 1e-4  # a correct sampler passes with probability 1 - 1e-4 on a fresh stream
 P_BAD = 1e-6  # a 10 % scale error must be detected
@@ -170,29 +170,29 @@ def test_tf_laplace_seeded_generators_reproduce_and_entropy_differs():
 
 
 # ------------------------------------------------------------------------------------------------
-# noise_fingerprint
+# array_fingerprint
 # ------------------------------------------------------------------------------------------------
 
 
-def test_noise_fingerprint_is_stable():
+def test_array_fingerprint_is_stable():
     x = laplace(1.0, (4, 5), make_rng(0))
-    fp = noise_fingerprint(x)
+    fp = array_fingerprint(x)
     assert isinstance(fp, str) and len(fp) == 16
     int(fp, 16)  # hexadecimal
-    assert noise_fingerprint(x) == fp
-    assert noise_fingerprint(x.copy()) == fp
-    assert noise_fingerprint(laplace(1.0, (4, 5), make_rng(0))) == fp  # same seed, same noise
+    assert array_fingerprint(x) == fp
+    assert array_fingerprint(x.copy()) == fp
+    assert array_fingerprint(laplace(1.0, (4, 5), make_rng(0))) == fp  # same seed, same noise
     # memory layout does not matter, only the values
     xt = np.asfortranarray(x)
-    assert noise_fingerprint(xt) == fp
+    assert array_fingerprint(xt) == fp
 
 
-def test_noise_fingerprint_changes_with_values_shape_and_dtype():
+def test_array_fingerprint_changes_with_values_shape_and_dtype():
     x = laplace(1.0, (4, 5), make_rng(0))
-    fp = noise_fingerprint(x)
+    fp = array_fingerprint(x)
     y = x.copy()
     y[2, 3] = np.nextafter(y[2, 3], np.inf)  # one ulp in one entry
-    assert noise_fingerprint(y) != fp
-    assert noise_fingerprint(x.reshape(5, 4)) != fp  # same bytes, other shape
-    assert noise_fingerprint(x.astype(np.float32)) != fp
-    assert noise_fingerprint(laplace(1.0, (4, 5), make_rng(1))) != fp
+    assert array_fingerprint(y) != fp
+    assert array_fingerprint(x.reshape(5, 4)) != fp  # same bytes, other shape
+    assert array_fingerprint(x.astype(np.float32)) != fp
+    assert array_fingerprint(laplace(1.0, (4, 5), make_rng(1))) != fp

@@ -4,7 +4,6 @@ Every release is recorded in a :class:`PrivacyLedger` with the ε the paper clai
 correct argument proves (or "none proven"). The package map is in ``docs/architecture.md``.
 """
 
-from . import _lazy
 from . import (
     accounting, audit, data, contract, dpsgd, features, heads, layers, losses, mechanisms, metrics, models, noise,
     validation,
@@ -18,8 +17,8 @@ from .features import public_features, random_features
 from .heads import FunctionalHead, FunctionalSoftmaxHead
 from .losses import ConvexifiedCrossEntropy, TaylorCrossEntropy
 from .mechanisms import (
-    AFRRS, ILM, AdLM, ChebyshevEnergy, DPPredictor, InputPerturbation, InputPerturbationAssumptions, PCDBNReference,
-    PrivateCDBN, PrivateData, compute_bounds,
+    AFRRS, ILM, AdLM, AdLMReference, AFRRSReference, ChebyshevEnergy, DPPredictor, ILMReference, InputPerturbation,
+    InputPerturbationAssumptions, PCDBNReference, PrivateCDBN, PrivateData, compute_bounds,
 )
 from .contract import Mechanism, PreparedFit
 from .metrics import taylor_accuracy
@@ -30,9 +29,9 @@ __version__ = "0.1.0"
 __all__ = [
     # the contract every mechanism answers
     "Mechanism", "PreparedFit",
-    # mechanisms (one per paper)
+    # mechanisms (one per paper) and the authors' code paths (the reference modes with a class of their own)
     "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation",
-    "InputPerturbationAssumptions", "PrivateCDBN", "PCDBNReference",
+    "InputPerturbationAssumptions", "PrivateCDBN", "AdLMReference", "ILMReference", "AFRRSReference", "PCDBNReference",
     # the functional-mechanism head and its feature extractors
     "FunctionalHead", "public_features", "random_features",
     # layers, losses, metrics
@@ -45,6 +44,3 @@ __all__ = [
     "accounting", "audit", "contract", "data", "dpsgd", "features", "heads", "layers", "losses", "mechanisms",
     "metrics", "models", "noise", "validation",
 ]
-
-# modules kept at their old top-level path for one release (they warn when imported)
-__getattr__, _ = _lazy.lazy_attributes(__name__, {}, ("allocation", "chebyshev", "mechanism", "relevance"))

@@ -23,7 +23,7 @@ def lazy_attributes(package: str, names: dict[str, str], submodules: tuple[str, 
         names: public name → the module that defines it (imported on first access, then cached
             on the package).
         submodules: submodules of ``package`` that ``package.<name>`` imports on access (the
-            mechanisms' subpackages; modules kept at an old path, which warn when imported).
+            mechanisms' subpackages).
     """
 
     def __getattr__(name: str):

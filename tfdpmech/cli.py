@@ -167,15 +167,11 @@ def _audit_exit_status(results: dict) -> int:
 
 def _methods() -> int:
     from .experiments import METHODS, PRESETS
-    from .experiments.registry import ALIASES
 
     width = max(map(len, METHODS))
     print("methods (mode: reference = claimed as the paper/authors ran it, private = proven, none = no privacy):")
     for name, m in METHODS.items():
         print(f"  {name:{width}s}  [{m.mode}] {m.description}")
-    print("old names (accepted; runs and reports use the current name):")
-    for old, (new, why) in ALIASES.items():
-        print(f"  {old:{width}s}  -> {new}: {why}")
     print("presets (tfdpmech compare --preset NAME [--quick]):")
     for name, p in PRESETS.items():
         print(f"  {name:{width}s}  {p.description}")

@@ -21,19 +21,22 @@ Three kinds of mechanism answer it:
   trained one, which spends budget on every answered batch.
 
 ``mode`` is ``"private"`` (the default everywhere: what is proven) or ``"reference"`` (the paper or
-the authors' code as they ran it: ε claimed, none proven, with the reason in the ledger).
+the authors' code as they ran it: ε claimed, none proven, with the reason in the ledger). Where the
+authors' code path is a different algorithm, it is a class of its own (``AdLMReference``,
+``ILMReference``, ``AFRRSReference``, ``PCDBNReference``), and the proven class refuses
+``mode="reference"`` naming it (:func:`check_proven_mode`).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-import inspect
 from typing import Callable, ClassVar
 
 import numpy as np
 
 from .accounting.ledger import PrivacyLedger, Release
+from .validation import check_choice
 
 __all__ = ["Mechanism", "ClosedFormMechanism", "PreparedFit", "release", "MECHANISM_MODES", "KINDS"]
 
@@ -205,20 +208,10 @@ def refuse_model(mechanism: Mechanism, model) -> None:
                          "prepare(x=..., y=...) without a model")
 
 
-def reference_mode(cls, reference_class, args, kwargs):
-    """``cls(..., mode="reference")``: an instance of the paper's reference implementation
-    (the authors' code path), which answers the same contract; keywords it does not take are
-    refused with the list of those it does."""
-    accepted = set()
-    for klass in reference_class.__mro__:  # follow **kwargs up the base classes
-        if "__init__" not in vars(klass):
-            continue
-        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
-        accepted |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"}
-        if not any(p.kind == p.VAR_KEYWORD for p in params):
-            break
-    unknown = sorted(set(kwargs) - accepted)
-    if unknown:
-        raise TypeError(f"{cls.__name__}(mode='reference') runs the authors' code path, where {unknown} do not "
-                        f"apply; it takes {sorted(accepted)} (see {reference_class.__name__})")
-    return reference_class(*args, **kwargs)
+def check_proven_mode(cls, mode, reference_class, modes=("private",)) -> str:
+    """``mode`` of a class whose paper's reference mode (the authors' code path) is a class of its own,
+    ``reference_class``: ``mode="reference"`` is refused with the class to construct instead."""
+    if mode == "reference":
+        raise ValueError(f"mode='reference': {cls.__name__} has no reference mode; the authors' code path is its own "
+                         f"class, {reference_class.__name__}: construct tfdpmech.{reference_class.__name__}(...) instead")
+    return check_choice(mode, "mode", modes)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from .released_data import array_fingerprint
 from .validation import check_array
 
 __all__ = [
@@ -22,7 +21,6 @@ __all__ = [
     "laplace",
     "gaussian",
     "tf_laplace",
-    "noise_fingerprint",
 ]
 
 
@@ -69,5 +67,3 @@ def tf_laplace(shape, scale, generator: tf.random.Generator, dtype=tf.float32) -
     tiny = tf.constant(np.finfo(dtype.as_numpy_dtype).tiny, dtype)
     return -tf.cast(scale, dtype) * tf.sign(u) * tf.math.log(tf.maximum(1.0 - 2.0 * tf.abs(u), tiny))
 
-
-noise_fingerprint = array_fingerprint  # one fingerprint helper for noise and released data (validation.py)

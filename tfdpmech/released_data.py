@@ -19,10 +19,7 @@ __all__ = ["array_fingerprint", "ReleasedData", "guard_training_data", "Released
 
 
 def array_fingerprint(array) -> str:
-    """A short SHA-256 of an array's bytes and shape: shows that frozen noise or released data did not change.
-
-    The one fingerprint of the package (``tfdpmech.noise.noise_fingerprint`` is this function).
-    """
+    """A short SHA-256 of an array's bytes and shape: shows that frozen noise or released data did not change."""
     arr = np.ascontiguousarray(np.asarray(array))
     return hashlib.sha256(arr.tobytes() + str(arr.shape).encode()).hexdigest()[:16]
 

@@ -12,14 +12,8 @@ from tfdpmech.accounting.dpsgd import (
     dpsgd_epsilon_after_steps,
     dpsgd_noise_multiplier,
     dpsgd_steps,
-    epsilon_after_steps,
     epsilon_any_order,
-    epsilon_for_noise_multiplier,
-    noise_multiplier_for_epsilon,
     poisson_dpsgd_epsilon,
-    poisson_dpsgd_noise_multiplier,
-    poisson_epsilon,
-    poisson_noise_multiplier,
 )
 
 
@@ -114,16 +108,7 @@ def test_epsilon_any_order_exceeds_the_poisson_epsilon():
     assert epsilon_any_order(2 * sigma, delta, epochs, used_microbatching=True) == pytest.approx(any_order, rel=1e-12)
 
 
-def test_one_argument_order_and_the_positional_forms_give_the_same_numbers():
-    run = dict(n=1000, batch_size=50, epochs=2)
-    assert epsilon_for_noise_multiplier(1.2, 1e-5, 1000, 50, 2) == dpsgd_epsilon(1.2, 1e-5, **run)
-    assert noise_multiplier_for_epsilon(1.0, 1e-5, 1000, 50, 2) == dpsgd_noise_multiplier(1.0, 1e-5, **run)
-    assert epsilon_after_steps(1.2, 1e-5, 0.05, 7) == dpsgd_epsilon_after_steps(1.2, 1e-5, sampling_probability=0.05,
-                                                                                  steps=7)
-    assert poisson_epsilon(1.2, 0.05, 7, 1e-5, accountant="rdp") == poisson_dpsgd_epsilon(1.2, 1e-5, q=0.05, steps=7,
-                                                                                            accountant="rdp")
-    assert poisson_noise_multiplier(4.0, 1e-5, 0.1, 10, accountant="rdp") == poisson_dpsgd_noise_multiplier(
-        4.0, 1e-5, q=0.1, steps=10, accountant="rdp")
+def test_the_run_shape_is_keyword_only():
     with pytest.raises(TypeError):  # the run's shape is keyword-only: no two of its numbers swap by position
         dpsgd_epsilon(1.2, 1e-5, 1000, 50, 2)
     with pytest.raises(TypeError):

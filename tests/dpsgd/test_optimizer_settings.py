@@ -1,28 +1,22 @@
-"""OptimizerSettings: the optimiser of a DP-SGD run in one frozen object, and the former keywords mapped to it.
+"""OptimizerSettings: the optimiser of a DP-SGD run in one frozen object.
 
-Each former keyword of ``PoissonDPSGD`` / ``DPSGD`` gives the same settings, the same Keras optimizer,
-the same σ and steps and the same ledger release as the same field of ``OptimizerSettings``; the
-former spelling warns once per process, the new one never.
+``PoissonDPSGD`` / ``DPSGD`` take the optimiser as a name or as ``OptimizerSettings``, never as loose
+keywords; every field of the settings reaches the Keras optimizer the run builds.
 """
 
 import dataclasses
 import inspect
-import warnings
 
 import keras
 import pytest
 
 import tfdpmech
-from tfdpmech import _deprecation
 from tfdpmech.dpsgd import DPSGD, RECIPE, OptimizerSettings, PoissonDPSGD, make_dpsgd
-from tfdpmech.dpsgd.optimizer_settings import DEFAULT_LEARNING_RATES, FORMER_KEYWORDS
+from tfdpmech.dpsgd.optimizer_settings import DEFAULT_LEARNING_RATES
 from tfdpmech.dpsgd.paths import tf_privacy_available
 
-POISSON_KEY = "PoissonDPSGD(**optimizer keywords)"
-DPSGD_KEY = "DPSGD(**optimizer keywords)"
-
-# one non-default value per former keyword, with the optimizer name it needs
-FORMER = {
+# one non-default value per settings field, with the optimizer name it needs
+FIELDS = {
     "learning_rate": ("adam", dict(learning_rate=0.02)),
     "momentum": ("sgd", dict(momentum=0.9)),
     "lr_schedule": ("adam", dict(lr_schedule="cosine")),
@@ -38,55 +32,35 @@ def _dpsgd(**kw):
     return DPSGD(1.0, 1e-5, 50, 2, 500, path="vectorized", **kw)  # the path of a plain Keras optimizer
 
 
-def _quiet(make, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return make(**kw)
-
-
 def _config(optimizer) -> dict:
     config = optimizer.get_config()
     config.pop("name", None)
     return config
 
 
-def _same_run(old, new):
-    assert old.optimizer_settings == new.optimizer_settings
-    assert (old.optimizer_name, old.learning_rate) == (new.optimizer_name, new.learning_rate)
-    assert old.noise_multiplier == new.noise_multiplier and old.steps == new.steps
-    assert old.epsilon_achieved == new.epsilon_achieved
-    assert _config(old._optimizer(None)) == _config(new._optimizer(None))
-    old_release, new_release = old._make_release(), new._make_release()
-    assert old_release.details == new_release.details and old_release.basis == new_release.basis
-    assert (old_release.epsilon_claimed, old_release.epsilon_provable) == (new_release.epsilon_claimed,
-                                                                           new_release.epsilon_provable)
-
-
-def test_the_former_keywords_are_fields_and_left_the_signatures():
-    assert set(FORMER) == set(FORMER_KEYWORDS) <= {f.name for f in dataclasses.fields(OptimizerSettings)}
-    for cls, count in ((PoissonDPSGD, 16), (DPSGD, 14)):  # 20 and 15 before
+def test_the_settings_fields_are_not_constructor_keywords():
+    fields = {f.name for f in dataclasses.fields(OptimizerSettings)} - {"name"}
+    assert set(FIELDS) == fields
+    for cls in (PoissonDPSGD, DPSGD):
         params = inspect.signature(cls.__init__).parameters
-        assert not set(FORMER_KEYWORDS) & set(params), cls
-        assert len([p for p in params.values() if p.kind is not p.VAR_KEYWORD]) - 1 == count, cls
+        assert not fields & set(params), cls
+        assert not [p for p in params.values() if p.kind is p.VAR_KEYWORD], cls
     assert tfdpmech.dpsgd.OptimizerSettings is OptimizerSettings
 
 
-@pytest.mark.parametrize("keyword", sorted(FORMER))
-def test_poisson_former_keyword_gives_the_same_run_as_the_field(keyword):
-    name, values = FORMER[keyword]
-    old = _quiet(_poisson, optimizer=name, **values)
-    new = _poisson(optimizer=OptimizerSettings(name, **values))
-    _same_run(old, new)
-    assert getattr(old, keyword) == getattr(new, keyword) == values[keyword]
-    # and the field matters: the default settings build another optimizer
-    assert _config(_poisson(optimizer=name)._optimizer(None)) != _config(new._optimizer(None))
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_every_field_reaches_the_poisson_run_and_its_optimizer(field):
+    name, values = FIELDS[field]
+    run = _poisson(optimizer=OptimizerSettings(name, **values))
+    assert getattr(run, field) == values[field] and run.optimizer_settings == OptimizerSettings(name, **values)
+    # the field matters: the default settings build another optimizer
+    assert _config(_poisson(optimizer=name)._optimizer(None)) != _config(run._optimizer(None))
 
 
-def test_dpsgd_former_learning_rate_gives_the_same_run_as_the_field():
-    old = _quiet(_dpsgd, optimizer="sgd", learning_rate=0.3)
-    new = _dpsgd(optimizer=OptimizerSettings("sgd", learning_rate=0.3))
-    _same_run(old, new)
-    assert new.learning_rate == 0.3 and _dpsgd(optimizer="sgd").learning_rate == DEFAULT_LEARNING_RATES["sgd"]
+def test_the_shuffled_run_takes_its_step_size_from_the_settings():
+    run = _dpsgd(optimizer=OptimizerSettings("sgd", learning_rate=0.3))
+    assert run.learning_rate == 0.3 and _dpsgd(optimizer="sgd").learning_rate == DEFAULT_LEARNING_RATES["sgd"]
+    assert _config(run._optimizer(None))["learning_rate"] == pytest.approx(0.3)
 
 
 def test_a_name_is_the_everyday_spelling_with_the_default_step_size():
@@ -108,44 +82,6 @@ def test_tensorflow_privacy_dp_optimizer_is_built_from_the_settings():
     optimizer = dp._optimizer(dp_optimizer_keras)
     assert isinstance(optimizer, keras.optimizers.legacy.SGD) and optimizer._num_microbatches == 10
     assert optimizer.get_config()["learning_rate"] == pytest.approx(0.3)
-    old = _quiet(DPSGD, epsilon=1.0, delta=1e-5, batch_size=50, epochs=2, n=500, path="microbatch",
-                 num_microbatches=10, engine="tensorflow_privacy", optimizer="sgd", learning_rate=0.3)
-    assert _config(old._optimizer(dp_optimizer_keras)) == _config(optimizer)
-
-
-def test_former_keywords_warn_once_per_process_naming_the_new_spelling():
-    for key in (POISSON_KEY, DPSGD_KEY):
-        _deprecation._warned.discard(key)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _poisson(optimizer="sgd", momentum=0.9)
-        _poisson(learning_rate=0.01)
-        _poisson(optimizer=OptimizerSettings("sgd", momentum=0.9))
-        _dpsgd(learning_rate=0.01)
-        _dpsgd(learning_rate=0.02)
-    ours = [w for w in caught if issubclass(w.category, DeprecationWarning) and "tfdpmech" in str(w.message)]
-    assert len(ours) == 2, [str(w.message) for w in ours]
-    poisson, dpsgd = (str(w.message) for w in ours)
-    assert "optimizer=OptimizerSettings('sgd', momentum=...)" in poisson and "kept for one release" in poisson
-    assert "optimizer=OptimizerSettings('adam', learning_rate=...)" in dpsgd
-    assert all(w.filename == __file__ for w in ours)  # the warning points at the caller's line
-
-
-def test_new_spelling_and_the_recipe_raise_no_deprecation_warning():
-    for key in (POISSON_KEY, DPSGD_KEY):
-        _deprecation._warned.discard(key)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _poisson(optimizer=OptimizerSettings("sgd", learning_rate=0.5, momentum=0.9, lr_schedule="cosine",
-                                             ema_momentum=0.99))
-        _dpsgd(optimizer=OptimizerSettings("sgd", learning_rate=0.5))
-        _poisson(optimizer="adam")
-        for sampling in ("poisson", "shuffled"):
-            make_dpsgd(1.0, 1e-5, 7000, sampling=sampling)
-            make_dpsgd(1.0, 1e-5, 7000, sampling=sampling, learning_rate=0.01, optimizer="sgd")
-        make_dpsgd(1.0, 1e-5, 7000, recipe=RECIPE.replace(optimizer="sgd", momentum=0.9, lr_schedule="cosine",
-                                                          ema_momentum=0.99))
-    assert not [w for w in caught if issubclass(w.category, DeprecationWarning) and "tfdpmech" in str(w.message)]
 
 
 def test_the_recipe_passes_its_optimiser_as_settings():
@@ -190,10 +126,10 @@ def test_bad_fields_name_the_field_value_and_fix():
         assert any(w in message for w in ("must be", "must lie", "pass", "drop")), message
 
 
-def test_mixing_misspelling_or_a_poisson_only_field_is_refused_before_any_budget_is_spent():
+def test_a_loose_field_a_misspelling_or_a_poisson_only_field_is_refused_before_any_budget_is_spent():
     ledger = tfdpmech.PrivacyLedger()
     with pytest.raises(TypeError, match="momentum"):
-        _poisson(optimizer=OptimizerSettings("sgd"), momentum=0.9, ledger=ledger)
+        _poisson(optimizer="sgd", momentum=0.9, ledger=ledger)
     with pytest.raises(TypeError, match="learnig_rate"):
         _poisson(learnig_rate=0.1, ledger=ledger)
     with pytest.raises(TypeError, match="momentum"):

@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
-from tfdpmech.experiments import METHODS, CompareConfig, run_comparison
+from tfdpmech.experiments import CompareConfig, run_comparison
 from tfdpmech.experiments.context import PUBLIC_SOURCES, build_context
-from tfdpmech.experiments.registry import ALIASES, canonical_name, method
 from tfdpmech.report import markdown_table, summarize
 
 SMALL = {"max_private": 1500, "max_test": 500}
@@ -13,8 +12,7 @@ SMALL = {"max_private": 1500, "max_test": 500}
 
 @pytest.fixture(scope="module")
 def results():
-    # "ilm_private" is an old name of fm_head: run once, under fm_head
-    config = CompareConfig(methods=("fm_head", "fm_head_gauss", "ilm_private"), epsilons=(1.0, 8.0), seeds=(0,),
+    config = CompareConfig(methods=("fm_head", "fm_head_gauss"), epsilons=(1.0, 8.0), seeds=(0,),
                            epochs=1, public=400, audit=(), verbose=0, options=SMALL)
     return run_comparison(config)
 
@@ -36,17 +34,9 @@ def test_public_only_is_added_and_every_head_is_proven(results):
     # the Gaussian head at ε = 8 learns from the private records (10 classes: chance is 0.1)
     assert by[("fm_head_gauss", 8.0)]["accuracy"] > 0.6
     assert by[("fm_head", 8.0)]["accuracy"] > by[("fm_head", 1.0)]["accuracy"] - 0.05
-    assert [r["method"] for r in results["runs"]].count("fm_head") == 2  # ε = 1, 8: the alias added no runs
-    assert not any(r["method"] == "ilm_private" for r in results["runs"]) and "ilm_private" not in results["methods"]
+    assert [r["method"] for r in results["runs"]].count("fm_head") == 2  # ε = 1, 8
     table = markdown_table(summarize(results))
     assert "public_only" in table and "fm_head_gauss" in table and "0 (private data unused)" in table
-
-
-def test_private_head_modes_are_one_method_and_say_so():
-    # AdLM's and ILM's provable mode is the Laplace head: one function, one name, the old names kept as aliases
-    for old in ("adlm_private", "ilm_private"):
-        assert old not in METHODS and canonical_name(old) == "fm_head" and method(old) is METHODS["fm_head"]
-        assert "the same function as fm_head" in ALIASES[old][1] and "provable mode" in ALIASES[old][1]
 
 
 def test_public_digits_source():

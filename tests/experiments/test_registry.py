@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from tfdpmech.experiments import METHODS, Build, CompareConfig, Prepared, register_alias, register_mechanism, register_method
-from tfdpmech.experiments.registry import ALIASES, canonical_name, method
+from tfdpmech.experiments import METHODS, Build, CompareConfig, Prepared, register_mechanism, register_method
+from tfdpmech.experiments.registry import method
 
 
 def test_every_method_uses_a_mode_word():
@@ -82,23 +82,18 @@ def test_the_adapter_turns_prepare_into_the_runners_record():
     assert prepared.per == "training" and prepared.preprocessing_seconds >= 0
 
 
-def test_an_alias_runs_and_reports_under_the_new_name():
-    assert canonical_name("outpert_private") == "outpert_paper_bound" and method("adlm_private").name == "fm_head"
-    config = CompareConfig(methods=("adlm_private", "fm_head", "ilm_private"), public=300)
-    assert config.validate().methods == ("fm_head", "public_only")  # one method runs once, under its name
-    for old, (new, why) in ALIASES.items():
-        assert new in METHODS and old not in METHODS and why
+def test_a_method_named_twice_runs_once_and_an_unknown_name_is_refused():
+    config = CompareConfig(methods=("fm_head", "fm_head"), public=300)
+    assert config.validate().methods == ("fm_head", "public_only")
+    with pytest.raises(ValueError, match="unknown method 'fm_head_old'.*fm_head"):
+        method("fm_head_old")
+    with pytest.raises(ValueError, match="unknown method 'fm_head_old'"):
+        CompareConfig(methods=("fm_head_old",)).validate()
 
 
-def test_registry_refuses_a_duplicate_or_an_old_name():
+def test_registry_refuses_a_duplicate():
     with pytest.raises(ValueError, match="already registered"):
         register_mechanism("fm_head", lambda ctx, e, s: None, "d", mode="private")
-    with pytest.raises(ValueError, match="old name of 'fm_head'"):
-        register_mechanism("adlm_private", lambda ctx, e, s: None, "d", mode="private")
-    with pytest.raises(ValueError, match="would hide the registered method"):
-        register_alias("fm_head", "fm_head_gauss", "why")
-    with pytest.raises(ValueError, match="no method 'nope'"):
-        register_alias("x_old", "nope", "why")
 
 
 def test_names_follow_one_scheme():

@@ -87,7 +87,7 @@ def test_a_preset_method_left_out_is_listed_in_results_md(tmp_path, monkeypatch,
 
 
 def test_tiny_comparison_writes_the_four_files(tmp_path):
-    methods = "nonprivate,adlm_per_record,adlm_shared,outpert_reference,outpert_private,dpsgd"  # DP-SGD: engine auto
+    methods = "nonprivate,adlm_per_record,adlm_shared,outpert_reference,outpert_paper_bound,dpsgd"  # DP-SGD: engine auto
     out = tmp_path / "run"
     result = run_cli("compare", "--quick", "--methods", methods, "--epsilons", "1,8", "--audit", "none",
                      "--out", str(out))
@@ -113,7 +113,7 @@ def test_tiny_comparison_writes_the_four_files(tmp_path):
     assert by[("dpsgd", 8.0)]["notes"]["engine"] in ("tensorflow_privacy", "tfdpmech")
     table = (out / "results.md").read_text()
     assert "none proven" in table and "claimed ε" in table and "provable ε" in table
-    # outpert_private is the old name of outpert_paper_bound: Lu et al.'s Δz_T is no proven bound, so none proven
+    # Lu et al.'s Δz_T is no proven bound, so none proven
     assert by[("outpert_paper_bound", 8.0)]["epsilon_provable"] is None and by[("outpert_paper_bound", 8.0)]["per"] == "query"
     assert "given the" not in table
 

@@ -15,7 +15,7 @@ from .atomic_file import locked_state, write_json_atomically
 from .callbacks import PrivacyBudget
 from .dpsgd import (
     dpsgd_epsilon, dpsgd_epsilon_after_steps, dpsgd_noise_multiplier, dpsgd_steps, epsilon_any_order,
-    epsilon_for_noise_multiplier, noise_multiplier_for_epsilon, poisson_dpsgd_epsilon, poisson_dpsgd_noise_multiplier,
+    poisson_dpsgd_epsilon, poisson_dpsgd_noise_multiplier,
 )
 from .gaussian import (
     gaussian_epsilon, gaussian_sigma, gdp_delta, gdp_epsilon, laplace_scale, local_gaussian_epsilon, sigma_local_gaussian,
@@ -31,6 +31,6 @@ __all__ = [
     "gdp_epsilon",
     "gaussian_epsilon", "gaussian_sigma", "laplace_scale", "local_gaussian_epsilon", "sigma_local_gaussian",
     "dpsgd_steps", "dpsgd_epsilon", "dpsgd_noise_multiplier", "dpsgd_epsilon_after_steps", "epsilon_any_order",
-    "poisson_dpsgd_epsilon", "poisson_dpsgd_noise_multiplier", "epsilon_for_noise_multiplier", "noise_multiplier_for_epsilon",
+    "poisson_dpsgd_epsilon", "poisson_dpsgd_noise_multiplier",
     "PrivacyBudget", "write_json_atomically", "locked_state",
 ]

@@ -7,7 +7,7 @@ import math
 import keras
 import numpy as np
 
-from ..noise import noise_fingerprint
+from ..released_data import array_fingerprint
 from .ledger import PrivacyLedger, format_epsilon
 
 __all__ = ["PrivacyBudget"]
@@ -40,7 +40,7 @@ class PrivacyBudget(keras.callbacks.Callback):
         self._fingerprints: list[str] = []
 
     def _fingerprint(self) -> list[str]:
-        return [noise_fingerprint(np.asarray(w)) for w in self.frozen_weights]
+        return [array_fingerprint(np.asarray(w)) for w in self.frozen_weights]
 
     def on_train_begin(self, logs=None):
         self._fingerprints = self._fingerprint()

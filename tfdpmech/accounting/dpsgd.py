@@ -23,10 +23,6 @@ that no two numbers of the run can be swapped by position:
 
 and :func:`epsilon_any_order` ``(noise_multiplier, delta, epochs)``, whose run has one number.
 
-The positional forms ``epsilon_for_noise_multiplier``, ``noise_multiplier_for_epsilon``,
-``epsilon_after_steps``, ``poisson_epsilon`` and ``poisson_noise_multiplier`` are kept for one release
-(each calls the function above with the same numbers).
-
 :func:`epsilon_any_order` is the ε that holds for any data order (each example used once per epoch,
 no amplification by sampling: ``epochs`` Gaussian mechanisms composed by RDP).
 
@@ -59,15 +55,10 @@ __all__ = [
     "dpsgd_epsilon_after_steps",
     "poisson_dpsgd_epsilon",
     "poisson_dpsgd_noise_multiplier",
-    "epsilon_for_noise_multiplier",
-    "noise_multiplier_for_epsilon",
-    "epsilon_after_steps",
     "epsilon_any_order",
     "ACCOUNTANTS",
     "ACCOUNTANT_NAMES",
     "check_sampling_probability",
-    "poisson_epsilon",
-    "poisson_noise_multiplier",
     "pld_discretization",
 ]
 
@@ -158,13 +149,6 @@ def dpsgd_epsilon(noise_multiplier: float, delta: float, *, n: int, batch_size: 
     return _rdp_epsilon(effective, batch_size / n, dpsgd_steps(n, batch_size, epochs), delta)
 
 
-def epsilon_for_noise_multiplier(noise_multiplier: float, delta: float, n: int, batch_size: int, epochs: int,
-                                 *, used_microbatching: bool = False) -> float:
-    """:func:`dpsgd_epsilon` with the run's shape by position (kept for one release)."""
-    return dpsgd_epsilon(noise_multiplier, delta, n=n, batch_size=batch_size, epochs=epochs,
-                         used_microbatching=used_microbatching)
-
-
 def dpsgd_epsilon_after_steps(noise_multiplier: float, delta: float, *, sampling_probability: float, steps: int,
                               used_microbatching: bool = False) -> float:
     """Poisson-RDP ε after ``steps`` optimizer steps with noise multiplier σ and sampling rate q (0 for 0 steps)."""
@@ -173,13 +157,6 @@ def dpsgd_epsilon_after_steps(noise_multiplier: float, delta: float, *, sampling
         return 0.0
     sigma = noise_multiplier / 2 if used_microbatching else noise_multiplier
     return _rdp_epsilon(float(sigma), float(sampling_probability), steps, float(delta))
-
-
-def epsilon_after_steps(noise_multiplier: float, delta: float, sampling_probability: float, steps: int,
-                        *, used_microbatching: bool = False) -> float:
-    """:func:`dpsgd_epsilon_after_steps` with ``sampling_probability`` and ``steps`` by position (kept for one release)."""
-    return dpsgd_epsilon_after_steps(noise_multiplier, delta, sampling_probability=sampling_probability, steps=steps,
-                                     used_microbatching=used_microbatching)
 
 
 def epsilon_any_order(noise_multiplier: float, delta: float, epochs: int, *, used_microbatching: bool = False) -> float:
@@ -220,13 +197,6 @@ def dpsgd_noise_multiplier(epsilon: float, delta: float, *, n: int, batch_size: 
         raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
     require_dp_accounting(_PURPOSE)
     return _calibrate(epsilon, delta, n, batch_size, epochs, bool(used_microbatching), float(tol))
-
-
-def noise_multiplier_for_epsilon(epsilon: float, delta: float, n: int, batch_size: int, epochs: int,
-                                 *, used_microbatching: bool = False, tol: float = 1e-6) -> float:
-    """:func:`dpsgd_noise_multiplier` with the run's shape by position (kept for one release)."""
-    return dpsgd_noise_multiplier(epsilon, delta, n=n, batch_size=batch_size, epochs=epochs,
-                                  used_microbatching=used_microbatching, tol=tol)
 
 
 @functools.lru_cache(maxsize=256)
@@ -377,11 +347,6 @@ def poisson_dpsgd_epsilon(noise_multiplier: float, delta: float, *, q: float, st
     return _epsilon_cached(sigma, q, steps, delta, accountant)
 
 
-def poisson_epsilon(noise_multiplier: float, q: float, steps: int, delta: float, *, accountant: str = "pld") -> float:
-    """:func:`poisson_dpsgd_epsilon` with ``q, steps, delta`` by position (kept for one release)."""
-    return poisson_dpsgd_epsilon(noise_multiplier, delta, q=q, steps=steps, accountant=accountant)
-
-
 def poisson_dpsgd_noise_multiplier(epsilon: float, delta: float, *, q: float, steps: int, accountant: str = "pld",
                                    tol: float = 1e-4) -> float:
     """Smallest σ (within ``tol``) whose Poisson DP-SGD run meets (ε, δ); ε(σ) <= ε is guaranteed.
@@ -404,12 +369,6 @@ def poisson_dpsgd_noise_multiplier(epsilon: float, delta: float, *, q: float, st
         raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
     require_dp_accounting(_PURPOSE)
     return _calibrate_poisson(epsilon, delta, q, steps, accountant, float(tol))
-
-
-def poisson_noise_multiplier(epsilon: float, delta: float, q: float, steps: int, *, accountant: str = "pld",
-                             tol: float = 1e-4) -> float:
-    """:func:`poisson_dpsgd_noise_multiplier` with ``q`` and ``steps`` by position (kept for one release)."""
-    return poisson_dpsgd_noise_multiplier(epsilon, delta, q=q, steps=steps, accountant=accountant, tol=tol)
 
 
 @functools.lru_cache(maxsize=512)

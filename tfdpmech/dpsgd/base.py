@@ -49,8 +49,8 @@ class DPSGDRun(RunEngines, Mechanism):
         batch_size: the examples of one step (the expected batch size, rounded, for Poisson sampling).
         l2_norm_clip: per-example clipping norm C.
         optimizer: the validated :class:`~tfdpmech.dpsgd.OptimizerSettings` (the subclass maps a name
-            and the former keywords to it); ``optimizer_name`` and ``learning_rate`` (the step size,
-            the optimizer's default when not set) are read from it.
+            to it); ``optimizer_name`` and ``learning_rate`` (the step size, the optimizer's default
+            when not set) are read from it.
         path: the training path (:mod:`tfdpmech.dpsgd.paths`), checked by :meth:`_check_path`.
         num_microbatches: None (every example clipped on its own) or the number of microbatches of
             a batch, a divisor of ``batch_size``.

@@ -91,8 +91,6 @@ class DPSGD(DPSGDRun):
             recorded in the ledger. By default that is refused: every batch must hold exactly
             ``batch_size`` examples, so the remainder could never be trained on.
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one if None).
-        **former_keywords: ``learning_rate``, the former spelling of ``OptimizerSettings.learning_rate``,
-            kept for one release (one ``DeprecationWarning`` per process).
 
     Attributes:
         noise_multiplier: σ, the smallest multiplier meeting the target ε.
@@ -116,10 +114,8 @@ class DPSGD(DPSGDRun):
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,
                  l2_norm_clip: float = 1.0, optimizer: str | OptimizerSettings = "adam", path: str = "auto",
                  num_microbatches: int | None = None, layer_registry=None, use_xla: bool = False,
-                 drop_remainder: bool = False, engine: str = "auto", ledger: PrivacyLedger | None = None,
-                 **former_keywords):
-        optimizer = resolve_optimizer(type(self).__name__, optimizer, former_keywords, allowed=("learning_rate",),
-                                      stacklevel=2)
+                 drop_remainder: bool = False, engine: str = "auto", ledger: PrivacyLedger | None = None):
+        optimizer = resolve_optimizer(optimizer)
         if not optimizer.plain:
             field, value = next(iter(optimizer.extras().items()))
             raise ValueError(

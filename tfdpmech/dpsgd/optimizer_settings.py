@@ -6,10 +6,6 @@ sets the rest. The step size lives with the optimizer, as in Keras (``keras.opti
 its default depends on the optimizer (:data:`DEFAULT_LEARNING_RATES`), and the momentum, the schedule
 and the weight average are the optimizer's too. Everything here reads only the step count and the
 released noisy gradients: post-processing, no privacy cost.
-
-The former keyword arguments of the constructors (``learning_rate=``, ``momentum=``,
-``lr_schedule=``, ``ema_momentum=``) map to this class for one release
-(:func:`resolve_optimizer`, one ``DeprecationWarning`` per process).
 """
 
 from __future__ import annotations
@@ -17,11 +13,9 @@ from __future__ import annotations
 import dataclasses
 import numbers
 
-from .._deprecation import check_former_keywords, warn_former_keywords
 from ..validation import _describe, check_choice, check_positive_real
 
-__all__ = ["OPTIMIZERS", "DEFAULT_LEARNING_RATES", "LR_SCHEDULES", "FORMER_KEYWORDS", "OptimizerSettings",
-           "resolve_optimizer"]
+__all__ = ["OPTIMIZERS", "DEFAULT_LEARNING_RATES", "LR_SCHEDULES", "OptimizerSettings", "resolve_optimizer"]
 
 OPTIMIZERS = ("adam", "sgd")
 DEFAULT_LEARNING_RATES = {"adam": 1e-3, "sgd": 0.1}
@@ -107,36 +101,19 @@ def _fraction(value, field: str, interval: str, inside, hint: str) -> float:
     return float(value)
 
 
-FORMER_KEYWORDS = ("learning_rate", "momentum", "lr_schedule", "ema_momentum")
-
-
-def resolve_optimizer(owner: str, optimizer, former: dict, *, allowed=FORMER_KEYWORDS,
-                      stacklevel: int) -> OptimizerSettings:
-    """``optimizer`` (a name or :class:`OptimizerSettings`) checked, with the former keywords ``former`` mapped in.
+def resolve_optimizer(optimizer) -> OptimizerSettings:
+    """``optimizer`` (a name or :class:`OptimizerSettings`) checked, as :class:`OptimizerSettings`.
 
     Args:
-        owner: the class whose constructor was called (for the messages).
-        optimizer: ``"adam"``, ``"sgd"`` or an :class:`OptimizerSettings`.
-        former: the keyword arguments the constructor did not name itself; those in ``allowed``
-            (the former keywords of ``owner``) become fields of the settings and warn once per process.
-        allowed: the former keywords ``owner`` accepted.
-        stacklevel: the frame the warning names, counted from the constructor (2: its caller).
+        optimizer: ``"adam"``, ``"sgd"`` (with its default step size) or an :class:`OptimizerSettings`.
 
     Raises:
-        TypeError: an unknown keyword, an ``optimizer`` that is neither a name nor an
-            :class:`OptimizerSettings`, or settings together with former keywords.
-        ValueError: an unknown optimizer name, or a bad value of a former keyword (named by its field).
+        TypeError: an ``optimizer`` that is neither a name nor an :class:`OptimizerSettings`.
+        ValueError: an unknown optimizer name.
     """
-    given = isinstance(optimizer, OptimizerSettings)
-    check_former_keywords(owner, former, allowed, argument="optimizer", options="OptimizerSettings", given=given)
-    if given:
+    if isinstance(optimizer, OptimizerSettings):
         return optimizer
     if not isinstance(optimizer, str):
         raise TypeError(f"optimizer must be a name {list(OPTIMIZERS)} or an OptimizerSettings, got "
                         f"{_describe(optimizer)}; pass optimizer='adam' or optimizer=OptimizerSettings(...)")
-    name = check_choice(optimizer, "optimizer", OPTIMIZERS)
-    if former:
-        warn_former_keywords(owner, former, f"optimizer=OptimizerSettings({name!r}, {{used}})",
-                             "tfdpmech.dpsgd.OptimizerSettings", allowed, kind="optimizer",
-                             stacklevel=stacklevel + 1)
-    return OptimizerSettings(name, **former)
+    return OptimizerSettings(check_choice(optimizer, "optimizer", OPTIMIZERS))

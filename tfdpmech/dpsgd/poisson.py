@@ -154,9 +154,6 @@ class PoissonDPSGD(DPSGDRun):
         accountant: ``"pld"`` (default, tighter) or ``"rdp"``.
         seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
         layer_registry, use_xla, ledger: as for ``DPSGD``.
-        **former_keywords: ``learning_rate``, ``momentum``, ``lr_schedule``, ``ema_momentum``, the
-            former spelling of the :class:`~tfdpmech.dpsgd.OptimizerSettings` fields, kept for one
-            release (one ``DeprecationWarning`` per process).
 
     Attributes:
         sampling_probability (q), expected_batch_size (L), steps_per_epoch, steps, padded_batch_size,
@@ -177,8 +174,8 @@ class PoissonDPSGD(DPSGDRun):
                  noise_multiplier: float | None = None, l2_norm_clip: float = 1.0,
                  optimizer: str | OptimizerSettings = "adam", path: str = "auto", accountant: str = "pld",
                  seed=None, layer_registry=None, use_xla: bool = False, engine: str = "auto",
-                 ledger: PrivacyLedger | None = None, **former_keywords):
-        optimizer = resolve_optimizer(type(self).__name__, optimizer, former_keywords, stacklevel=2)
+                 ledger: PrivacyLedger | None = None):
+        optimizer = resolve_optimizer(optimizer)
         seed = check_seed(seed)
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError(

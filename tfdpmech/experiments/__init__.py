@@ -2,8 +2,8 @@
 
 from .context import Context, build_context
 from .presets import PRESETS, preset_config, register_preset
-from .registry import METHODS, Build, Method, Prepared, register_alias, register_mechanism, register_method
+from .registry import METHODS, Build, Method, Prepared, register_mechanism, register_method
 from .runner import AUDITS, CompareConfig, register_audit, run_comparison
 
 __all__ = ["Context", "build_context", "PRESETS", "preset_config", "register_preset", "METHODS", "Method",
-           "Prepared", "Build", "register_method", "register_mechanism", "register_alias", "AUDITS", "CompareConfig", "register_audit", "run_comparison"]
+           "Prepared", "Build", "register_method", "register_mechanism", "AUDITS", "CompareConfig", "register_audit", "run_comparison"]

@@ -22,7 +22,7 @@ Names: ``<paper>_<mode>`` where a run is the paper mechanism's ``mode=`` as it s
 ``<family>_<variant>`` where the run is named by what differs (``adlm_per_record``,
 ``adlm_shared``, ``fm_head_gauss``, ``dpsgd_head``); descriptive names for the rest
 (``nonprivate``, ``public_only``). A mode word in a name is the method's mode. One function has
-one name: an old name stays accepted through :func:`register_alias`, with why it changed.
+one name.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["MODES", "Method", "Prepared", "Build", "METHODS", "ALIASES", "register_method", "register_mechanism",
-           "register_alias", "canonical_name", "method", "available_methods"]
+__all__ = ["MODES", "Method", "Prepared", "Build", "METHODS", "register_method", "register_mechanism", "method",
+           "available_methods"]
 
 MODES = ("reference", "private", "none")
 
@@ -111,9 +111,6 @@ class Method:
 
 
 METHODS: dict[str, Method] = {}
-# an old method name -> (its current name, why it changed): accepted wherever a method is named, run and
-# reported under the current name (the configuration maps it before anything runs)
-ALIASES: dict[str, tuple[str, str]] = {}
 
 
 def register_method(name: str, prepare: Callable, description: str, *, mode: str, paper: str | None = None,
@@ -130,8 +127,6 @@ def register_method(name: str, prepare: Callable, description: str, *, mode: str
         raise ValueError(f"method name {name!r} must be a non-empty string without commas")
     if name in METHODS and METHODS[name].prepare is not prepare:
         raise ValueError(f"method {name!r} is already registered ({METHODS[name].description}); pick another name")
-    if name in ALIASES:
-        raise ValueError(f"method name {name!r} is an old name of {ALIASES[name][0]!r}; pick another name")
     if takes_epsilon is None:
         takes_epsilon = mode != "none"
     METHODS[name] = Method(name, prepare, description, mode, paper, takes_epsilon, tuple(data), uses_public,
@@ -214,24 +209,8 @@ def register_mechanism(name: str, build: Callable, description: str, *, mode: st
                            takes_epsilon=takes_epsilon, data=data, uses_public=uses_public, requires=requires)
 
 
-def register_alias(old: str, new: str, why: str) -> None:
-    """Accept ``old`` as a name of the registered method ``new`` (runs and reports say ``new``); ``why``
-    says why the name changed (``tfdpmech methods`` prints it)."""
-    if new not in METHODS:
-        raise ValueError(f"alias {old!r} -> {new!r}: no method {new!r} is registered")
-    if old in METHODS:
-        raise ValueError(f"alias {old!r} would hide the registered method {old!r}; pick another name")
-    ALIASES[old] = (new, why)
-
-
-def canonical_name(name: str) -> str:
-    """The current name of ``name`` (itself unless it is an alias in :data:`ALIASES`)."""
-    return ALIASES[name][0] if isinstance(name, str) and name in ALIASES else name
-
-
 def method(name: str) -> Method:
-    """The registered method ``name`` (an alias gives its current method); ValueError naming the choices otherwise."""
-    name = canonical_name(name)
+    """The registered method ``name``; ValueError naming the choices otherwise."""
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)} (`tfdpmech methods` lists them)")
     return METHODS[name]

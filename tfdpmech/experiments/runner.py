@@ -29,7 +29,7 @@ from ..validation import check_delta, check_epsilon, check_positive_int
 from . import methods as _methods  # noqa: F401  (registers the built-in methods)
 from .context import MODEL_FAMILIES, TABULAR_MODELS, Context, build_context, dataset_kind
 from .progress import Progress
-from .registry import METHODS, Method, Prepared, canonical_name, method as get_method
+from .registry import METHODS, Method, Prepared, method as get_method
 from .run_store import RunStore
 
 __all__ = ["CompareConfig", "run_comparison", "AUDITS", "register_audit", "PeakMemory", "device_description"]
@@ -97,8 +97,7 @@ class CompareConfig:
         """Check every setting before anything is trained; ValueError naming the setting and the fix."""
         if not self.methods:
             raise ValueError("no methods given; pass e.g. --methods nonprivate,dpsgd (`tfdpmech methods` lists them)")
-        # old names run under the current one, once (two old names of one method are one method)
-        self.methods = tuple(dict.fromkeys(canonical_name(name) for name in self.methods))
+        self.methods = tuple(dict.fromkeys(self.methods))  # a method named twice runs once
         for name in self.methods:
             get_method(name)
         if not self.datasets:

@@ -184,7 +184,7 @@ class FeatureExtractor:
         shapes are unknown. No effect on privacy or on the features.
         The MLP families' extractors take 8,192 records at a time, the MNIST CNN's about 650."""
         sizes = [size for layer in self.model.layers for size in _output_sizes(layer)]
-        if not sizes:  # shapes unknown (a subclassed model): the former fixed default
+        if not sizes:  # shapes unknown (a subclassed model): a fixed 512
             return 512
         widest = max(sizes)
         return int(min(8192, max(256, AUTO_BATCH_FLOATS // widest)))

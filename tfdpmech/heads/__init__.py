@@ -18,11 +18,8 @@ from .output_perturbation import OUTPUT_HEAD_MECHANISMS, OutputPerturbationHead,
 from .sensitivity import gaussian_sensitivity, laplace_sensitivity, num_released
 
 _SOFTMAX_HEAD = "tfdpmech.mechanisms.pcdbn.softmax_head"
-# gaussian_epsilon(sigma, sensitivity, delta): the old calibration module's (warns); use
-# tfdpmech.accounting.gaussian_epsilon(sigma / sensitivity, delta)
 __getattr__, __dir__ = lazy_attributes(
-    __name__, {"FunctionalSoftmaxHead": _SOFTMAX_HEAD, "head_sensitivity": _SOFTMAX_HEAD,
-               "gaussian_epsilon": "tfdpmech.heads.calibration"}, ("softmax_head", "calibration"))
+    __name__, {"FunctionalSoftmaxHead": _SOFTMAX_HEAD, "head_sensitivity": _SOFTMAX_HEAD})
 
 __all__ = [
     "FunctionalHead", "FeatureMap", "feature_map", "MECHANISMS", "StatisticsReleasedError", "default_ridge",

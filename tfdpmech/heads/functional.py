@@ -47,7 +47,8 @@ import tensorflow as tf
 from ..accounting.ledger import PrivacyLedger, Release
 from ..contract import ClosedFormMechanism, release
 from ..mechanisms.adlm.taylor_cross_entropy import PHI2, TaylorCrossEntropy
-from ..noise import gaussian, laplace, make_rng, noise_fingerprint
+from ..noise import gaussian, laplace, make_rng
+from ..released_data import array_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
@@ -369,7 +370,7 @@ class FunctionalHead(ClosedFormMechanism):
                 "n": n, "features": d_real, "classes": self.num_classes, "released_numbers": int(s1_bar.size + len(tri[0])),
                 "ridge": ridge, "quadratic_weight": lam,
                 "ridge_rule": (f"{self.ridge_factor:g}·max(½·√d·(S2 noise std), 1e-3·n)" if self._ridge_arg is None else "given"),
-                "statistics_fingerprint": noise_fingerprint(np.concatenate([s1_bar.ravel(), s2_bar[tri]])),
+                "statistics_fingerprint": array_fingerprint(np.concatenate([s1_bar.ravel(), s2_bar[tri]])),
                 "features_fingerprint": None if self.features is None else self.features.fingerprint,
             },
         )

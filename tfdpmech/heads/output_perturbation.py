@@ -49,7 +49,8 @@ import numpy as np
 from ..accounting.ledger import PrivacyLedger, Release
 from ..contract import ClosedFormMechanism, release
 from ..features.extractor import check_extractor_or_none
-from ..noise import gaussian, make_rng, noise_fingerprint
+from ..noise import gaussian, make_rng
+from ..released_data import array_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
@@ -309,7 +310,7 @@ class OutputPerturbationHead(ClosedFormMechanism):
                        "composition, which the ledger re-checks with dp_accounting"),
                 details={**base, "classes_composed": k}, neighbours="replace_one", protects="record")]
         w_bar = w + noise
-        fingerprint = noise_fingerprint(w_bar)
+        fingerprint = array_fingerprint(w_bar)
         for one in releases:
             one.details["weights_fingerprint"] = fingerprint
             release(self.ledger, one)

@@ -20,7 +20,6 @@ _PAPER_LAYERS = {
     "NoisyOutputNeuron": "tfdpmech.mechanisms.output_perturbation.noisy_output_neuron",
     "PerturbedBias": "tfdpmech.mechanisms.adlm.perturbed_bias",
 }
-__getattr__, __dir__ = lazy_attributes(__name__, _PAPER_LAYERS,
-                                       ("conv_rbm", "input_noise", "noisy_output_neuron", "perturbed_bias"))
+__getattr__, __dir__ = lazy_attributes(__name__, _PAPER_LAYERS)
 
 __all__ = ["BatchMinMax", "BatchStatisticsNormalization", "BoundedLRN", "BoxConstraint", "ConvRBM", "InputNoise", "NoisyOutputNeuron", "PerturbedBias", "UnitClip"]

@@ -15,6 +15,6 @@ _PAPER_LOSSES = {
     "loss_sensitivity": _TAYLOR,
     "taylor_coefficients": _TAYLOR,
 }
-__getattr__, __dir__ = lazy_attributes(__name__, _PAPER_LOSSES, ("convexified_cross_entropy", "taylor_cross_entropy"))
+__getattr__, __dir__ = lazy_attributes(__name__, _PAPER_LOSSES)
 
 __all__ = ["ConvexifiedCrossEntropy", "TaylorCrossEntropy", "loss_sensitivity", "taylor_coefficients"]

@@ -17,7 +17,8 @@ from .._lazy import lazy_attributes
 _OUTPUT = "tfdpmech.mechanisms.output_perturbation"
 __getattr__, __dir__ = lazy_attributes(__name__, {
     "AdLM": "tfdpmech.mechanisms.adlm", "ILM": "tfdpmech.mechanisms.adlm", "PrivateData": "tfdpmech.mechanisms.adlm",
-    "AFRRS": "tfdpmech.mechanisms.afrrs",
+    "AdLMReference": "tfdpmech.mechanisms.adlm", "ILMReference": "tfdpmech.mechanisms.adlm",
+    "AFRRS": "tfdpmech.mechanisms.afrrs", "AFRRSReference": "tfdpmech.mechanisms.afrrs",
     "InputPerturbation": "tfdpmech.mechanisms.input_perturbation",
     "InputPerturbationAssumptions": "tfdpmech.mechanisms.input_perturbation",
     "DPPredictor": _OUTPUT, "OutputPerturbationBounds": _OUTPUT, "bounds_from_architecture": _OUTPUT,
@@ -27,6 +28,6 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
 }, ("adlm", "afrrs", "input_perturbation", "output_perturbation", "pcdbn"))
 
 __all__ = [
-    "AdLM", "ILM", "AFRRS", "PCDBNReference", "PrivateData", "DPPredictor", "OutputPerturbationBounds", "bounds_from_architecture",
+    "AdLM", "ILM", "AFRRS", "AdLMReference", "ILMReference", "AFRRSReference", "PCDBNReference", "PrivateData", "DPPredictor", "OutputPerturbationBounds", "bounds_from_architecture",
     "compute_bounds", "InputPerturbation", "InputPerturbationAssumptions", "PrivateCDBN", "ChebyshevEnergy",
 ]

@@ -31,7 +31,7 @@ _PAPER_MODELS = {
     "authors_mnist_network": _ADLM, "lenet5_relevance_model": _ADLM,
     "pcdbn_authors_network": "tfdpmech.mechanisms.pcdbn.networks",
 }
-__getattr__, __dir__ = lazy_attributes(__name__, _PAPER_MODELS, ("afrrs", "authors", "convexified", "erm"))
+__getattr__, __dir__ = lazy_attributes(__name__, _PAPER_MODELS)
 
 __all__ = [
     "mnist_cnn", "mlp", "standard_cnn", "standard_mlp", "tanh_cnn", "linear_model", "paper_mlp", "L2BallConstraint",

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdpmech.mechanisms.adlm.allocation import UniformAllocation
+import tfdpmech
 from tfdpmech import AdLM, ILM
+from tfdpmech.mechanisms.adlm.allocation import UniformAllocation
 from tfdpmech.mechanisms.adlm import reference as ar
 from tfdpmech.mechanisms.adlm.networks import authors_mnist_network, lenet5_relevance_model
 
@@ -229,12 +230,14 @@ def test_a_given_allocation_sets_beta():
     np.testing.assert_array_equal(ref.ratios(), np.ones((28, 28)))
 
 
-def test_mode_word_on_the_public_entry_points():
-    assert isinstance(AdLM(0.075, 0.075, 0.15, 8, mode="reference"), ar.AdLMReference)
-    assert isinstance(ILM.from_total(0.3, 8, mode="reference"), ar.ILMReference)
+def test_the_reference_mode_is_its_own_class_and_the_proven_class_names_it():
     assert isinstance(AdLM(0.075, 0.075, 0.15, 8), AdLM) and AdLM.mode == "private"
-    with pytest.raises(TypeError, match="noise_mode"):
-        AdLM(0.075, 0.075, 0.15, 8, mode="reference", noise_mode="shared_frozen")
+    assert tfdpmech.AdLMReference is ar.AdLMReference and tfdpmech.ILMReference is ar.ILMReference
+    assert ar.AdLMReference(0.075, 0.075, 0.15, 8).mode == "reference"
+    with pytest.raises(ValueError, match=r"mode='reference'.*AdLMReference"):
+        AdLM(0.075, 0.075, 0.15, 8, mode="reference")
+    with pytest.raises(ValueError, match=r"mode='reference'.*ILMReference"):
+        ILM.from_total(0.3, 8, mode="reference")
     with pytest.raises(ValueError, match="mode"):
         AdLM(0.075, 0.075, 0.15, 8, mode="authors")
 

@@ -27,5 +27,7 @@ def test_reference_mode_uses_regions_and_claims_only():
 
 
 
-def test_mode_word_returns_the_reference():
-    assert isinstance(AFRRS.from_total(0.6, 16, gamma=0.1, mode="reference"), AFRRSReference)
+def test_the_reference_mode_is_its_own_class():
+    assert isinstance(AFRRSReference.from_total(0.6, 16, gamma=0.1), AFRRSReference)
+    with pytest.raises(ValueError, match=r"mode='reference'.*AFRRSReference"):
+        AFRRS.from_total(0.6, 16, gamma=0.1, mode="reference")

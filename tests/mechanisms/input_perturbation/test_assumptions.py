@@ -1,7 +1,7 @@
-"""InputPerturbationAssumptions: the theory's knobs in one frozen object, and the former keywords mapped to it.
+"""InputPerturbationAssumptions: the theory's knobs in one frozen object.
 
-Each former keyword of ``InputPerturbation`` gives the same σ, noisy data, release and report as the
-same field of ``InputPerturbationAssumptions``; the former spelling warns once per process.
+``InputPerturbation`` takes them only as ``assumptions=InputPerturbationAssumptions(...)``, never as
+loose keywords; every field changes σ, the constants or the release it records.
 """
 
 import dataclasses
@@ -12,16 +12,12 @@ import numpy as np
 import pytest
 
 import tfdpmech
-from tfdpmech import _deprecation
 from tfdpmech.mechanisms.input_perturbation import InputPerturbation, InputPerturbationAssumptions
-from tfdpmech.mechanisms.input_perturbation.assumptions import LEGACY_KEYWORDS
 
 from .helpers import synthetic
 
-WARN_KEY = "InputPerturbation(**assumption keywords)"
-
-# one non-default value per former keyword (with the fields it needs), the mode and batch size it matters with
-FORMER = {
+# one non-default value per field (with the fields it needs), the mode and batch size it matters with
+FIELDS = {
     "condition": (dict(condition="pl"), "reference", None),
     "pl_constant": (dict(pl_constant=0.02), "reference", None),
     "c": (dict(c=3.0), "reference", None),
@@ -44,40 +40,29 @@ def _run(mode, batch_size, **kw):
     return ip, x_noisy, y_train
 
 
-def test_the_former_keywords_are_the_fields():
-    assert set(FORMER) == set(LEGACY_KEYWORDS) == {f.name for f in dataclasses.fields(InputPerturbationAssumptions)}
+def test_the_fields_are_not_constructor_keywords():
+    fields = {f.name for f in dataclasses.fields(InputPerturbationAssumptions)}
+    assert set(FIELDS) == fields
     params = inspect.signature(InputPerturbation.__init__).parameters
-    assert not set(LEGACY_KEYWORDS) & set(params)
-    assert len([p for p in params.values() if p.kind is not p.VAR_KEYWORD]) - 1 == 15  # 24 before
+    assert not fields & set(params)
+    assert not [p for p in params.values() if p.kind is p.VAR_KEYWORD]
     assert tfdpmech.InputPerturbationAssumptions is InputPerturbationAssumptions
 
 
-@pytest.mark.parametrize("keyword", sorted(FORMER))
-def test_former_keyword_gives_the_same_result_as_the_field(keyword):
-    values, mode, batch_size = FORMER[keyword]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        old, x_old, y_old = _run(mode, batch_size, **values)
-    new, x_new, y_new = _run(mode, batch_size, assumptions=InputPerturbationAssumptions(**values))
-    assert old.assumptions == new.assumptions == InputPerturbationAssumptions(**values)
-    assert old.sigma == new.sigma
-    np.testing.assert_array_equal(x_old, x_new)
-    np.testing.assert_array_equal(y_old, y_new)
-    assert old.release.details == new.release.details and old.release.basis == new.release.basis
-    assert old.constants == new.constants
-    for attr in ("G", "curvature", "c", "kappa", "paper_literal_pl", "condition", "noise_structure", "strict",
-                 "n_effective", "T_effective"):
-        assert getattr(old, attr) == getattr(new, attr), attr
-    old_report, new_report = old.report(), new.report()
-    assert old_report == new_report
-    # and the field matters: the default assumptions give another σ, other constants or another record
-    if keyword == "strict":
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_every_field_reaches_the_mechanism_and_matters(field):
+    values, mode, batch_size = FIELDS[field]
+    run, x_noisy, _ = _run(mode, batch_size, assumptions=InputPerturbationAssumptions(**values))
+    assert run.assumptions == InputPerturbationAssumptions(**values)
+    assert x_noisy.shape == synthetic(60, 3)[0].shape and np.all(np.isfinite(x_noisy))
+    # the field matters: the default assumptions give another σ, other constants or another record
+    if field == "strict":
         with pytest.raises(ValueError, match="full-batch"):
             _run(mode, batch_size)
         return
     default = _run(mode, batch_size)[0]
-    assert (default.sigma != new.sigma or default.constants != new.constants
-            or default.release.details != new.release.details)
+    assert (default.sigma != run.sigma or default.constants != run.constants
+            or default.release.details != run.release.details)
 
 
 def test_defaults_are_theorem_1_with_the_logistic_constants():
@@ -88,28 +73,6 @@ def test_defaults_are_theorem_1_with_the_logistic_constants():
     assert InputPerturbation(1.0, 1e-5, 3).assumptions == a
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.kappa = 2.0
-
-
-def test_former_keywords_warn_once_per_process_naming_the_new_spelling():
-    _deprecation._warned.discard(WARN_KEY)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        InputPerturbation(0.3, 1e-4, 4, mode="reference", kappa=2.0)
-        InputPerturbation(0.3, 1e-4, 4, mode="reference", condition="pl")
-        InputPerturbation(0.3, 1e-4, 4, mode="reference", assumptions=InputPerturbationAssumptions(kappa=2.0))
-    ours = [w for w in caught if issubclass(w.category, DeprecationWarning) and "InputPerturbation" in str(w.message)]
-    assert len(ours) == 1
-    message = str(ours[0].message)
-    assert "assumptions=InputPerturbationAssumptions(kappa=...)" in message and "kept for one release" in message
-    assert ours[0].filename == __file__  # the warning points at the caller's line
-
-
-def test_new_spelling_raises_no_deprecation_warning():
-    _deprecation._warned.discard(WARN_KEY)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        InputPerturbation(0.3, 1e-4, 4, mode="reference", assumptions=InputPerturbationAssumptions(condition="pl"))
-    assert not [w for w in caught if issubclass(w.category, DeprecationWarning) and "tfdpmech" in str(w.message)]
 
 
 def test_bad_fields_name_the_field_value_and_fix():
@@ -136,10 +99,10 @@ def test_bad_fields_name_the_field_value_and_fix():
         assert any(w in message for w in ("must be", "pass")), message
 
 
-def test_mixing_or_misspelling_is_a_type_error_before_any_budget_is_spent():
+def test_a_loose_field_or_a_misspelling_is_a_type_error_before_any_budget_is_spent():
     ledger = tfdpmech.PrivacyLedger()
     with pytest.raises(TypeError, match="kappa"):
-        InputPerturbation(1.0, 1e-5, 3, kappa=2.0, assumptions=InputPerturbationAssumptions(), ledger=ledger)
+        InputPerturbation(1.0, 1e-5, 3, kappa=2.0, ledger=ledger)
     with pytest.raises(TypeError, match="kapa"):
         InputPerturbation(1.0, 1e-5, 3, kapa=2.0, ledger=ledger)
     with pytest.raises(TypeError, match="assumptions"):

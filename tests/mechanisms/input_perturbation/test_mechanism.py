@@ -300,18 +300,3 @@ def test_integration_synthetic_logistic():
     (acc_hi, gap_hi), (_, gap_lo) = run(0.25, 0), run(0.01, 0)
     assert abs(acc_hi - acc_clean) < 0.02 and gap_hi < 0.05
     assert gap_lo > gap_hi
-
-
-def test_budget_callback_is_the_old_name_of_callback_and_warns_once():
-    import warnings
-
-    from tfdpmech.mechanisms.input_perturbation import InputPerturbation
-    from tfdpmech.mechanisms.input_perturbation.training import InputPerturbationBudget
-
-    InputPerturbation._budget_callback_warned = False
-    ip = InputPerturbation(1.0, 1e-4, epochs=2, seed=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        first, second = ip.budget_callback(), ip.budget_callback()
-    assert isinstance(first, InputPerturbationBudget) and isinstance(second, InputPerturbationBudget)
-    assert [w.category for w in caught] == [DeprecationWarning] and "InputPerturbation.callback" in str(caught[0].message)

@@ -2,18 +2,18 @@
 mode, the shared-noise ablation and the authors'-code reference mode.
 
 The proven mode on public features (Algorithm 1's loss-coefficient release done once over the
-private set) is the Laplace functional head: ``fm_head`` (``adlm_private`` and ``ilm_private`` are
-its old names).
+private set) is the Laplace functional head: ``fm_head``.
 """
 
 from __future__ import annotations
 
-from ...mechanisms import AdLM, ILM
+from ...mechanisms.adlm import AdLM, AdLMReference, ILM, ILMReference
 from ...mechanisms.adlm.reference_steps import train_relevance_model
-from ...mechanisms.afrrs import AFRRS, DEFAULT_GAMMA
+from ...mechanisms.afrrs import AFRRS, AFRRSReference, DEFAULT_GAMMA
 from ..registry import Build, register_mechanism
 
 _CLASSES = {"adlm": AdLM, "ilm": ILM, "afrrs": AFRRS}
+_REFERENCE_CLASSES = {"adlm": AdLMReference, "ilm": ILMReference, "afrrs": AFRRSReference}
 
 
 def _gamma(ctx) -> dict:
@@ -47,8 +47,8 @@ def reference(kind: str):
             raise ValueError(f"{kind}_reference runs the authors' MNIST code path, which needs 28x28x1 images; "
                              f"{ctx.dataset} has {tuple(ctx.x_private.shape[1:])}")
         batch = min(ctx.config.batch_size, ctx.n_private)
-        ref = _CLASSES[kind].from_total(epsilon, batch, mode="reference", seed=seed,
-                                        **(_gamma(ctx) if kind == "afrrs" else {}))
+        ref = _REFERENCE_CLASSES[kind].from_total(epsilon, batch, seed=seed,
+                                                  **(_gamma(ctx) if kind == "afrrs" else {}))
         relevance_model = None if kind == "ilm" else _relevance_model(ctx, seed)
         return Build(ref, None, ctx.x_private, ctx.y_private, {"relevance_model": relevance_model},
                      prepared={"predict_proba": ref.predict_proba,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...features import public_features, scatter_features
 from ...heads import FunctionalHead
-from ..registry import Build, Prepared, register_alias, register_mechanism, register_method
+from ..registry import Build, Prepared, register_mechanism, register_method
 
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model
 
@@ -70,10 +70,5 @@ register_mechanism(
     "functional-mechanism head (Gaussian) on data-independent features: the 2-D scattering transform (Tramèr & "
     "Boneh 2021, kymatio, J = 2) and a fixed 512-dim random projection; no public data; (ε, δ) proven",
     mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))
-for _old, _paper in (("adlm_private", "AdLM"), ("ilm_private", "ILM")):
-    register_alias(_old, "fm_head",
-                   f"{_paper}'s provable mode is the Laplace functional head on the public model's bounded features "
-                   "(Algorithm 1's loss-coefficient release, once over the private set; the allocation only matters "
-                   "for a first-layer release it does not make): the same function as fm_head, one name")
 
 __all__ = ["FEATURE_LAYER", "public_head", "scatter_head"]

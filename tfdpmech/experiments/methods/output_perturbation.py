@@ -20,7 +20,7 @@ from ...heads import OutputPerturbationHead
 from ...accounting.query_budget import QueryBudgetAccountant
 from ...mechanisms.output_perturbation import DPPredictor, compute_bounds
 from ...models import convexified_mlp
-from ..registry import Build, register_alias, register_mechanism
+from ..registry import Build, register_mechanism
 from .functional_head import public_head, scatter_head
 
 L2 = 0.001  # Lu et al. Table 4
@@ -59,8 +59,6 @@ register_mechanism("outpert_paper_bound", _query_time("private"),
                    "(Eq. 18–19): ε per query, claimed only — Δz_T is not a bound for an MLP, so none proven "
                    "(docs/mechanisms/output_perturbation.md); the proven variant is outpert_head",
                    mode="reference", paper="output_perturbation", data=("image", "tabular"))
-register_alias("outpert_private", "outpert_paper_bound",
-               "its old name; renamed because its proof rested on Lu et al.'s unproven sensitivity bound (Eq. 18)")
 _SOLVED = {"training": "L-BFGS + Newton to the exact minimiser, noise on the weights once (no epochs)"}
 register_mechanism("outpert_head",
                    public_head(OutputPerturbationHead, delta=lambda ctx: ctx.config.delta, training=_SOLVED),

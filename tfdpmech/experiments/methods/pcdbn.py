@@ -9,7 +9,7 @@ network (32/64 maps, 2,400 epochs) is far larger (docs/mechanisms/pcdbn.md lists
 from __future__ import annotations
 
 from ...mechanisms.pcdbn.conv_rbm import ConvRBM
-from ...mechanisms.pcdbn import PrivateCDBN
+from ...mechanisms.pcdbn import PCDBNReference, PrivateCDBN
 from ..registry import Build, register_mechanism
 
 
@@ -52,8 +52,7 @@ def _reference(ctx, epsilon, seed) -> Build:
     options = ctx.config.options
     batch = min(3600, max(ctx.n_private // 2, 1))
     epochs = int(options.get("reference_epochs", 20 * int(options.get("head_epochs", ctx.config.epochs))))
-    ref = PrivateCDBN(mode="reference", epsilon=epsilon, batch_size=batch,
-                      pretrain_epochs=int(options.get("pretrain_epochs", 10)), seed=seed)
+    ref = PCDBNReference(epsilon, batch_size=batch, pretrain_epochs=int(options.get("pretrain_epochs", 10)), seed=seed)
     return Build(ref, x=ctx.x_private, y=ctx.y_private, prepared={"epochs": epochs, "predict_proba": ref.predict_proba})
 
 

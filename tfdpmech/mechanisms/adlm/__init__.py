@@ -4,7 +4,7 @@
 * :mod:`.private_data`: :class:`PrivateData` (the released data), ``AdLMBudget`` (the callback).
 * :mod:`.sensitivity`: Δ_h0 policies, the per-record ε, and the model checks they rest on.
 * :mod:`.reference`: :class:`AdLMReference`, :class:`ILMReference`, the authors' public code path
-  (``mode="reference"``; claimed, none proven); :mod:`.reference_steps`: its steps, one function each.
+  (the reference mode, a class of its own; claimed, none proven); :mod:`.reference_steps`: its steps, one function each.
 * :mod:`.allocation`: :class:`BudgetAllocation` (Eq. 16's β): uniform (ILM), relevance (AdLM); AFRRS
   subclasses it.
 * :mod:`.lrp`: layer-wise relevance propagation with the ε-rule (§II-C, Eqs. 4–8).

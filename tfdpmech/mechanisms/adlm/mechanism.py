@@ -23,8 +23,9 @@ noise is one draw shared by the batch) and the ledger says so.
 Modes (the ``mode=`` argument of :class:`AdLM`, :class:`ILM` and AFRRS):
 
 * ``"private"`` (default): this class, Algorithm 1 with the noise drawn once per record.
-* ``"reference"``: the authors' public code path, :class:`~tfdpmech.mechanisms.adlm.reference.AdLMReference`
-  (resp. ``ILMReference``); ``AdLM(..., mode="reference")`` returns one. Claimed, none proven.
+* the authors' public code path is a class of its own,
+  :class:`~tfdpmech.mechanisms.adlm.reference.AdLMReference` (resp. ``ILMReference``); claimed, none
+  proven. ``AdLM(..., mode="reference")`` is refused with a ValueError naming it.
 
 The released data (:class:`PrivateData`) and the training callback (:class:`AdLMBudget`) are in
 :mod:`~tfdpmech.mechanisms.adlm.private_data` (importable from here).
@@ -38,10 +39,10 @@ import keras
 import numpy as np
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...contract import Mechanism, PreparedFit, reference_mode, release
+from ...contract import Mechanism, PreparedFit, check_proven_mode, release
 from ...metrics import taylor_accuracy
-from ...noise import laplace, make_rng, noise_fingerprint
-from ...released_data import ReleasedData
+from ...noise import laplace, make_rng
+from ...released_data import ReleasedData, array_fingerprint
 from .allocation import BudgetAllocation, get_allocation
 from .input_noise import InputNoise
 from .per_record_budget import check_per_record_target
@@ -68,7 +69,7 @@ from .sensitivity import DELTA_H0_POLICIES, model_sensitivities
 __all__ = ["AdLM", "ILM", "PrivateData", "AdLMBudget", "NOISE_MODES", "MODES"]
 
 NOISE_MODES = ("per_example_frozen", "shared_frozen", "shared_per_step")
-MODES = ("private", "reference")
+MODES = ("private",)  # the authors' code path is AdLMReference / ILMReference
 PHI2_FLOOR = 1e-3  # a negative ϕ̄^(2) makes Eq. 25's quadratic unbounded below; the clamp is post-processing
 
 
@@ -79,9 +80,9 @@ class AdLM(Mechanism):
         eps1, eps2, eps3: budgets of the relevance, first-layer and loss steps.
         batch_size: |L|; training must use exactly this batch size.
         epsilon: optional total; if given, ``eps1 + eps2 + eps3`` must equal it.
-        mode: ``"private"`` (default: this class) or ``"reference"`` (returns the authors'-code
-            reference mode, :class:`~tfdpmech.mechanisms.adlm.reference.AdLMReference`, built from
-            ``eps1, eps2, eps3, batch_size`` and its own keyword arguments).
+        mode: ``"private"`` (the only mode of this class); ``"reference"`` is refused with a ValueError
+            naming the class of the authors' code path,
+            :class:`~tfdpmech.mechanisms.adlm.reference.AdLMReference` (``ILMReference`` for ILM).
         noise_mode: ``per_example_frozen`` (default, Algorithm 1 literally, provable per-record
             bound), ``shared_frozen`` or ``shared_per_step`` (ablations: one draw shared by the
             records on this package's network; claimed only. The authors' code path is
@@ -124,17 +125,12 @@ class AdLM(Mechanism):
     described = {"noise_mode": "noise_mode"}
     allocation_name = "relevance"
     mode = "private"
-    reference_class = AdLMReference
-
-    def __new__(cls, *args, mode: str = "private", **kwargs):
-        check_choice(mode, "mode", MODES)
-        if mode == "reference":
-            return reference_mode(cls, cls.reference_class, args, kwargs)
-        return super().__new__(cls)
+    reference_class = AdLMReference  # the authors' code path, named when mode='reference' is refused
 
     def __init__(self, eps1, eps2, eps3, batch_size, *, mode="private", epsilon=None, noise_mode="per_example_frozen",
                  delta_h0_policy="reference_code", perturb_orders=(1,), relevance_floor=1e-5,
                  bias_noise=True, clip_noisy_inputs=None, seed=None, ledger: PrivacyLedger | None = None):
+        check_proven_mode(type(self), mode, self.reference_class, MODES)
         parts = {"eps2": eps2, "eps3": eps3}
         if self.allocation_name == "relevance" or eps1 is not None:
             parts = {"eps1": eps1, **parts}
@@ -257,7 +253,7 @@ class AdLM(Mechanism):
         x_bar = self._perturb_features(x, scales, model)
         self._perturb_bias(model, delta_h0)
         phi_bar = self._perturb_coefficients(y, delta_f)
-        fingerprint = noise_fingerprint(np.concatenate([x_bar.ravel()[:4096], phi_bar.ravel()[:4096]]))
+        fingerprint = array_fingerprint(np.concatenate([x_bar.ravel()[:4096], phi_bar.ravel()[:4096]]))
         self.released = ReleasedData(
             (x_bar, phi_bar), source=f"{type(self).__name__}.perturb",
             fix="train on PrivateData.to_dataset() (or its x_bar and phi_bar) only",

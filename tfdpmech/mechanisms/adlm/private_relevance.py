@@ -16,7 +16,8 @@ import numpy as np
 
 from ...accounting.ledger import Release, ledger_or_new
 from ...contract import release as record_release
-from ...noise import laplace, make_rng, noise_fingerprint
+from ...noise import laplace, make_rng
+from ...released_data import array_fingerprint
 from ...validation import check_array, check_epsilon, check_positive_int
 from .lrp import lrp_batches, prepare_lrp
 
@@ -152,6 +153,6 @@ def _relevance_release(epsilon, sensitivity, scale, trained_on_private, noise, n
             "mu": mu,
             "start": start,
             "relevance_model_public": not trained_on_private,
-            "noise_fingerprint": noise_fingerprint(noise),
+            "noise_fingerprint": array_fingerprint(noise),
         },
     )

@@ -25,7 +25,8 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import Mechanism, PreparedFit, refuse_model, release
-from ...noise import make_rng, noise_fingerprint
+from ...noise import make_rng
+from ...released_data import array_fingerprint
 from .allocation import BudgetAllocation
 from .networks import authors_mnist_network
 from ...validation import (
@@ -75,7 +76,7 @@ REFERENCE_REASON = "labels used without noise at every step; noise shared by the
 # The mode
 # ------------------------------------------------------------------------------------------------
 class AdLMReference(Mechanism):
-    """AdLM as the authors' MNIST code trains it (``mode="reference"``); ledger: claimed, none proven.
+    """AdLM as the authors' MNIST code trains it (the reference mode); ledger: claimed, none proven.
 
     Args:
         eps1, eps2, eps3: the budgets the code assigns (its MNIST run: 0.075, 0.075, 0.15).
@@ -83,7 +84,7 @@ class AdLMReference(Mechanism):
         epsilon: optional total; must equal ``eps1 + eps2 + eps3``.
         allocation: ``"relevance"`` (AdLM: sharpened relevance on the 32×32 grid),
             ``"uniform"`` (ILM, ``generateIdLMNoise``) or a
-            :class:`~tfdpmech.allocation.BudgetAllocation` giving β on the 28×28 inputs.
+            :class:`~tfdpmech.mechanisms.adlm.allocation.BudgetAllocation` giving β on the 28×28 inputs.
         delta2: Δ2 of the first layer (the code's 9,800 for the MNIST network).
         hidden_units: |h| of FC-25; Δ3 follows from it.
         learning_rate: Adam's step (the code: 3e-4).
@@ -161,7 +162,7 @@ class AdLMReference(Mechanism):
         floor = int(np.sum(self.beta <= R_LOWERBOUND))
         self.relevance_details = {"n": n, "samples": min(samples, n), "lrp_start": start, "noise_scale": relevance_noise_scale(self.eps1, n),
                                   "pixels_at_floor": floor, "beta_sum_inner": float(self.beta.sum()),
-                                  "noise_fingerprint": noise_fingerprint(noise)}
+                                  "noise_fingerprint": array_fingerprint(noise)}
         release(self.ledger, Release(
             component="relevance", mechanism="laplace", epsilon_claimed=self.eps1, epsilon_provable=None,
             neighbours="replace_one", protects="record",
@@ -247,7 +248,7 @@ class AdLMReference(Mechanism):
             basis=(f"none proven ({CODE_PATH}): {REFERENCE_REASON}; the once-drawn noise N/L only enters through "
                    "-B*M*sum(N/L*W_out), the Taylor loss itself uses the clean labels"),
             sensitivity=self.delta3, noise_scale=self.delta3 / self.eps3, reproduction=True,
-            details={**common, "noise_fingerprint": noise_fingerprint(self.weight_noise)},
+            details={**common, "noise_fingerprint": array_fingerprint(self.weight_noise)},
         ))
 
     def _allocation_name(self) -> str:

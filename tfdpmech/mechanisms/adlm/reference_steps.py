@@ -8,7 +8,7 @@ steps in order:
 2. relevance: LRP on a LeNet-5 over 32×32 inputs padded with −1, averaged over 2,000 training
    images, sharpened ``((R − min)/(max − min))**4`` plus ``Lap(2·784/(ε1·|D|))``
    (``dpLRP_MNIST.py:22-26, 35-55, 87``); here the LeNet-5 is trained on public data and the
-   relevance is computed with :func:`tfdpmech.relevance.lrp_relevance`;
+   relevance is computed with :func:`tfdpmech.mechanisms.adlm.lrp.lrp_relevance`;
 3. budget ratios on the 32×32 grid ``β = 1024·R/ΣR`` with R and β floored at 1e-5, the inner
    28×28 read as ``β[i+2][j+2]`` (``AdLM.py:129-141, 80``);
 4. every step one Laplace map of shape [1, 28, 28, 1], per pixel ``Lap(Δ2/(β·ε2))/L`` with
@@ -191,7 +191,7 @@ def perturb_inputs(x, noise_map, clip: float = NOISY_INPUT_CLIP) -> tf.Tensor:
     return tf.clip_by_value(tf.cast(x, tf.float32) + noise_map, -clip, clip)
 
 
-# Step 5 -- the network (AdLM.py:32-60, 155-199) is tfdpmech.models.authors.authors_mnist_network.
+# Step 5 -- the network (AdLM.py:32-60, 155-199) is tfdpmech.mechanisms.adlm.networks.authors_mnist_network.
 
 
 # ------------------------------------------------------------------------------------------------

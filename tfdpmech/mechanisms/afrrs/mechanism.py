@@ -43,8 +43,8 @@ class AFRRS(AdLM):
         gamma: the merge threshold γ of Algorithm 1 (the paper does not report it).
         n_regions: optional alternative stopping rule (not in the paper).
         **kwargs: passed to :class:`~tfdpmech.mechanisms.AdLM` (``noise_mode``,
-            ``delta_h0_policy``, ``seed``, ``ledger``, ...). ``mode="reference"`` returns an
-            :class:`~tfdpmech.mechanisms.afrrs.reference.AFRRSReference` instead.
+            ``delta_h0_policy``, ``seed``, ``ledger``, ...). The reference mode is its own class,
+            :class:`~tfdpmech.mechanisms.afrrs.reference.AFRRSReference` (``mode="reference"`` is refused).
 
     Example:
         >>> afrrs = AFRRS.from_total(0.6, batch_size=50, gamma=0.1, seed=0)        # doctest: +SKIP

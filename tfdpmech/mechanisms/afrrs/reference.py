@@ -23,7 +23,8 @@ import numpy as np
 
 from ...accounting.ledger import Release
 from ...contract import release
-from ...noise import laplace, noise_fingerprint
+from ...noise import laplace
+from ...released_data import array_fingerprint
 from ...validation import check_positive_int, check_unit_interval
 from ..adlm.reference import CODE_PATH, REFERENCE_REASON, AdLMReference
 from ..adlm.reference_steps import averaged_relevance, inner_crop, pad_to_grid, to_code_range
@@ -33,7 +34,7 @@ __all__ = ["AFRRSReference"]
 
 
 class AFRRSReference(AdLMReference):
-    """AFRRS on the AdLM authors' code path (``mode="reference"``); ledger: claimed, none proven.
+    """AFRRS on the AdLM authors' code path (the reference mode); ledger: claimed, none proven.
 
     Args:
         eps1, eps2, eps3, batch_size: budgets and L (the paper reports none of the split; AdLM's
@@ -82,7 +83,7 @@ class AFRRSReference(AdLMReference):
         self.region_allocation = RegionAllocation(self.relevance, self.gamma, n_regions=self.n_regions)
         self.beta = self.region_allocation.ratios(avg.shape + (1,))[..., 0]
         self.relevance_details = {"n": n, "samples": min(samples, n), "d": d, "noise_scale": scale,
-                                  "noise_fingerprint": noise_fingerprint(noise),
+                                  "noise_fingerprint": array_fingerprint(noise),
                                   **self.region_allocation.summary()}
         release(self.ledger, Release(
             component="relevance", mechanism="laplace", epsilon_claimed=self.eps1, epsilon_provable=None,
@@ -91,6 +92,6 @@ class AFRRSReference(AdLMReference):
                    f"{REFERENCE_REASON}; in this step the min-max standardisation uses the data's min and max "
                    "before the noise, which the 2d/|D| bound does not cover"),
             sensitivity=2.0 * d / n, noise_scale=scale, reproduction=True,
-            details={"n": n, "d": d, "noise_fingerprint": noise_fingerprint(noise)},
+            details={"n": n, "d": d, "noise_fingerprint": array_fingerprint(noise)},
         ))
         return self.beta

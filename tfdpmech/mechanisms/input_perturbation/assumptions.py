@@ -5,9 +5,6 @@ batch size, seed, ledger); the knobs that pick a theorem, set its constants, cho
 conventions the loss constants are derived with, reproduce the paper literally or relax its
 checks live in one frozen :class:`InputPerturbationAssumptions`. The defaults are Theorem 1 with
 the constants of L2-regularised logistic regression.
-
-The former keyword arguments of the constructor (``condition=``, ``kappa=``, ...) map to this
-class for one release (:func:`resolve_assumptions`, one ``DeprecationWarning`` per process).
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ import dataclasses
 
 import numpy as np
 
-from ..._deprecation import check_former_keywords, warn_former_keywords
 from ...validation import _describe, check_choice, check_instance, check_positive_real
 from .calibration import CONDITIONS
 from .constants import G_CONVENTIONS, L2_CONVENTIONS
@@ -105,29 +101,13 @@ def _flag(value, field: str) -> bool:
     raise TypeError(f"{_name(field)} must be True or False, got {_describe(value)}; pass a bool")
 
 
-LEGACY_KEYWORDS = tuple(f.name for f in dataclasses.fields(InputPerturbationAssumptions))
-
-
-def resolve_assumptions(owner: str, assumptions, legacy: dict, *, stacklevel: int) -> InputPerturbationAssumptions:
-    """``assumptions`` checked, or built from the former keyword arguments ``legacy`` (warns once).
-
-    Args:
-        owner: the class whose constructor was called (for the messages).
-        assumptions: an :class:`InputPerturbationAssumptions` or None (the defaults).
-        legacy: the keyword arguments the constructor did not name itself.
-        stacklevel: the frame the warning names, counted from the constructor (2: its caller).
+def resolve_assumptions(assumptions) -> InputPerturbationAssumptions:
+    """``assumptions`` checked; None gives the defaults (Theorem 1, L2-regularised logistic regression).
 
     Raises:
-        TypeError: an unknown keyword, ``assumptions`` of another type, or both ``assumptions`` and
-            former keywords.
+        TypeError: ``assumptions`` that is neither None nor an :class:`InputPerturbationAssumptions`.
     """
-    check_former_keywords(owner, legacy, LEGACY_KEYWORDS, argument="assumptions", options=_OWNER,
-                          given=assumptions is not None)
-    if assumptions is not None:
-        return check_instance(assumptions, "assumptions", InputPerturbationAssumptions,
-                              "pass assumptions=InputPerturbationAssumptions(...)")
-    if legacy:
-        warn_former_keywords(owner, legacy, f"assumptions={_OWNER}({{used}})",
-                             f"tfdpmech.mechanisms.input_perturbation.{_OWNER}; also tfdpmech.{_OWNER}",
-                             LEGACY_KEYWORDS, kind="assumption", stacklevel=stacklevel + 1)
-    return InputPerturbationAssumptions(**legacy)
+    if assumptions is None:
+        return InputPerturbationAssumptions()
+    return check_instance(assumptions, "assumptions", InputPerturbationAssumptions,
+                          "pass assumptions=InputPerturbationAssumptions(...)")

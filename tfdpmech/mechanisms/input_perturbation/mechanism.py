@@ -45,7 +45,8 @@ from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, require_
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import Mechanism, PreparedFit, release
 from .models import linear_model, paper_mlp
-from ...noise import gaussian, make_rng, noise_fingerprint
+from ...noise import gaussian, make_rng
+from ...released_data import array_fingerprint
 from ...validation import (
     ReleasedData,
     check_array,
@@ -103,8 +104,7 @@ class InputPerturbation(Mechanism):
         accountant: ``"analytic"`` (exact, default), ``"rdp"`` or ``"pld"`` for ``mode="private"``.
         assumptions: an :class:`~tfdpmech.mechanisms.input_perturbation.assumptions.InputPerturbationAssumptions`
             (theorem, constants c, κ, μ, G, conventions, shared noise, strictness); None: Theorem 1 with
-            the constants of L2-regularised logistic regression. Its fields were keyword arguments of
-            this constructor, accepted for one release with a ``DeprecationWarning`` (once per process).
+            the constants of L2-regularised logistic regression.
         seed: None (OS entropy, the default) or an int for tests; never stored with the model.
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one by default).
 
@@ -125,7 +125,6 @@ class InputPerturbation(Mechanism):
     """
 
     paper = "Kang et al. 2020, Input Perturbation (arXiv:2002.08570)"
-    _budget_callback_warned = False
     modes = ("private", "reference")
     described = {"sigma": "release.noise_scale", "delta": "delta"}
 
@@ -133,8 +132,8 @@ class InputPerturbation(Mechanism):
                  feature_norm_bound: float = 1.0, mode: str = "private", batch_size=None, label_epsilon=None,
                  clip: bool = False, accountant: str = "analytic",
                  assumptions: InputPerturbationAssumptions | None = None, seed=None,
-                 ledger: PrivacyLedger | None = None, **former_keywords):
-        self.assumptions = a = resolve_assumptions(type(self).__name__, assumptions, former_keywords, stacklevel=2)
+                 ledger: PrivacyLedger | None = None):
+        self.assumptions = a = resolve_assumptions(assumptions)
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
         self.epochs = check_positive_int(epochs, "epochs")
@@ -311,7 +310,7 @@ class InputPerturbation(Mechanism):
         self.rows_clipped = over if clipped else 0
         self.perturbations += 1
         self.steps_taken = 0
-        self.fingerprint = noise_fingerprint(x_noisy)
+        self.fingerprint = array_fingerprint(x_noisy)
         self.released = ReleasedData(
             (x_noisy, y_out), source="InputPerturbation.perturb",
             fix="train on the (x_noisy, y) arrays perturb returned, unmodified (InputPerturbation.fit does)",
@@ -445,15 +444,6 @@ class InputPerturbation(Mechanism):
     def callback(self, verbose: int = 0):
         """An :class:`~tfdpmech.mechanisms.input_perturbation.training.InputPerturbationBudget` for this mechanism."""
         return InputPerturbationBudget(self, verbose=verbose)
-
-    def budget_callback(self, verbose: int = 0):
-        """The former name of :meth:`callback` (every mechanism's budget callback is ``callback``); kept for one
-        release, warns once."""
-        if not InputPerturbation._budget_callback_warned:
-            InputPerturbation._budget_callback_warned = True
-            warnings.warn("InputPerturbation.budget_callback is now InputPerturbation.callback (the name every "
-                          "mechanism uses); the old name is kept for one release", DeprecationWarning, stacklevel=2)
-        return self.callback(verbose=verbose)
 
     def fit(self, model, x_noisy, y, *, learning_rate=None, callbacks=(), verbose: int = 0, **fit_kwargs):
         """Compile ``model`` with plain SGD and run the T full-batch steps (Algorithm 1, lines 6-10).

@@ -21,8 +21,7 @@ import tensorflow as tf
 from scipy.optimize import minimize
 
 from ...accounting.callbacks import PrivacyBudget
-from ...noise import noise_fingerprint
-from ...released_data import ReleasedDataGuard
+from ...released_data import ReleasedDataGuard, array_fingerprint
 from ...validation import check_array
 
 __all__ = [
@@ -176,7 +175,7 @@ def fit_dp_erm(mechanism, model, x_noisy, y, *, learning_rate=None, callbacks=()
             "data as validation_data"
         )
     x_noisy = check_array(x_noisy, "x_noisy", ndim_min=2)
-    if noise_fingerprint(np.asarray(x_noisy, dtype=np.float32)) != mech.fingerprint:
+    if array_fingerprint(np.asarray(x_noisy, dtype=np.float32)) != mech.fingerprint:
         raise ValueError(
             "x_noisy is not the array InputPerturbation.perturb returned (its fingerprint differs); train on the "
             "perturbed data only, unmodified"

@@ -13,7 +13,7 @@
 from .chebyshev import APPROXIMATIONS, approximation_alpha
 from .conv_rbm import BoxConstraint, ConvRBM
 from .energy import ENERGY_MODES, ChebyshevEnergy, check_domain, energy_sensitivity
-from .mechanism import PCDBN_MODES, PrivateCDBN
+from .mechanism import PrivateCDBN
 from .networks import pcdbn_authors_network
 from .reference import PCDBNReference
 from .softmax_head import FunctionalSoftmaxHead, head_sensitivity
@@ -28,7 +28,7 @@ from .monomials import (
 )
 
 __all__ = [
-    "PrivateCDBN", "PCDBN_MODES", "PCDBNReference", "ChebyshevEnergy", "ENERGY_MODES", "check_domain", "energy_sensitivity",
+    "PrivateCDBN", "PCDBNReference", "ChebyshevEnergy", "ENERGY_MODES", "check_domain", "energy_sensitivity",
     "MAX_MONOMIALS", "check_functional_feasible", "energy_orders", "monomial_count", "monomial_features",
     "monomial_table", "multinomial_factors", "ConvRBM", "BoxConstraint", "APPROXIMATIONS", "approximation_alpha",
     "FunctionalSoftmaxHead", "head_sensitivity", "pcdbn_authors_network",

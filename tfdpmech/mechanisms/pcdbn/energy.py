@@ -29,7 +29,8 @@ import tensorflow as tf
 
 from ...accounting.ledger import Release
 from .conv_rbm import ConvRBM
-from ...noise import laplace, make_rng, noise_fingerprint
+from ...noise import laplace, make_rng
+from ...released_data import array_fingerprint
 from ...validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int, check_real
 from .monomials import (
     MAX_MONOMIALS,
@@ -190,7 +191,7 @@ class ChebyshevEnergy:
         self._lambda_bar = {m: tf.Variable(noisy[m].astype(np.float32), trainable=False, name=f"lambda_bar_{m}")
                             for m in self.orders}
         self._lambda_c = tf.Variable(np.float32(noisy["c"]), trainable=False, name="lambda_bar_c")
-        fingerprint = noise_fingerprint(np.concatenate([np.ravel(noisy[k]) for k in noisy]))
+        fingerprint = array_fingerprint(np.concatenate([np.ravel(noisy[k]) for k in noisy]))
         self.release = Release(
             component=self.component, mechanism="laplace", epsilon_claimed=self.epsilon,
             neighbours="replace_one", protects="record",

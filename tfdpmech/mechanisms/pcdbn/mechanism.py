@@ -21,9 +21,10 @@ Algorithm 1, as steps of :meth:`PrivateCDBN.fit`:
 Privacy: every layer reads the private data, so the pipeline is ``(Σ_ℓ ε_ℓ + ε_out)``-DP by
 sequential composition (pure ε, δ = 0 with the Laplace head; (ε, δ) with the Gaussian head; the paper
 states no split). The ledger holds one release per component.
-The authors'-code reference mode is :class:`~tfdpmech.mechanisms.pcdbn.reference.PCDBNReference`
-(``PrivateCDBN(mode="reference", epsilon=...)`` returns one)
-(claimed, none proven); ``PrivateCDBN`` trains the private mode and the non-private baselines.
+The authors'-code reference mode is a class of its own,
+:class:`~tfdpmech.mechanisms.pcdbn.reference.PCDBNReference` (claimed, none proven;
+``PrivateCDBN(mode="reference")`` is refused naming it); ``PrivateCDBN`` trains the private mode and
+the non-private baselines.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...contract import Mechanism, PreparedFit, reference_mode, refuse_model, release
+from ...contract import Mechanism, PreparedFit, check_proven_mode, refuse_model, release
 from .conv_rbm import ConvRBM
 from .softmax_head import FunctionalSoftmaxHead
 from ...noise import make_rng
@@ -47,18 +48,18 @@ from .energy import ENERGY_MODES, ChebyshevEnergy, check_domain
 from .monomials import MAX_MONOMIALS
 from .reference import PCDBNReference
 
-__all__ = ["PrivateCDBN", "PCDBN_MODES"]
-
-PCDBN_MODES = ENERGY_MODES  # exact (CDBN), noiseless (TCDBN), private (pCDBN)
+__all__ = ["PrivateCDBN"]
 
 
 class PrivateCDBN(Mechanism):
     """Builder that trains a (p)CDBN layer by layer and returns an ordinary Keras model.
 
     Args:
-        layers: unbuilt :class:`~tfdpmech.layers.ConvRBM` layers, bottom first.
+        layers: unbuilt :class:`~tfdpmech.layers.ConvRBM` layers, bottom first (required).
         num_classes: C.
-        mode: one of :data:`PCDBN_MODES`.
+        mode: one of :data:`~tfdpmech.mechanisms.pcdbn.energy.ENERGY_MODES`: ``"exact"`` (CDBN),
+            ``"noiseless"`` (TCDBN), ``"private"`` (pCDBN, the default); ``"reference"`` is refused with a
+            ValueError naming :class:`~tfdpmech.mechanisms.pcdbn.reference.PCDBNReference`.
         epsilon: total ε (private); None for the non-private baselines.
         split: how ε is divided over the components ``crbm_layer_1..`` and ``output_layer``:
             None (equal fractions), a sequence of fractions summing to 1, a dict ``{component: ε}``
@@ -91,30 +92,22 @@ class PrivateCDBN(Mechanism):
 
     paper = "Phan et al. 2016, Private Convolutional Deep Belief Network (pCDBN)"
     described = {"pretrain_epochs": "pretrain_epochs"}
-    modes = (*PCDBN_MODES, "reference")
+    modes = ENERGY_MODES
 
-    def __new__(cls, layers=None, *, mode: str = "private", **kwargs):
-        if mode == "reference":
-            if layers is not None:
-                raise ValueError("PrivateCDBN(mode='reference') trains the authors' network (PCDBNReference: maps=, "
-                                 "filter_size=, hidden_units=); pass no layers: PrivateCDBN(mode='reference', "
-                                 "epsilon=..., batch_size=...)")
-            return reference_mode(cls, PCDBNReference, (), kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, layers: Sequence[ConvRBM], *, num_classes: int = 10, mode: str = "private",
+    def __init__(self, layers: Sequence[ConvRBM] | None = None, *, num_classes: int = 10, mode: str = "private",
                  epsilon: float | None = None, split=None, fc_units: int | None = None, fc_scale: float = 4.0, pretrain_epochs: int = 5,
                  batch_size: int = 128, learning_rate: float = 0.01, head_epochs: int = 10,
                  head_learning_rate: float = 0.01, head_ridge: float = 1e-3, head_mechanism: str = "laplace",
                  head_delta: float | None = None, neg_chains: int = 32,
                  gibbs_steps: int = 1, l1: float = 0.0, max_monomials: int = MAX_MONOMIALS, seed=None,
                  ledger: PrivacyLedger | None = None):
-        layers = list(layers)
+        mode = check_proven_mode(type(self), mode, PCDBNReference, ENERGY_MODES)
+        layers = list(layers or ())
         if not layers or not all(isinstance(l, ConvRBM) for l in layers):
             raise TypeError("layers must be a non-empty list of tfdpmech ConvRBM layers")
         self.layers = layers
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
-        self.mode = check_choice(mode, "mode", PCDBN_MODES)
+        self.mode = mode
         self.private = self.mode == "private"
         self.components = [f"crbm_layer_{i + 1}" for i in range(len(layers))] + ["output_layer"]
         if self.private:

@@ -39,7 +39,8 @@ import tensorflow as tf
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import Mechanism, PreparedFit, refuse_model, release
 from .networks import pcdbn_authors_network
-from ...noise import laplace, make_rng, noise_fingerprint, tf_laplace
+from ...noise import laplace, make_rng, tf_laplace
+from ...released_data import array_fingerprint
 from ...validation import check_epsilon, check_one_hot, check_positive_int, check_positive_real, check_unit_interval
 from ..adlm.reference import REFERENCE_REASON
 from ..adlm.reference_steps import next_batch_indices, taylor_terms
@@ -136,7 +137,7 @@ def draw_feature_noise(scale, hidden_units: int, generator: tf.random.Generator)
 
 
 class PCDBNReference(Mechanism):
-    """pCDBN as the authors' code trains it on MNIST (``mode="reference"``); ledger: claimed, none proven.
+    """pCDBN as the authors' code trains it on MNIST (the reference mode); ledger: claimed, none proven.
 
     Args:
         epsilon: the paper's ε; the code gives this ε to every CRBM layer and to the output layer.
@@ -377,7 +378,7 @@ class PCDBNReference(Mechanism):
             details={"code_path": PCDBN_CODE_PATH, "components": comps, "epsilon_per_component": self.epsilon,
                      "batch_size": self.batch_size, "n": n, "output_noise_scale": scale,
                      "pretrain_delta_last_batch": self._deltas[-1] if self._deltas else None,
-                     "pretrain_noise_fingerprint": noise_fingerprint(np.array(self._pretrain_noise))},
+                     "pretrain_noise_fingerprint": array_fingerprint(np.array(self._pretrain_noise))},
         ))
 
     def predict_logits(self, x01) -> np.ndarray:
