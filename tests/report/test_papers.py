@@ -8,7 +8,7 @@ def _row(method, paper, mode, eps, accuracy, provable=None, neighbours="replace-
             "accuracy_mean": accuracy, "neighbours": neighbours, "diverged": diverged}
 
 
-PUBLISHED = ({"label": "AdLM", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.902},
+PUBLISHED = ({"label": "AdLM", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.902, "setting": "code: 80,001 steps"},
              {"label": "AFRRS", "paper": "afrrs", "epsilon": 0.6, "accuracy": 0.988},
              {"label": "pSGD", "dpsgd_of": ("adlm",), "epsilon": 0.25, "accuracy": 0.8209},
              {"label": "T&B", "epsilon": 3.0, "accuracy": 0.981})  # no paper: not a row of this table
@@ -21,15 +21,19 @@ def test_one_line_per_paper_at_its_own_epsilon():
             _row("dpsgd", None, "private", 0.6, 0.951, provable=0.6, neighbours="add/remove"),
             _row("afrrs_reference", "afrrs", "reference", 0.6, 0.5, diverged=1),
             _row("public_only", None, "none", None, 0.92)]
-    lines = paper_table_markdown({"config": {"published": PUBLISHED}}, rows)
+    runs = [{"method": "adlm_reference", "notes": {"batch_size": 1000, "steps_per_epoch": 59},
+             "seconds_per_epoch": [1.0] * 20}]
+    lines = paper_table_markdown({"config": {"published": PUBLISHED, "batch_size": 1000, "epochs": 20}, "runs": runs},
+                                 rows)
     table = [line for line in lines if line.startswith("| AdLM") or line.startswith("| AFRRS")]
     assert len(table) == 2 and not any(line.startswith("| T&B") for line in lines)
     adlm, afrrs = table
     # provable ε rounded up, with its neighbour relation; the paper's own DP-SGD beside it
     assert adlm == ("| AdLM | 0.25 | 90.20 % | 88.01 % | 75.12 % (provable ε 0.26, replace-one) | "
-                    "93.04 % (provable ε 0.25, add/remove) | 92.00 % | 82.09 % |")
+                    "93.04 % (provable ε 0.25, add/remove) | 92.00 % | 82.09 % | "
+                    "batch 1000, 20 epochs, 1180 steps / code: 80,001 steps |")
     assert f"50.00 % (diverged: NaN outputs) | {NOT_RUN} | 95.10 % (provable ε 0.6, add/remove)" in afrrs
-    assert afrrs.endswith("| 92.00 % | – |")
+    assert afrrs.endswith("| 92.00 % | – | – / – |")
 
 
 def test_no_table_without_papers():

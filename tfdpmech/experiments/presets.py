@@ -106,17 +106,22 @@ register_preset(
 # in docs/results/mnist/runs.jsonl as they end, so the preset resumes after a kill.
 _TB = "Tramèr & Boneh, ICLR 2021 (arXiv 2011.11660), Table 1 / their repository's README, δ = 1e-5"
 _PHAN = "Phan et al., arXiv 1709.05750 (corrected), Fig. 4a"
+_PHAN_CODE = "code: Adam 3e-4, batch 1,800, 80,001 steps on 55,000 images"
 MNIST_PUBLISHED = (
     {"label": "DP-SGD, tanh CNN (Tramèr & Boneh 2021)", "epsilon": 3.0, "delta": 1e-5, "accuracy": 0.981,
      "source": _TB},
     {"label": "DP-SGD, ScatterNet + linear (Tramèr & Boneh 2021)", "epsilon": 3.0, "delta": 1e-5, "accuracy": 0.987,
      "source": _TB},
-    {"label": "AdLM (Phan et al. 2017)", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.902, "source": _PHAN},
-    {"label": "ILM (Phan et al. 2017)", "paper": "ilm", "epsilon": 0.25, "accuracy": 0.8846, "source": _PHAN},
+    {"label": "AdLM (Phan et al. 2017)", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.902, "source": _PHAN,
+     "setting": _PHAN_CODE},
+    {"label": "ILM (Phan et al. 2017)", "paper": "ilm", "epsilon": 0.25, "accuracy": 0.8846, "source": _PHAN,
+     "setting": _PHAN_CODE},
     {"label": "pCDBN (Phan et al. 2017)", "paper": "pcdbn", "epsilon": 0.5, "accuracy": 0.9308,
-     "source": "Phan, Wu & Dou, Machine Learning 2017 (corrected), Fig. 5b, 2,400 epochs"},
+     "source": "Phan, Wu & Dou, Machine Learning 2017 (corrected), Fig. 5b, 2,400 epochs",
+     "setting": "code: 10 pre-training epochs per layer, 2,400 fine-tuning epochs, batch 3,600, 55,000 images"},
     {"label": "AFRRS (Wang et al.)", "paper": "afrrs", "epsilon": 0.6, "accuracy": 0.988,
-     "source": "Wang, Xie, Tan, Li & Wang, Table 3"},
+     "source": "Wang, Xie, Tan, Li & Wang, Table 3",
+     "setting": "paper: 60,000 images, 100 epochs, batch not reported (no public code)"},
     {"label": "pSGD (DP-SGD of Phan et al. 2017)", "dpsgd_of": ("adlm", "ilm"), "epsilon": 0.25, "accuracy": 0.8209,
      "source": _PHAN},
 )

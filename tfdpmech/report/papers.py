@@ -3,13 +3,15 @@
 The answer to "does this paper's mechanism beat a strong DP-SGD?": the paper's published accuracy
 (not measured here), the paper's mechanism in its reference mode (as the paper or its code ran it:
 ε claimed, none proven) and in its private mode (ε proven), ``dpsgd`` and the public model alone,
-each at the paper's ε. A published point names its paper (``"paper"``); a DP-SGD figure reported by
-a paper names the papers it sits beside (``"dpsgd_of"``).
+each at the paper's ε, and the reference mode's training here beside the paper's (``"setting"``). A
+published point names its paper (``"paper"``); a DP-SGD figure reported by a paper names the papers
+it sits beside (``"dpsgd_of"``).
 """
 
 from __future__ import annotations
 
 from ..accounting.display import epsilon_upper
+from .settings import run_setting
 
 __all__ = ["paper_table_markdown"]
 
@@ -45,18 +47,20 @@ def paper_table_markdown(results: dict, rows: list[dict]) -> list[str]:
         return []
     their_dpsgd = {paper: p for p in results["config"]["published"] for paper in p.get("dpsgd_of", ())}
     public_only = _at(rows, None, method="public_only")
+    head = ("| paper | ε | paper's claim | reference mode here | private mode here | dpsgd here | public_only "
+            "| the paper's own DP-SGD | reference mode: trained here / by the paper |")
     lines = ["", "Each seed paper at its own ε: its published claim (not measured here), its mechanism here in the "
                  "reference mode (as the paper or its code ran it: ε claimed, none proven) and in the private mode "
                  "(ε proven), DP-SGD here at the same ε, and the public model alone (ε = 0 for the private set):", "",
-             "| paper | ε | paper's claim | reference mode here | private mode here | dpsgd here | public_only | "
-             "the paper's own DP-SGD |", "|---|---|---|---|---|---|---|---|"]
+             head, "|---" * (head.count("|") - 1) + "|"]
     for p in points:
         eps, paper = p["epsilon"], p["paper"]
         reference = _at(rows, eps, paper=paper, mode="reference")
         private = _at(rows, eps, paper=paper, mode="private")
         theirs = their_dpsgd.get(paper)
         theirs = "–" if theirs is None else f"{100 * theirs['accuracy']:.2f} %"
+        trained_here = (reference and run_setting(results, reference["method"])) or "–"
         lines.append(f"| {p['label']} | {eps:g} | {100 * p['accuracy']:.2f} % | {_cell(reference, proven=False)} | "
                      f"{_cell(private, proven=True)} | {_cell(_at(rows, eps, method='dpsgd'), proven=True)} | "
-                     f"{_cell(public_only, proven=False)} | {theirs} |")
+                     f"{_cell(public_only, proven=False)} | {theirs} | {trained_here} / {p.get('setting', '–')} |")
     return lines

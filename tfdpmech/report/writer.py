@@ -13,6 +13,7 @@ import numpy as np
 from ..accounting.display import epsilon_lower, epsilon_upper
 from ..audit.canary import VERDICT_BUG
 from .papers import paper_table_markdown
+from .settings import run_setting
 from .plots import has_step_curves, plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon, plot_accuracy_vs_step
 from .schema import check_results_schema
 from .tables import audit_findings, markdown_table, summarize
@@ -185,28 +186,10 @@ def left_out_markdown(results: dict) -> list[str]:
 
 def _own_setting(results: dict, method: str) -> str:
     """Where a method trains with its own batch size or epochs (a reference mode's, a preset's
-    options), or states its optimiser steps, what it ran, so the header's shared setting does not
-    stand for it.
-
-    The epochs are those that ran (one recorded time per epoch, ``seconds_per_epoch``), not the
-    last point of the accuracy curve, which long runs sample every few epochs; the steps are those
-    epochs times the run's ``steps_per_epoch``. A closed form (no epoch recorded) states none.
-    """
-    cfg = results["config"]
-    run = next((r for r in results["runs"] if r["method"] == method), None)
-    if run is None:
-        return ""
-    notes = run.get("notes") or {}
-    batch = notes.get("batch_size")
-    epochs = len(run.get("seconds_per_epoch") or ()) or None
-    steps = epochs * notes["steps_per_epoch"] if epochs and notes.get("steps_per_epoch") else None
-    if batch in (None, cfg["batch_size"]) and epochs in (None, cfg["epochs"]) and steps is None:
-        return ""
-    parts = [f"batch {batch}" if batch is not None else None,
-             (f"{epochs} epoch" + ("s" if epochs != 1 else "")) if epochs is not None else None,
-             f"{steps} steps" if steps is not None else None,
-             f"{notes['pretrain_epochs']} pre-training epochs per layer" if notes.get("pretrain_epochs") else None]
-    return " — this run: " + ", ".join(p for p in parts if p)
+    options), or states its optimiser steps, what it ran (:func:`run_setting`), so the header's
+    shared setting does not stand for it."""
+    setting = run_setting(results, method, only_own=True)
+    return f" — this run: {setting}" if setting else ""
 
 
 def json_safe(value):
