@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tfdpmech.audit.membership_inference import mia_implementation
+from tfdpmech.audit.mia_run import mia_implementation
 from tfdpmech.experiments import CompareConfig, run_comparison
 from tfdpmech.experiments.measuring import EpochRecorder
 from tfdpmech.report import markdown_table, summarize

@@ -47,7 +47,7 @@ def _mia_members(ctx: Context) -> int:
 
 
 def _mia_status(config, ctx) -> str:
-    from ..audit.membership_inference import mia_attacks_available
+    from ..audit.mia_run import mia_attacks_available
 
     return ("run" if mia_attacks_available() else
             "the membership-inference attacks need tensorflow-privacy or scikit-learn: pip install scikit-learn")
@@ -59,7 +59,7 @@ def _mia_run(ctx: Context, method: Method, epsilon, seed, prepared: Prepared) ->
 
     Members: the first ``len(x_test)`` private records; non-members: the test set.
     """
-    from ..audit.membership_inference import run_mia_attacks
+    from ..audit.mia_run import run_mia_attacks
 
     m = _mia_members(ctx)
     attacks = run_mia_attacks(prepared.probabilities(ctx.x_private[:m]), prepared.probabilities(ctx.x_test),
@@ -68,7 +68,7 @@ def _mia_run(ctx: Context, method: Method, epsilon, seed, prepared: Prepared) ->
 
 
 def _mia_floor(ctx: Context) -> dict:
-    from ..audit.membership_inference import mia_attack_floor
+    from ..audit.mia_run import mia_attack_floor
 
     return mia_attack_floor(_mia_members(ctx), len(ctx.x_test), ctx.num_classes)
 

@@ -249,7 +249,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
             status = AUDITS[name].status(config, ctx)
             audit_report.setdefault(name, {"status": status, "floor": {}})
             if name == "mia" and status == "run":
-                from ..audit.membership_inference import mia_implementation
+                from ..audit.mia_run import mia_implementation
 
                 audit_report[name]["implementation"] = mia_implementation()
             if status == "run":
