@@ -39,7 +39,7 @@ import tensorflow as tf
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import Mechanism, PreparedFit, refuse_model, release
 from .networks import pcdbn_authors_network
-from ...noise import laplace, make_rng
+from ...noise import make_rng
 from ...released_data import array_fingerprint
 from ...validation import check_epsilon, check_one_hot, check_positive_int, check_positive_real, check_unit_interval
 from ..adlm.reference import REFERENCE_REASON
