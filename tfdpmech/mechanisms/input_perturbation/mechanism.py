@@ -29,9 +29,9 @@ Gaussian mechanism with L2 sensitivity 2R (replace-one inside the R-ball), accou
 public unless ``label_epsilon`` randomizes them (k-ary randomized response).
 
 The pieces: :mod:`.calibration` (Theorems 1 / 3), :mod:`.constants` (logistic-regression constants),
-:mod:`.records` (clipping, labels), :mod:`.feature_release` (the ledger entry), :mod:`.training` (the T-step recipe), and
-:mod:`tfdpmech.accounting.gaussian` (the proven per-record Gaussian calibration; ``dp_accounting`` is
-imported on use).
+:mod:`.records` (clipping, labels), :mod:`.feature_release` (the ledger entry), :mod:`.training` (the
+T-step recipe), and :mod:`tfdpmech.accounting.gaussian` (the proven per-record Gaussian calibration;
+``dp_accounting`` is imported on use).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class InputPerturbation(Mechanism):
         feature_norm_bound: R, the public bound on every ‖x_i‖.
         mode: ``"private"`` (the default: a per-record Gaussian mechanism on the features, proven) or
             ``"reference"`` (σ of Theorem 1 / 3, claimed only; warns
-            :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
+            :class:`~tfdpmech.privacy_warnings.UnprovenModeWarning` once per process).
         batch_size: None for full batch (the proof's setting); a smaller batch is an error in
             ``mode="reference"`` when ``assumptions.strict``, else a warned extrapolation (n → B, T → all steps).
         label_epsilon: with ``mode="private"``, randomize labels with this ε (k-RR); the features then
