@@ -22,7 +22,7 @@ from .mechanisms import (
 )
 from .contract import Mechanism, PreparedFit
 from .metrics import taylor_accuracy
-from .validation import PrivacyLeakWarning, UnprovenModeWarning
+from .privacy_warnings import PrivacyLeakWarning, UnprovenModeWarning
 
 __version__ = "0.1.0"
 

@@ -31,7 +31,7 @@ Files: :func:`read_idx` and the folder readers are in :mod:`tfdpmech.data_files`
 Scaling (:mod:`tfdpmech.data_scaling`, importable from here): :func:`scale_to_unit`
 maps data into [0, 1] with *public* domain bounds and refuses values outside them.
 :func:`scale_with_data_bounds` uses the data's own min/max, which leaks information about the private records, and
-therefore warns :class:`~tfdpmech.validation.PrivacyLeakWarning` (as
+therefore warns :class:`~tfdpmech.privacy_warnings.PrivacyLeakWarning` (as
 diffprivlib does).
 
 This module does not import TensorFlow; ``tensorflow_datasets`` is imported

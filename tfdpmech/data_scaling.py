@@ -2,7 +2,7 @@
 
 :func:`scale_to_unit` maps data into [0, 1] with *public* domain bounds and refuses values
 outside them. :func:`scale_with_data_bounds` uses the data's own min/max, which leaks information
-about the private records, and therefore warns :class:`~tfdpmech.validation.PrivacyLeakWarning`
+about the private records, and therefore warns :class:`~tfdpmech.privacy_warnings.PrivacyLeakWarning`
 (as diffprivlib does). Both are importable from :mod:`tfdpmech.data`.
 """
 

@@ -4,9 +4,10 @@ Every check raises a ``ValueError`` or ``TypeError`` whose message names the
 argument, shows the offending value and says how to fix it. Nothing here
 clips, rescales or drops data: bad input is refused, never repaired.
 
-The released-data guard of the noise-once mechanisms (:class:`ReleasedData`,
-:class:`ReleasedDataGuard`, :func:`guard_training_data`, :func:`array_fingerprint`) lives in
-:mod:`tfdpmech.released_data` and is importable from here too.
+The checks of numbers and arguments live here; importable from here too: the checks of data arrays
+(:mod:`tfdpmech.array_checks`), the privacy warnings (:mod:`tfdpmech.privacy_warnings`) and the
+released-data guard of the noise-once mechanisms (:class:`ReleasedData`, :class:`ReleasedDataGuard`,
+:func:`guard_training_data`, :func:`array_fingerprint`, :mod:`tfdpmech.released_data`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-import warnings
 from collections import abc
 from typing import Sequence
 
 import keras
 import numpy as np
 
+from .array_checks import check_array, check_labels, check_one_hot, check_unit_interval
+from .privacy_warnings import PrivacyLeakWarning, UnprovenModeWarning, warn_unproven_mode
 from .released_data import ReleasedData, ReleasedDataGuard, array_fingerprint, guard_training_data
 
 __all__ = [
@@ -55,134 +57,9 @@ __all__ = [
 EPSILON_RANGE = (1e-12, 1e12)
 
 
-class PrivacyLeakWarning(Warning):
-    """Warned when a quantity that should be public is taken from the private data.
-
-    It derives from ``Warning`` directly, not from ``UserWarning`` or ``RuntimeWarning``, so the
-    common ``warnings.filterwarnings("ignore", category=UserWarning)`` (or numpy's
-    ``RuntimeWarning`` noise filters) do not hide a leak.
-    """
-
-
-class UnprovenModeWarning(PrivacyLeakWarning):
-    """Warned when a mechanism is built in a mode whose ε is claimed but none proven
-    (``mode="reference"``, the paper's algorithm as published); once per class per process."""
-
-
-_UNPROVEN_WARNED: set = set()  # the (class, mode) pairs already warned about in this process
-
-
-def warn_unproven_mode(owner: str, mode: str, why: str | None = None) -> None:
-    """Warn :class:`UnprovenModeWarning` the first time ``owner`` is built in ``mode`` (no proof) in this process.
-
-    The proven mode is every mechanism's default; choosing another one must be explicit and visible.
-    ``why`` replaces the default explanation for a class whose every mode is unproven.
-    """
-    if (owner, mode) in _UNPROVEN_WARNED:
-        return
-    _UNPROVEN_WARNED.add((owner, mode))
-    why = why or ("runs the paper's algorithm as published: its ε is claimed, none proven (the ledger records it "
-                  "so). The default mode='private' is the proven construction (the class's documentation states "
-                  "what it proves)")
-    warnings.warn(f"{owner}(mode={mode!r}) {why}; this warning is shown once per class, mode and process",
-                  UnprovenModeWarning, stacklevel=3)
-
-
 def _describe(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def check_array(x, name: str, *, ndim_min: int = 1) -> np.ndarray:
-    """Return ``x`` as a float ndarray after checking it is numeric, finite and non-empty.
-
-    Raises:
-        TypeError: ``x`` is not numeric.
-        ValueError: ``x`` is empty, has too few dimensions, or holds NaN/inf.
-    """
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:  # pragma: no cover - exotic inputs
-        raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-        raise TypeError(
-            f"{name} must be a numeric array, got dtype {arr.dtype}; convert it with np.asarray(..., dtype=float)"
-        )
-    if np.issubdtype(arr.dtype, np.complexfloating):
-        raise TypeError(
-            f"{name} has complex dtype {arr.dtype}; the mechanisms work on real features and would silently drop "
-            f"the imaginary part. Pass real features, e.g. np.real({name}) if the imaginary part is zero, or "
-            f"np.concatenate([{name}.real, {name}.imag], axis=-1) to keep both"
-        )
-    if arr.ndim < ndim_min:
-        raise ValueError(f"{name} must have at least {ndim_min} dimension(s), got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty (shape {arr.shape}); pass at least one record")
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-        raise ValueError(
-            f"{name} contains {bad} NaN or infinite value(s); remove or impute them before the private step"
-        )
-    return arr
-
-
-def check_unit_interval(x, name: str = "x", *, tol: float = 1e-6) -> np.ndarray:
-    """Check every feature lies in [0, 1] (up to ``tol``); the sensitivities assume it.
-
-    Raises:
-        ValueError: values outside [0, 1], NaN or inf.
-    """
-    arr = check_array(x, name)
-    lo, hi = float(arr.min()), float(arr.max())
-    if lo < -tol or hi > 1.0 + tol:
-        raise ValueError(
-            f"{name} must lie in [0, 1] (the sensitivity bounds assume it), got values in [{lo:g}, {hi:g}]; "
-            "scale with public domain bounds, e.g. tfdpmech.data.scale_to_unit(x, low=0, high=255) for pixels"
-        )
-    return arr
-
-
-def check_one_hot(y, name: str = "y", *, num_classes: int | None = None) -> np.ndarray:
-    """Check ``y`` is a (n, M) one-hot matrix.
-
-    Raises:
-        ValueError: wrong rank, entries other than 0/1, rows that do not sum to 1,
-            or a class count different from ``num_classes``.
-    """
-    arr = check_array(y, name, ndim_min=2)
-    if arr.ndim != 2:
-        raise ValueError(
-            f"{name} must be one-hot of shape (n, num_classes), got shape {arr.shape}; "
-            "convert integer labels with keras.utils.to_categorical"
-        )
-    if num_classes is not None and arr.shape[1] != num_classes:
-        raise ValueError(f"{name} has {arr.shape[1]} classes, expected num_classes={num_classes}")
-    if not np.all((arr == 0) | (arr == 1)) or not np.all(arr.sum(axis=1) == 1):
-        raise ValueError(
-            f"{name} must be one-hot (entries 0/1, exactly one 1 per row); "
-            "convert integer labels with keras.utils.to_categorical"
-        )
-    return arr.astype(np.float32)
-
-
-def check_labels(y, name: str = "y", *, num_classes: int) -> np.ndarray:
-    """Return one-hot labels from one-hot or integer labels in ``[0, num_classes)``.
-
-    Raises:
-        ValueError: labels out of range, not integers, or not one-hot.
-    """
-    arr = np.asarray(y)
-    if arr.ndim == 2:
-        return check_one_hot(arr, name, num_classes=num_classes)
-    arr = check_array(arr, name)
-    if arr.ndim != 1 or not np.all(arr == np.round(arr)):
-        raise ValueError(f"{name} must be integer class ids of shape (n,) or one-hot (n, {num_classes})")
-    if arr.min() < 0 or arr.max() >= num_classes:
-        raise ValueError(
-            f"{name} has labels in [{int(arr.min())}, {int(arr.max())}], outside [0, {num_classes - 1}]; "
-            "check num_classes"
-        )
-    return np.eye(num_classes, dtype=np.float32)[arr.astype(int)]
 
 
 def check_positive_real(value, name: str, *, hint: str = "") -> float:

@@ -13,8 +13,8 @@ from tfdpmech.accounting.dpsgd import (
     dpsgd_noise_multiplier,
     dpsgd_steps,
     epsilon_any_order,
-    poisson_dpsgd_epsilon,
 )
+from tfdpmech.accounting.poisson_dpsgd import poisson_dpsgd_epsilon
 
 
 def _tf_privacy_analysis():

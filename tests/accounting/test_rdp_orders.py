@@ -7,6 +7,7 @@ import pytest
 dp_accounting = pytest.importorskip("dp_accounting")
 
 from tfdpmech.accounting import dpsgd as dpsgd_accounting  # noqa: E402
+from tfdpmech.accounting import poisson_dpsgd  # noqa: E402
 from tfdpmech.accounting.events import compose_events  # noqa: E402
 from tfdpmech.accounting.rdp_orders import ALWAYS_SETTLES_FROM, order_floor, rdp_epsilon, rdp_orders  # noqa: E402
 
@@ -71,8 +72,8 @@ def test_calibrations_and_totals_log_no_warning(absl_warnings):
     for epsilon in (0.25, 1.0, 8.0):
         sigma = dpsgd_accounting.dpsgd_noise_multiplier(epsilon, 1e-5, n=7000, batch_size=1750, epochs=40)
         assert dpsgd_accounting.dpsgd_epsilon(sigma, 1e-5, n=7000, batch_size=1750, epochs=40) <= epsilon
-        poisson = dpsgd_accounting.poisson_dpsgd_noise_multiplier(epsilon, 1e-5, q=0.25, steps=160, accountant="rdp")
-        assert dpsgd_accounting.poisson_dpsgd_epsilon(poisson, 1e-5, q=0.25, steps=160, accountant="rdp") <= epsilon
+        poisson = poisson_dpsgd.poisson_dpsgd_noise_multiplier(epsilon, 1e-5, q=0.25, steps=160, accountant="rdp")
+        assert poisson_dpsgd.poisson_dpsgd_epsilon(poisson, 1e-5, q=0.25, steps=160, accountant="rdp") <= epsilon
         totals.append((sigma, compose_events([_event(0.25, sigma, 160)], 1e-5, accountant="rdp")[0]))
     assert not [m for m in absl_warnings if NOT_SETTLED in m]
     for sigma, total in totals:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tfdpmech.audit import mia_attacks
-from tfdpmech.audit.membership_inference import (
+from tfdpmech.audit.mia_run import (
     mia_attack_floor,
     mia_attacks_available,
     mia_implementation,

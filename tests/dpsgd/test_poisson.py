@@ -17,7 +17,7 @@ import tensorflow as tf
 from scipy import stats
 
 from tfdpmech import data
-from tfdpmech.accounting.dpsgd import poisson_dpsgd_epsilon, poisson_dpsgd_noise_multiplier
+from tfdpmech.accounting.poisson_dpsgd import poisson_dpsgd_epsilon, poisson_dpsgd_noise_multiplier
 from tfdpmech.accounting.ledger import PrivacyLedger
 from tfdpmech.dpsgd import OptimizerSettings
 from tfdpmech.dpsgd.clipping import resolve_clipping

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from tfdpmech.audit.membership_inference import mia_implementation
+from tfdpmech.audit.mia_run import mia_implementation
 from tfdpmech.experiments import CompareConfig, run_comparison
-from tfdpmech.experiments.runner import EpochRecorder
+from tfdpmech.experiments.measuring import EpochRecorder
 from tfdpmech.report import markdown_table, summarize
 
 SMALL = {"max_private": 2000, "max_test": 1000}

@@ -5,11 +5,11 @@ import warnings
 import numpy as np
 import pytest
 
-from tfdpmech import DPPredictor, InputPerturbation, NoisyOutputNeuron, QueryBudgetAccountant, validation
+from tfdpmech import DPPredictor, InputPerturbation, NoisyOutputNeuron, QueryBudgetAccountant, privacy_warnings
 from tfdpmech.mechanisms.output_perturbation.noisy_output_neuron import noise_calibration
 from tfdpmech.mechanisms.output_perturbation import compute_bounds
 from tfdpmech.models import convexified_mlp
-from tfdpmech.validation import UnprovenModeWarning
+from tfdpmech.privacy_warnings import UnprovenModeWarning
 
 
 def _ip(**kw):
@@ -32,7 +32,7 @@ BUILDERS = {"InputPerturbation": _ip, "DPPredictor": _predictor, "NoisyOutputNeu
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """A process in which no class has warned yet."""
-    monkeypatch.setattr(validation, "_UNPROVEN_WARNED", set())
+    monkeypatch.setattr(privacy_warnings, "_UNPROVEN_WARNED", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield caught
@@ -62,7 +62,7 @@ def test_the_reference_mode_warns_once_per_class(name, fresh_warnings):
     assert len(mine) == 1, [str(w.message) for w in fresh_warnings]
     assert "none proven" in str(mine[0].message) and "mode='private'" in str(mine[0].message)
     # not hidden by the common UserWarning filter
-    assert issubclass(UnprovenModeWarning, validation.PrivacyLeakWarning)
+    assert issubclass(UnprovenModeWarning, privacy_warnings.PrivacyLeakWarning)
     assert not issubclass(UnprovenModeWarning, UserWarning)
 
 

@@ -26,6 +26,7 @@ import math
 import numbers
 
 from ..validation import check_choice, check_delta, check_epsilon, check_positive_real
+from .sigma_search import smallest_sigma
 
 __all__ = [
     "ACCOUNTANTS",
@@ -167,8 +168,8 @@ def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, acc
     """Smallest σ whose per-record Gaussian mechanism on the features meets (ε, δ).
 
     Sensitivity ``2R`` (replace one record inside the R-ball). ``"analytic"`` (default) takes the exact
-    smallest σ from ``GaussianPrivacyLoss.from_privacy_guarantee``; ``"rdp"`` / ``"pld"`` search σ with
-    ``dp_accounting.calibrate_dp_mechanism``. In every case ``local_gaussian_epsilon(σ) <= ε``.
+    smallest σ of :func:`gaussian_sigma`; ``"rdp"`` / ``"pld"`` search σ with
+    :func:`~tfdpmech.accounting.sigma_search.smallest_sigma`. In every case ``local_gaussian_epsilon(σ) <= ε``.
 
     Args:
         epsilon: target ε > 0 of the feature release.
@@ -187,30 +188,22 @@ def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, acc
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     R = check_positive_real(feature_norm_bound, "feature_norm_bound")
     check_choice(accountant, "accountant", ACCOUNTANTS)
-    dp_accounting = require_dp_accounting("the Gaussian-mechanism calibration")
+    if isinstance(tol, bool) or not (isinstance(tol, numbers.Real) and 0 < tol < 1):
+        raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
     if accountant == "analytic":
-        from dp_accounting.pld import common, privacy_loss_mechanism
+        return gaussian_sigma(2.0 * R, epsilon, delta)
+    require_dp_accounting("the Gaussian-mechanism calibration")
 
-        loss = privacy_loss_mechanism.GaussianPrivacyLoss.from_privacy_guarantee(
-            common.DifferentialPrivacyParameters(epsilon, delta), sensitivity=2.0 * R)
-        return float(loss.standard_deviation)
+    def not_certifiable(_reached):
+        return ValueError(
+            f"the {accountant!r} accountant cannot certify epsilon={epsilon:g} at delta={delta:g} (its bound "
+            "levels off, e.g. RDP at ln(1/δ)/max order); use accountant='analytic' (exact for one Gaussian)"
+        )
+
     # the classic bound sqrt(2 ln(1.25/δ))/ε (valid for ε < 1) is within a small factor of the optimum
     ceiling = 100.0 * math.sqrt(2.0 * math.log(1.25 / delta)) / min(epsilon, 1.0)
-    lo, hi = 1e-3, 1.0
-    while gaussian_epsilon(hi, delta, accountant) > epsilon:  # ε decreases in σ
-        lo, hi = hi, hi * 4.0
-        if hi > ceiling:
-            raise ValueError(
-                f"the {accountant!r} accountant cannot certify epsilon={epsilon:g} at delta={delta:g} (its bound "
-                "levels off, e.g. RDP at ln(1/δ)/max order); use accountant='analytic' (exact for one Gaussian)"
-            )
-    while gaussian_epsilon(lo, delta, accountant) <= epsilon:
-        lo /= 4.0
-    new_acc = (dp_accounting.rdp.RdpAccountant if accountant == "rdp" else dp_accounting.pld.PLDAccountant)
-    multiplier = dp_accounting.calibrate_dp_mechanism(
-        new_acc, dp_accounting.GaussianDpEvent, epsilon, delta,
-        dp_accounting.ExplicitBracketInterval(lo, hi), tol=tol * lo,
-    )
+    multiplier = smallest_sigma(lambda m: gaussian_epsilon(m, delta, accountant), epsilon, lower=1e-3, factor=4.0,
+                                max_sigma=ceiling, max_shrinks=60, relative_tol=tol, not_certifiable=not_certifiable)
     return float(multiplier) * 2.0 * R
 
 

@@ -15,7 +15,7 @@ same recipe and the same numbers, from numpy and scikit-learn alone:
 Both report the AUC of the attack's ROC curve and the attacker advantage ``max |TPR − FPR|`` over
 all thresholds (Yeom et al. Def. 4, maximised over the threshold as tensorflow-privacy does). The
 maximum is taken on the audited records themselves, so it is positive even without any membership
-signal (see :func:`tfdpmech.audit.membership_inference.mia_attack_floor`).
+signal (see :func:`tfdpmech.audit.mia_run.mia_attack_floor`).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ they are refused here.
 Accounting: ``dp_accounting`` composes ``steps`` ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))``
 (add-or-remove-one adjacency) with its PLD accountant (default) or its RDP accountant, and σ is
 the smallest noise multiplier whose ε does not exceed the target
-(:func:`tfdpmech.accounting.dpsgd.poisson_dpsgd_noise_multiplier`). That ε is recorded as **proven** in
+(:func:`tfdpmech.accounting.poisson_dpsgd.poisson_dpsgd_noise_multiplier`). That ε is recorded as **proven** in
 the :class:`~tfdpmech.accounting.ledger.PrivacyLedger`. The proof assumes the sampling
 randomness is hidden from the adversary: a fixed ``seed`` is for reproducible experiments and must
 be kept secret in a deployment (the default None draws OS entropy). The compiled model trains only
@@ -71,7 +71,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..accounting.dpsgd import (
+from ..accounting.poisson_dpsgd import (
     ACCOUNTANT_NAMES,
     ACCOUNTANTS,
     check_sampling_probability,

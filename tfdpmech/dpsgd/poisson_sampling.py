@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from ..accounting.dpsgd import check_sampling_probability
+from ..accounting.poisson_dpsgd import check_sampling_probability
 from ..validation import check_positive_int
 
 __all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "check_seed", "sampling_key",

@@ -42,7 +42,7 @@ import time
 import keras
 import numpy as np
 
-from ..accounting.dpsgd import poisson_dpsgd_noise_multiplier
+from ..accounting.poisson_dpsgd import poisson_dpsgd_noise_multiplier
 from ..validation import check_choice, check_positive_int
 from .dpsgd import DPSGD
 from .optimizer_settings import OptimizerSettings

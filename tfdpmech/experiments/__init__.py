@@ -1,4 +1,5 @@
-"""The method registry, the one runner and its presets (``tfdpmech compare``)."""
+"""The method registry, the one runner and its presets (``tfdpmech compare``): every method × dataset × ε × seed
+measured the same way, with the audits (:mod:`.audits`) and measurements (:mod:`.measuring`) it asks for."""
 
 from .context import Context, build_context
 from .presets import PRESETS, preset_config, register_preset

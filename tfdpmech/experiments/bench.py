@@ -31,7 +31,8 @@ import sys
 import numpy as np
 
 from ..validation import check_positive_int
-from .runner import CompareConfig, device_description, run_one
+from .measuring import device_description
+from .runner import CompareConfig, run_one
 from .context import build_context
 from .peak_rss import peak_rss_mib
 from .registry import METHODS, available_methods
@@ -108,7 +109,7 @@ def _memory_probe(method: str, args) -> dict:
 
 
 def _probe_main(method: str, args) -> int:
-    from .runner import PeakMemory
+    from .measuring import PeakMemory
 
     config = _config(args, ("nonprivate",) if method == "load" else (method,))
     ctx = build_context(config, config.datasets[0])

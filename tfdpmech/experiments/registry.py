@@ -85,6 +85,15 @@ class Prepared:
             return np.concatenate([1.0 - p, p], axis=1)
         return tf.nn.softmax(logits).numpy()
 
+    def train_for(self, epochs: int, callbacks: list) -> None:
+        """Train as the method says: its ``fit`` (a returned model replaces :attr:`model`) or ``model.fit(train)``."""
+        if self.fit is not None:
+            model = self.fit(epochs, callbacks)
+            if model is not None:
+                self.model = model
+        elif self.train is not None:
+            self.model.fit(self.train, epochs=epochs, verbose=0, callbacks=callbacks)
+
 
 @dataclasses.dataclass(frozen=True)
 class Method:

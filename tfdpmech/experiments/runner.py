@@ -4,35 +4,32 @@ Each run calls the method's ``prepare`` (its once-only private work), trains it 
 says, and records one :class:`~tfdpmech.report.schema.RunResult`: accuracy (and per epoch),
 claimed and provable ε from the run's ledger, δ, time, throughput, peak memory and the audits
 asked for (tensorflow-privacy's membership-inference attacks; further audits register in
-:data:`AUDITS`). Presets (:mod:`tfdpmech.experiments.presets`) are named configurations.
+:data:`~tfdpmech.experiments.audits.AUDITS`). Presets (:mod:`tfdpmech.experiments.presets`) are named configurations.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import platform
 import sys
-import threading
 import time
-from typing import Callable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from ..accounting.dpsgd import NotCertifiableError
-from ..audit.canary_run import CANARY_COUNT, CANARY_SEED, audit_one_run, canary_count, run_canaries  # noqa: F401
-from ..data_tabular import TabularConfig
+from ..accounting.sigma_search import NotCertifiableError
 from ..report.schema import SCHEMA_VERSION, RunResult
 from ..validation import check_delta, check_epsilon, check_positive_int
 from . import methods as _methods  # noqa: F401  (registers the built-in methods)
+from .audits import AUDITS, register_audit
 from .context import MODEL_FAMILIES, TABULAR_MODELS, Context, build_context, dataset_kind
+from .measuring import EpochRecorder, PeakMemory, device_description
 from .progress import Progress
 from .registry import METHODS, Method, Prepared, method as get_method
 from .run_store import RunStore
 
-__all__ = ["CompareConfig", "run_comparison", "AUDITS", "register_audit", "PeakMemory", "device_description"]
+__all__ = ["CompareConfig", "run_comparison", "run_one", "AUDITS", "register_audit"]
 
 # every method that uses the public records has DP-SGD with the same public pre-training beside it
 # (dpsgd_head, dpsgd_finetune) and the public model alone (public_only, added by the runner)
@@ -152,174 +149,6 @@ class CompareConfig:
         return self
 
 
-# --- audits ---------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Audit:
-    """An audit run after each training: ``run(ctx, method, epsilon, seed, prepared) -> dict | None``.
-
-    ``field`` is the RunResult field it fills; ``status(config, ctx)`` says whether it can run
-    (``"run"``) or why not; ``floor(ctx)`` optionally measures what it reads on signal-free data.
-    """
-
-    name: str
-    field: str
-    run: Callable
-    status: Callable = lambda config, ctx: "run"
-    floor: Callable | None = None
-
-
-AUDITS: dict[str, Audit] = {}
-
-
-def register_audit(audit: Audit) -> None:
-    AUDITS[audit.name] = audit
-
-
-def _mia_members(ctx: Context) -> int:
-    return min(len(ctx.x_private), len(ctx.x_test))
-
-
-def _mia_status(config, ctx) -> str:
-    from ..audit.membership_inference import mia_attacks_available
-
-    return ("run" if mia_attacks_available() else
-            "the membership-inference attacks need tensorflow-privacy or scikit-learn: pip install scikit-learn")
-
-
-def _mia_run(ctx: Context, method: Method, epsilon, seed, prepared: Prepared) -> float:
-    """The threshold and logistic-regression attacks (tensorflow-privacy's where it imports, else
-    tfdpmech's scikit-learn ones): the larger advantage.
-
-    Members: the first ``len(x_test)`` private records; non-members: the test set.
-    """
-    from ..audit.membership_inference import run_mia_attacks
-
-    m = _mia_members(ctx)
-    attacks = run_mia_attacks(prepared.probabilities(ctx.x_private[:m]), prepared.probabilities(ctx.x_test),
-                              ctx.y_private[:m], ctx.y_test, seed=seed)
-    return max(a["advantage"] for a in attacks.values())
-
-
-def _mia_floor(ctx: Context) -> dict:
-    from ..audit.membership_inference import mia_attack_floor
-
-    return mia_attack_floor(_mia_members(ctx), len(ctx.x_test), ctx.num_classes)
-
-
-register_audit(Audit("mia", "mia_advantage", _mia_run, _mia_status, _mia_floor))
-
-
-# The one-run canary audit (Steinke, Nasr & Jagielski 2023; tfdpmech.audit.canary_run): one extra training
-# per run with m canaries, each added to the private set with probability ½, exactly as a user would.
-def _canaries(ctx: Context):
-    def radius() -> float:  # R of the tabular feature ball
-        return TabularConfig(**getattr(ctx.config, "tabular", {}) or {}).feature_norm_bound
-
-    return run_canaries(ctx.kind, ctx.x_private.shape[1:], ctx.num_classes, canary_count(ctx.config), radius=radius)
-
-
-def _canary_run(ctx: Context, method: Method, epsilon, seed, prepared: Prepared) -> dict | None:
-    """Train ``method`` once more on the private set plus the included canaries; score; bound ε
-    (:func:`~tfdpmech.audit.canary_run.audit_one_run`). None when that training diverged."""
-
-    def train(x_in, y_in):
-        audited = dataclasses.replace(ctx, x_private=np.concatenate([ctx.x_private, x_in]),
-                                      y_private=np.concatenate([ctx.y_private, y_in]))
-        keras.utils.set_random_seed(seed)
-        run = method.prepare(audited, epsilon, seed)
-        epochs = run.epochs or ctx.config.epochs
-        _train(run, epochs, list(run.callbacks))
-        return run.probabilities, lambda: 0.0 if run.ledger is None else float(run.ledger.delta(epochs))
-
-    return audit_one_run(train, *_canaries(ctx), seed)
-
-
-register_audit(Audit("canary", "canary", _canary_run))
-
-
-# --- measuring ------------------------------------------------------------------------------------
-def device_description() -> str:
-    """``"GPU: <name>"`` when TensorFlow sees a GPU, else ``"CPU: <processor>, N cores"``."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        details = tf.config.experimental.get_device_details(gpus[0])
-        return f"GPU: {details.get('device_name', gpus[0].name)}"
-    return f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-
-
-class PeakMemory:
-    """Peak memory of a block: the GPU allocator's peak, or the growth of the process RSS over the block.
-
-    On a CPU the process RSS is sampled every ``interval`` seconds and the value reported is the
-    peak *minus the RSS at the start of the block*, so memory held by earlier runs in the same
-    process is not charged to this one (``make bench`` measures each method in a fresh process).
-    """
-
-    def __init__(self, interval: float = 0.05):
-        self.interval = interval
-        self.peak_bytes = 0
-        self._gpu = bool(tf.config.list_logical_devices("GPU"))
-
-    def __enter__(self):
-        if self._gpu:
-            tf.config.experimental.reset_memory_stats("GPU:0")
-            return self
-        import psutil
-
-        self._proc = psutil.Process()
-        self._stop = threading.Event()
-        self._start = self._peak = self._proc.memory_info().rss
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self):
-        while not self._stop.wait(self.interval):
-            self._peak = max(self._peak, self._proc.memory_info().rss)
-
-    def __exit__(self, *exc):
-        if self._gpu:
-            self.peak_bytes = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
-        else:
-            self._stop.set()
-            self._thread.join()
-            self._peak = max(self._peak, self._proc.memory_info().rss)
-            self.peak_bytes = int(self._peak - self._start)
-        return False
-
-    @property
-    def kind(self) -> str:
-        return "gpu_allocator_peak" if self._gpu else "process_rss_growth"
-
-
-class EpochRecorder(keras.callbacks.Callback):
-    """Train time of every epoch, and test accuracy (argmax of ``scores(x_test)``) every ``every`` epochs.
-
-    The evaluation time is not counted in the epoch's time.
-    """
-
-    def __init__(self, x_test, labels, scores: Callable, on_epoch: Callable[[int, float], None] | None = None,
-                 every: int = 1):
-        super().__init__()
-        self.x_test, self.labels, self.scores, self.on_epoch = x_test, labels, scores, on_epoch
-        self.every = max(int(every), 1)
-        self.seconds: list[float] = []
-        self.accuracy: list[float] = []
-        self.epochs: list[int] = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(time.perf_counter() - self._start)
-        if (epoch + 1) % self.every:
-            return
-        self.epochs.append(epoch + 1)
-        self.accuracy.append(float(np.mean(np.argmax(self.scores(self.x_test), axis=-1) == self.labels)))
-        if self.on_epoch:
-            self.on_epoch(epoch + 1, self.accuracy[-1])
-
-
 def _ledger_fields(ledger, epochs: int) -> dict:
     if ledger is None:
         return dict(epsilon_claimed=None, epsilon_provable=None, delta=0.0, ledger=None,
@@ -353,15 +182,6 @@ def _notes(prepared: Prepared, ctx: Context, method: Method, seed: int) -> dict:
     return notes
 
 
-def _train(prepared: Prepared, epochs: int, callbacks: list) -> None:
-    if prepared.fit is not None:
-        model = prepared.fit(epochs, callbacks)
-        if model is not None:
-            prepared.model = model
-    elif prepared.train is not None:
-        prepared.model.fit(prepared.train, epochs=epochs, verbose=0, callbacks=callbacks)
-
-
 def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_epoch=None) -> RunResult:
     """Prepare, train and measure one run of ``method`` at target ``epsilon`` with ``seed``."""
     config = ctx.config
@@ -376,7 +196,7 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
                                  None if on_epoch is None else lambda e, acc: on_epoch(e, epochs, acc),
                                  every=-(-epochs // 20))
         trained = time.perf_counter()
-        _train(prepared, epochs, [*prepared.callbacks, recorder])
+        prepared.train_for(epochs, [*prepared.callbacks, recorder])
         train_seconds = time.perf_counter() - trained
     probabilities = prepared.probabilities(ctx.x_test)
     diverged = not bool(np.isfinite(probabilities).all())
@@ -429,7 +249,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
             status = AUDITS[name].status(config, ctx)
             audit_report.setdefault(name, {"status": status, "floor": {}})
             if name == "mia" and status == "run":
-                from ..audit.membership_inference import mia_implementation
+                from ..audit.mia_run import mia_implementation
 
                 audit_report[name]["implementation"] = mia_implementation()
             if status == "run":

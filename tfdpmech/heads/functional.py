@@ -46,17 +46,20 @@ import tensorflow as tf
 
 from ..accounting.ledger import PrivacyLedger, Release
 from ..contract import ClosedFormMechanism, release
-from ..mechanisms.adlm.taylor_cross_entropy import PHI2, TaylorCrossEntropy
+from ..mechanisms.adlm.taylor_cross_entropy import PHI2
 from ..noise import gaussian, laplace, make_rng
 from ..released_data import array_fingerprint
 from ..validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
 )
 from ..features.extractor import check_extractor_or_none
-from ..accounting.gaussian import gaussian_sigma, laplace_scale
 from . import streaming
-from .feature_map import FeatureMap, feature_map
-from .sensitivity import gaussian_sensitivity, laplace_sensitivity
+from .feature_map import feature_map
+from .functional_calibration import functional_calibration
+from .functional_model import functional_head_model, trainable_head
+from .functional_statistics import (
+    default_ridge, functional_statistics, project_psd, pseudo_records, symmetric_from_triangle,
+)
 
 __all__ = ["FunctionalHead", "MECHANISMS", "DEFAULT_QUADRATIC_WEIGHT", "functional_statistics", "project_psd", "default_ridge",
            "StatisticsReleasedError"]
@@ -70,38 +73,6 @@ DEFAULT_QUADRATIC_WEIGHT = {"laplace": 0.3, "gaussian": 1.0}
 
 class StatisticsReleasedError(ValueError, RuntimeError):
     """The head's statistics were already released once; a second release would need a new budget."""
-
-
-def functional_statistics(p, y) -> tuple:
-    """Exact ``S1 = pᵀ(½ − Y)`` (d × C) and ``S2 = pᵀp`` (d × d), float64. Never released as is."""
-    p = np.asarray(p, dtype=np.float64)
-    return p.T @ (0.5 - np.asarray(y, dtype=np.float64)), p.T @ p
-
-
-def project_psd(m, floor: float = 0.0) -> np.ndarray:
-    """Symmetrise and raise eigenvalues below ``floor`` to it (post-processing of a released matrix)."""
-    m = np.asarray(m, dtype=np.float64)
-    m = 0.5 * (m + m.T)
-    vals, vecs = np.linalg.eigh(m)
-    return (vecs * np.maximum(vals, floor)) @ vecs.T
-
-
-def default_ridge(noise_std: float, dim: int, n: int) -> float:
-    """``ρ = max(½·√d·s, 10⁻³·n)``: public quantities only (S2's noise std s, the dimension d, n).
-
-    ``2√d·s`` is about the spectral norm of a symmetric d×d noise matrix with entry std s; a
-    quarter of it was the best of {¼, ½, 1, 2}× on a simulation that used public records only
-    (features trained on 600 public images, the head fitted on 200 others with ε scaled by
-    n/200 so the relative noise matches, accuracy on the last 200 public images). The floor
-    10⁻³·n keeps the solve stable when the noise is tiny (n is public under replace-one DP).
-    """
-    return max(0.5 * math.sqrt(dim) * float(noise_std), 1e-3 * float(n))
-
-
-def _symmetric_from_triangle(tri: np.ndarray, d: int) -> np.ndarray:
-    out = np.zeros((d, d))
-    out[np.triu_indices(d)] = tri
-    return out + np.triu(out, 1).T
 
 
 class FunctionalHead(ClosedFormMechanism):
@@ -251,7 +222,7 @@ class FunctionalHead(ClosedFormMechanism):
         strategy = streaming.check_strategy(strategy)
         if isinstance(x, tf.data.Dataset) or strategy is not None:
             cap = streaming.DEFAULT_MAX_RECORDS if max_records is None else check_positive_int(max_records, "max_records")
-            return self._fit_stream(x, y, strategy, cap)
+            return streaming.fit_stream(self, x, y, strategy, cap)
         y = check_labels(y, "y", num_classes=self.num_classes).astype(np.float64)
         x_arr = check_array(x, "x", ndim_min=2)
         if len(x_arr) != len(y):
@@ -277,41 +248,6 @@ class FunctionalHead(ClosedFormMechanism):
         del p, y
         return self._release_and_solve(s1, s2, n, d_real, started, features_done)
 
-    def _fit_stream(self, x, y, strategy, max_records: int):
-        """:meth:`fit` on a ``tf.data.Dataset`` and/or under a ``tf.distribute`` strategy."""
-        if isinstance(x, tf.data.Dataset):
-            if y is not None:
-                raise ValueError("y must be None when x is a tf.data.Dataset: the dataset yields (x, y) batches; pass "
-                                 "tf.data.Dataset.from_tensor_slices((x, y)).batch(1024) alone")
-            dataset = x
-        else:  # arrays under a strategy: the same distributed pass (one release, on the chief)
-            if y is None:
-                raise ValueError("y (the labels) is required when x is an array")
-            x_arr = check_array(x, "x", ndim_min=2)
-            y_arr = check_array(y, "y")
-            if len(x_arr) != len(y_arr):
-                raise ValueError(f"x has {len(x_arr)} records but y has {len(y_arr)}; pass one label per record")
-            dataset = tf.data.Dataset.from_tensor_slices((x_arr, y_arr)).batch(streaming.DEFAULT_RECORDS_PER_REPLICA)
-        started = time.perf_counter()
-        if strategy is None:
-            s1, s2, n, d_real = streaming.stream_statistics(self, dataset, max_records=max_records)
-            return self._release_and_solve(s1, s2, n, d_real, started, time.perf_counter())
-        s1, s2, n, d_real = streaming.distributed_statistics(self, dataset, strategy, max_records=max_records)
-        done = time.perf_counter()
-        if streaming.is_chief(strategy):
-            self._release_and_solve(s1, s2, n, d_real, started, done, finish=False)
-            streaming.broadcast_from_chief(strategy, [self._s1_bar, self._s2_bar], True)
-        else:  # no noise drawn, nothing recorded here: receive the chief's release (post-processing)
-            del s1, s2
-            d = d_real + 1
-            self._s1_bar, self._s2_bar = streaming.broadcast_from_chief(
-                strategy, [np.zeros((d, self.num_classes)), np.zeros((d, d))], False)
-            _, _, noise_std, _ = self._calibration(d_real)
-            self.n, self.num_features = n, d
-            self.ridge = self._ridge_for(noise_std, d, n)
-            self.received_release = True
-        return self._solve_and_build(started, done)
-
     def _ridge_for(self, noise_std: float, d: int, n: int) -> float:
         """ρ from public quantities: the given ridge, ``ridge_per_record·n``, or the default rule."""
         if self._ridge_per_record is not None:  # pCDBN's head: ρ relative to n, known after a streamed pass
@@ -322,30 +258,8 @@ class FunctionalHead(ClosedFormMechanism):
 
     def _calibration(self, d_real: int):
         """``(sensitivity, noise scale, noise std, basis)`` of the release for ``d_real`` features (public)."""
-        if self.mechanism == "laplace":
-            sens = laplace_sensitivity(d_real, self.num_classes, quadratic_weight=self.quadratic_weight)
-            scale = laplace_scale(sens, self.epsilon)
-            noise_std = math.sqrt(2.0) * scale
-            basis = (
-                f"Laplace mechanism (Dwork et al. 2006) on (vec S1, upper triangle of S2) of the order-2 Taylor "
-                f"cross-entropy (functional mechanism, Zhang et al. PVLDB 2012): features in [0, 1] plus bias 1, "
-                f"λ={self.quadratic_weight:g} on S2, replace-one L1 sensitivity Δ₁ = 2 + d'·max(C/2, 2) + λ·d'(d'+3)/2 = {sens:g} "
-                f"(d'={d_real}, C={self.num_classes}; "
-                "tfdpmech.heads.sensitivity); released once; PSD projection, ridge and solve are post-processing"
-            )
-        else:
-            sens = gaussian_sensitivity(self.num_classes, nonnegative=self.nonnegative,
-                                        quadratic_weight=self.quadratic_weight)
-            scale = gaussian_sigma(sens, self.epsilon, self.delta)
-            noise_std = scale
-            basis = (
-                f"Gaussian mechanism on (vec S1, upper triangle of S2) of the order-2 Taylor cross-entropy: each "
-                f"feature vector, bias included, clipped to L2 norm ≤ 1; joint replace-one L2 sensitivity "
-                f"Δ₂ = {sens:.6g} (λ={self.quadratic_weight:g} on S2, C={self.num_classes}, {'non-negative' if self.nonnegative else 'any-sign'} "
-                "features; tfdpmech.heads.sensitivity); σ from dp_accounting's exact Gaussian privacy curve "
-                "(analytic Gaussian); released once; PSD projection, ridge and solve are post-processing"
-            )
-        return sens, scale, noise_std, basis
+        return functional_calibration(self.mechanism, self.epsilon, self.delta, d_real, self.num_classes,
+                                      quadratic_weight=self.quadratic_weight, nonnegative=self.nonnegative)
 
     def _release_and_solve(self, s1, s2, n: int, d_real: int, started: float, features_done: float, *,
                            finish: bool = True):
@@ -358,7 +272,7 @@ class FunctionalHead(ClosedFormMechanism):
         noise2 = draw(scale, (len(tri[0]),), self._rng)
         lam = self.quadratic_weight
         s1_bar = s1 + noise1
-        s2_bar = (lam * s2 + _symmetric_from_triangle(noise2, d)) / lam  # released λ·S2, rescaled (post-processing)
+        s2_bar = (lam * s2 + symmetric_from_triangle(noise2, d)) / lam  # released λ·S2, rescaled (post-processing)
         del s1, s2, noise1, noise2
         ridge = self._ridge_for(noise_std, d, n)
         self._s1_bar, self._s2_bar, self.n, self.num_features, self.ridge = s1_bar, s2_bar, n, d, ridge
@@ -427,21 +341,12 @@ class FunctionalHead(ClosedFormMechanism):
             ``(x, y)``: float32 ``(d, d)`` inputs and ``(d, C, 3)`` coefficient targets.
         """
         self._need_release()
-        vals, vecs = np.linalg.eigh(self._quadratic() / self.n)
-        vals = np.maximum(vals, np.finfo(np.float64).tiny)
-        x = (vecs * np.sqrt(vals)).T
-        t = (vecs.T @ (self._s1_bar / self.n)) / np.sqrt(vals)[:, None]
-        coeffs = np.zeros((self.num_features, self.num_classes, 3))
-        coeffs[..., 1] = t
-        coeffs[..., 2] = PHI2
-        return x.astype(np.float32), coeffs.astype(np.float32)
+        return pseudo_records(self._quadratic(), self._s1_bar, self.n)
 
     def trainable_head(self, name: str = "functional_head_trainable") -> keras.Model:
         """``Input(d) → Dense(C, use_bias=False)`` compiled-ready for :meth:`pseudo_records`."""
         self._need_release()
-        return keras.Sequential([keras.Input((self.num_features,)),
-                                 keras.layers.Dense(self.num_classes, use_bias=False, kernel_initializer="zeros",
-                                                    name="functional_head")], name=name)
+        return trainable_head(self.num_features, self.num_classes, name=name)
 
     def check_features_unchanged(self) -> None:
         """Refuse an extractor (or its frozen copy, which the head's model holds) whose weights changed
@@ -468,19 +373,7 @@ class FunctionalHead(ClosedFormMechanism):
         w = self.kernel if kernel is None else np.asarray(kernel, dtype=np.float64)
         if w.shape != (self.num_features, self.num_classes):
             raise ValueError(f"kernel must have shape {(self.num_features, self.num_classes)}, got {w.shape}")
-        if self.features is not None:  # the frozen copy's own graph (calling it on a new Input would retrace it)
-            inp, h = self.features.frozen.inputs[0], self.features.frozen.outputs[0]
-        else:
-            inp = keras.Input((self.num_features - 1,))
-            h = inp
-        h = FeatureMap(clip_norm=self.mechanism == "gaussian", name="feature_map")(h)
-        dense = keras.layers.Dense(self.num_classes, use_bias=False, name="functional_head")
-        out = dense(h)
-        dense.set_weights([w.astype(np.float32)])
-        model = keras.Model(inp, out, name=name)
-        model.trainable = False
-        model.compile(loss=TaylorCrossEntropy(), metrics=["categorical_accuracy"])
-        return model
+        return functional_head_model(self.features, w, clip_norm=self.mechanism == "gaussian", name=name)
 
     def predict(self, x, batch_size: int = 512) -> np.ndarray:
         """Logits of :attr:`model` on ``x`` (after checking the extractor is unchanged)."""

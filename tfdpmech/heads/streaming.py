@@ -31,15 +31,17 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 
 import numpy as np
 import tensorflow as tf
 
 from ..distribute import SUPPORTED_STRATEGIES, check_strategy, is_chief
+from ..validation import check_array
 from .feature_map import feature_map
 from .stream_end import DEFAULT_MAX_RECORDS, check_finite_dataset, check_record_count
 
-__all__ = ["check_finite_dataset", "check_strategy", "stream_statistics", "distributed_statistics", "is_chief",
+__all__ = ["check_finite_dataset", "check_strategy", "stream_statistics", "distributed_statistics", "fit_stream", "is_chief",
            "SUPPORTED_STRATEGIES", "DEFAULT_RECORDS_PER_REPLICA", "DEFAULT_MAX_RECORDS", "check_record_count"]
 
 DEFAULT_RECORDS_PER_REPLICA = 4096  # records per replica per step of the distributed pass (no effect on privacy)
@@ -354,3 +356,40 @@ def broadcast_from_chief(strategy, arrays, chief: bool):
         per_replica = strategy.experimental_distribute_values_from_function(fn)
         out.append(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None).numpy())
     return out
+
+
+def fit_stream(head, x, y, strategy, max_records: int):
+    """:meth:`~tfdpmech.heads.FunctionalHead.fit` of ``head`` on a ``tf.data.Dataset`` and/or under a
+    ``tf.distribute`` strategy: the statistics of the whole pass, then the one release (on the chief)."""
+    if isinstance(x, tf.data.Dataset):
+        if y is not None:
+            raise ValueError("y must be None when x is a tf.data.Dataset: the dataset yields (x, y) batches; pass "
+                             "tf.data.Dataset.from_tensor_slices((x, y)).batch(1024) alone")
+        dataset = x
+    else:  # arrays under a strategy: the same distributed pass (one release, on the chief)
+        if y is None:
+            raise ValueError("y (the labels) is required when x is an array")
+        x_arr = check_array(x, "x", ndim_min=2)
+        y_arr = check_array(y, "y")
+        if len(x_arr) != len(y_arr):
+            raise ValueError(f"x has {len(x_arr)} records but y has {len(y_arr)}; pass one label per record")
+        dataset = tf.data.Dataset.from_tensor_slices((x_arr, y_arr)).batch(DEFAULT_RECORDS_PER_REPLICA)
+    started = time.perf_counter()
+    if strategy is None:
+        s1, s2, n, d_real = stream_statistics(head, dataset, max_records=max_records)
+        return head._release_and_solve(s1, s2, n, d_real, started, time.perf_counter())
+    s1, s2, n, d_real = distributed_statistics(head, dataset, strategy, max_records=max_records)
+    done = time.perf_counter()
+    if is_chief(strategy):
+        head._release_and_solve(s1, s2, n, d_real, started, done, finish=False)
+        broadcast_from_chief(strategy, [head._s1_bar, head._s2_bar], True)
+    else:  # no noise drawn, nothing recorded here: receive the chief's release (post-processing)
+        del s1, s2
+        d = d_real + 1
+        head._s1_bar, head._s2_bar = broadcast_from_chief(
+            strategy, [np.zeros((d, head.num_classes)), np.zeros((d, d))], False)
+        _, _, noise_std, _ = head._calibration(d_real)
+        head.n, head.num_features = n, d
+        head.ridge = head._ridge_for(noise_std, d, n)
+        head.received_release = True
+    return head._solve_and_build(started, done)

@@ -1,4 +1,5 @@
-"""Keras layers of tfdpmech.
+"""Generic Keras layers, one per module (batch min/max, batch statistics, bounded LRN, unit clip), and the
+papers' layers offered here too.
 
 The generic layers are defined here; the papers' layers live in their paper's subpackage and are
 offered here too (resolved on first access, see :mod:`tfdpmech._lazy`):

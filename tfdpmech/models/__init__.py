@@ -1,4 +1,5 @@
-"""Every model builder of the package.
+"""Every model builder of the package: the MNIST networks and baselines defined here, and the papers'
+own models offered here too.
 
 * :mod:`.mnist`: AdLM's MNIST networks (``mnist_cnn``, ``mlp``) and the standard-layer
   ``standard_cnn`` / ``standard_mlp`` (non-private baseline, DP-SGD).

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tfdpmech import AdLM, ILM, models
-from tfdpmech.accounting.dpsgd import NotCertifiableError
+from tfdpmech.accounting.sigma_search import NotCertifiableError
 from tfdpmech.mechanisms.adlm import provable_epsilon_per_record
 from tfdpmech.mechanisms.adlm.per_record_budget import largest_certified_batch
 from tfdpmech.mechanisms.afrrs import AFRRS

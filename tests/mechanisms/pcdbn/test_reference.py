@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tfdpmech.mechanisms.pcdbn import reference as pr
+from tfdpmech.mechanisms.pcdbn import reference_steps as steps
 
 
 def tiny(n=24, seed=0):
@@ -17,8 +18,8 @@ def tiny(n=24, seed=0):
 def test_chebyshev7_is_the_codes_polynomial():
     x = np.linspace(-1, 1, 11)
     expect = (-5 * x**7 + 21 * x**5 - 35 * x**3 + 35 * x + 16) / 32
-    np.testing.assert_allclose(pr.chebyshev7(x).numpy(), expect, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(pr.dp_chebyshev(x, np.zeros(5), 800.0).numpy(), expect, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(steps.chebyshev7(x).numpy(), expect, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(steps.dp_chebyshev(x, np.zeros(5), 800.0).numpy(), expect, rtol=1e-5, atol=1e-6)
 
 
 def test_chebyshev7_gradient_is_finite_at_zero():
@@ -27,7 +28,7 @@ def test_chebyshev7_gradient_is_finite_at_zero():
     x = tf.constant([0.0, 0.5, -0.5])
     with tf.GradientTape() as tape:
         tape.watch(x)
-        y = tf.reduce_sum(pr.dp_chebyshev(x, np.full(5, 1e-3), 800.0))
+        y = tf.reduce_sum(steps.dp_chebyshev(x, np.full(5, 1e-3), 800.0))
     grad = tape.gradient(y, x).numpy()
     assert np.all(np.isfinite(grad))
     np.testing.assert_allclose(grad[0], (35 + 800.0 * 1e-3) / 32, rtol=1e-5)
@@ -36,38 +37,38 @@ def test_chebyshev7_gradient_is_finite_at_zero():
 def test_coefficient_noise_scaled_by_batch_delta():
     x = np.array([0.3])
     noise = np.array([1.0, 0, 0, 0, 0])
-    got = pr.dp_chebyshev(x, noise, 2.0).numpy()
+    got = steps.dp_chebyshev(x, noise, 2.0).numpy()
     expect = ((-5 + 2.0) * 0.3**7 + 21 * 0.3**5 - 35 * 0.3**3 + 35 * 0.3 + 16) / 32
     assert got[0] == pytest.approx(expect, rel=1e-5)
-    draws = pr.draw_coefficient_noise(0.5, 100, np.random.default_rng(0))
+    draws = steps.draw_coefficient_noise(0.5, 100, np.random.default_rng(0))
     assert draws.shape == (5,)
 
 
 def test_batch_delta_follows_get_delta():
     x, _ = tiny(4)
-    d = float(pr.batch_delta(tf.constant(x), (5, 5, 1, 32)))
+    d = float(steps.batch_delta(tf.constant(x), (5, 5, 1, 32)))
     ones = tf.ones((5, 5, 1, 32))
     a = tf.nn.conv2d(x, ones, 2, "SAME") + 1.0
-    h = np.clip(pr.chebyshev7(a / tf.reduce_max(a)).numpy(), 0, 1)
+    h = np.clip(steps.chebyshev7(a / tf.reduce_max(a)).numpy(), 0, 1)
     expect = 2 * np.abs(h.sum(axis=(1, 2))).max() + 2 * np.abs(x.sum(axis=(1, 2))).max()
     assert d == pytest.approx(expect, rel=1e-5)
 
 
 def test_output_noise_scale():
-    assert pr.output_noise_scale(0.2, 3600) == pytest.approx(1812.5 / 720)
-    assert pr.output_noise_scale(0.5, 3600) == pytest.approx(1.00694, rel=1e-4)
+    assert steps.output_noise_scale(0.2, 3600) == pytest.approx(1812.5 / 720)
+    assert steps.output_noise_scale(0.5, 3600) == pytest.approx(1.00694, rel=1e-4)
 
 
 def test_feature_noise_shared_by_the_batch_and_redrawn():
     gen = tf.random.Generator.from_seed(0)
-    a, b = pr.draw_feature_noise(1.0, 25, gen), pr.draw_feature_noise(1.0, 25, gen)
+    a, b = steps.draw_feature_noise(1.0, 25, gen), steps.draw_feature_noise(1.0, 25, gen)
     assert a.shape == (25,) and not np.allclose(a, b)
 
 
 def test_decode_shape_and_range():
     h = tf.random.uniform((2, 14, 14, 32))
     k = tf.random.normal((5, 5, 1, 32))
-    v = pr.decode(h, k, (28, 28)).numpy()
+    v = steps.decode(h, k, (28, 28)).numpy()
     assert v.shape == (2, 28, 28, 1) and v.min() >= 0 and v.max() <= 1
 
 

@@ -1,6 +1,7 @@
 """AdLM and ILM (Phan et al., ICDM'17): adaptive (or uniform) Laplace noise drawn once, before training.
 
 * :mod:`.mechanism`: :class:`AdLM`, :class:`ILM`.
+* :mod:`.perturbation`: the once-only noise draws (lines 13–19); :mod:`.releases`: their ledger entries.
 * :mod:`.private_data`: :class:`PrivateData` (the released data), ``AdLMBudget`` (the callback).
 * :mod:`.sensitivity`: Δ_h0 policies, the per-record ε, and the model checks they rest on.
 * :mod:`.reference`: :class:`AdLMReference`, :class:`ILMReference`, the authors' public code path

@@ -38,17 +38,19 @@ import math
 import keras
 import numpy as np
 
-from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...contract import Mechanism, PreparedFit, check_proven_mode, release
+from ...accounting.ledger import PrivacyLedger, ledger_or_new
+from ...contract import Mechanism, PreparedFit, check_proven_mode
 from ...metrics import taylor_accuracy
-from ...noise import laplace, make_rng
+from ...noise import make_rng
 from ...released_data import ReleasedData, array_fingerprint
 from .allocation import BudgetAllocation, get_allocation
 from .input_noise import InputNoise
 from .per_record_budget import check_per_record_target
+from .perturbation import perturb_bias, perturb_coefficients, perturb_features
 from .perturbed_bias import PerturbedBias
 from .private_relevance import private_relevance
-from .taylor_cross_entropy import TaylorCrossEntropy, taylor_coefficients
+from .releases import record_releases
+from .taylor_cross_entropy import TaylorCrossEntropy
 from ...validation import (
     check_batch_size,
     check_budget_split,
@@ -70,7 +72,6 @@ __all__ = ["AdLM", "ILM", "PrivateData", "AdLMBudget", "NOISE_MODES", "MODES"]
 
 NOISE_MODES = ("per_example_frozen", "shared_frozen", "shared_per_step")
 MODES = ("private",)  # the authors' code path is AdLMReference / ILMReference
-PHI2_FLOOR = 1e-3  # a negative ϕ̄^(2) makes Eq. 25's quadratic unbounded below; the clamp is post-processing
 
 
 class AdLM(Mechanism):
@@ -250,15 +251,15 @@ class AdLM(Mechanism):
         scales = delta_h0 / (self.batch_size * beta * self.eps2)  # lines 12-13
         self._check_target(inputs=float(np.sum(1.0 / scales)))  # the per-record ε the ledger will record
 
-        x_bar = self._perturb_features(x, scales, model)
-        self._perturb_bias(model, delta_h0)
-        phi_bar = self._perturb_coefficients(y, delta_f)
+        x_bar = perturb_features(self, x, scales, model)
+        perturb_bias(self, model, delta_h0)
+        phi_bar = perturb_coefficients(self, y, delta_f)
         fingerprint = array_fingerprint(np.concatenate([x_bar.ravel()[:4096], phi_bar.ravel()[:4096]]))
         self.released = ReleasedData(
             (x_bar, phi_bar), source=f"{type(self).__name__}.perturb",
             fix="train on PrivateData.to_dataset() (or its x_bar and phi_bar) only",
         )
-        self._record_releases(n, int(np.prod(feature_shape)), beta, scales, delta_h0, delta_f, fingerprint)
+        record_releases(self, n, int(np.prod(feature_shape)), beta, scales, delta_h0, delta_f, fingerprint)
         return PrivateData(x_bar, phi_bar, self.batch_size, self.noise_mode, fingerprint, bool(drop_remainder))
 
     def _checked_inputs(self, x, y, model, drop_remainder):
@@ -318,91 +319,6 @@ class AdLM(Mechanism):
                 "bias_noise=True needs a PerturbedBias layer after the first affine layer "
                 "(Conv2D/Dense with use_bias=False); use tfdpmech.models.mnist_cnn or pass bias_noise=False"
             )
-
-    def _perturb_features(self, x, scales, model) -> np.ndarray:
-        if self.noise_mode == "shared_per_step":
-            noise_layers = [layer for layer in model.layers if isinstance(layer, InputNoise)]
-            if not noise_layers:
-                raise ValueError(
-                    "noise_mode='shared_per_step' needs an InputNoise layer in the model; "
-                    "build it with tfdpmech.models.mnist_cnn(input_noise=True)"
-                )
-            noise_layers[0].scales.assign(scales.reshape(noise_layers[0].feature_shape).astype(np.float32))
-            noise_layers[0].clip = self.clip_noisy_inputs
-            return x.astype(np.float32, copy=True)
-        shape = x.shape if self.noise_mode == "per_example_frozen" else x.shape[1:]
-        x_bar = x + laplace(scales, shape, self._rng)  # line 13
-        if self.clip_noisy_inputs is not None:
-            x_bar = np.clip(x_bar, *self.clip_noisy_inputs)
-        return x_bar.astype(np.float32)
-
-    def _perturb_bias(self, model, delta_h0) -> None:
-        layers = [layer for layer in model.layers if isinstance(layer, PerturbedBias)]
-        if not layers:
-            if self.bias_noise:
-                raise ValueError(
-                    "bias_noise=True needs a PerturbedBias layer after the first affine layer "
-                    "(Conv2D/Dense with use_bias=False); use tfdpmech.models.mnist_cnn or pass bias_noise=False"
-                )
-            return
-        layer = layers[0]
-        b_bar = np.ones(layer.units)
-        if self.bias_noise:
-            b_bar += laplace(delta_h0 / (self.batch_size * self.eps2), layer.units, self._rng)  # line 14
-        layer.b_bar.assign(b_bar.astype(np.float32))
-
-    def _perturb_coefficients(self, y, delta_f) -> np.ndarray:
-        phi = taylor_coefficients(y).astype(np.float64)
-        orders = list(self.perturb_orders)
-        scale = delta_f / (self.batch_size * self.eps3)  # lines 18-19
-        shape = (phi.shape[0], phi.shape[1], len(orders))
-        if self.noise_mode != "per_example_frozen":
-            shape = shape[1:]  # one draw per class and order, shared by all records
-        phi[..., orders] += laplace(scale, shape, self._rng)
-        if 2 in orders:
-            phi[..., 2] = np.maximum(phi[..., 2], PHI2_FLOOR)  # post-processing, keeps the loss bounded below
-        return phi.astype(np.float32)
-
-    # Ledger -----------------------------------------------------------------------------------
-    def _record_releases(self, n, d, beta, scales, delta_h0, delta_f, fingerprint) -> None:
-        per_record = self.noise_mode == "per_example_frozen"
-        reproduction = not per_record
-        common = {"noise_mode": self.noise_mode, "batch_size": self.batch_size, "n": n,
-                  "records_dropped_per_epoch": n % self.batch_size,
-                  "allocation": self.allocation_name, "fingerprint": fingerprint}
-        # features: per record, Σ_j c_j / b_j with c_j = 1 (x in [0, 1]) = |L|·ε2·Σβ/Δ_h0
-        feat_provable = float(np.sum(1.0 / scales)) if per_record else None
-        feat_basis = (
-            "Laplace mechanism on each record's features (range 1 per feature); the model is "
-            "post-processing of x̄" if per_record else
-            "none: a noise draw shared by all records is revealed by one known record; "
-            "Lemma 4 (Eqs. 19-21) bounds only the batch sum; see docs/mechanisms/adlm.md"
-        )
-        release(self.ledger, Release(
-            component="first_layer_inputs", mechanism="laplace", epsilon_claimed=self.eps2,
-            neighbours="replace_one", protects="record",
-            epsilon_provable=feat_provable, basis=feat_basis, sensitivity=delta_h0,
-            noise_scale=float(np.min(scales)), per_epoch=self.noise_mode == "shared_per_step",
-            reproduction=reproduction,
-            details={**common, "delta_h0_policy": self.delta_h0_policy, "scale_min": float(np.min(scales)),
-                     "scale_max": float(np.max(scales)), "beta_sum": float(beta.sum()),
-                     "bias_noise": self.bias_noise, "clip_noisy_inputs": self.clip_noisy_inputs,
-                     **self.sensitivities},
-        ))
-        coef_scale = delta_f / (self.batch_size * self.eps3)
-        # labels: replacing a record moves ϕ^(1) = 1/2 - y by 1 in two classes (L1 = 2)
-        coef_provable = 2.0 / coef_scale if per_record else None
-        release(self.ledger, Release(
-            component="loss_coefficients", mechanism="laplace", epsilon_claimed=self.eps3,
-            neighbours="replace_one", protects="record",
-            epsilon_provable=coef_provable,
-            basis=("Laplace mechanism on each record's label coefficients, L1 sensitivity 2 "
-                   "(orders 0 and 2 do not depend on the data)") if per_record else
-                  "none: coefficient noise shared by all records is data-independent (Lemma 6, App. E, "
-                  "bounds only the batch aggregate)",
-            sensitivity=delta_f, noise_scale=coef_scale, reproduction=reproduction,
-            details={**common, "perturb_orders": list(self.perturb_orders)},
-        ))
 
     def prepare(self, model, x=None, y=None, *, relevance_model=None, optimizer="adam", metrics=(taylor_accuracy,),
                 drop_remainder: bool = False, shuffle_seed=None, verbose: int = 1) -> PreparedFit:

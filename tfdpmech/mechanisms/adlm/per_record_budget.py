@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from ...accounting.display import epsilon_upper
-from ...accounting.dpsgd import NotCertifiableError
+from ...accounting.sigma_search import NotCertifiableError
 
 __all__ = ["largest_certified_batch", "check_per_record_target"]
 

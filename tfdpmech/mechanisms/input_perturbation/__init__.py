@@ -3,6 +3,7 @@
 * :mod:`.mechanism`: :class:`InputPerturbation`.
 * :mod:`.assumptions`: :class:`InputPerturbationAssumptions` (theorem, constants, conventions, strictness).
 * :mod:`.calibration`: the paper's σ of Theorems 1 / 3 and its accountant (claimed).
+* :mod:`.feature_release`: the ledger entry of the one feature release (claimed or proven).
 * :mod:`.constants`: constants of L2-regularised logistic regression from public quantities.
 * :mod:`.records`: clipping to the public bound, client-side noise, randomized labels.
 * :mod:`.training`: the T-step full-batch recipe (:class:`InputPerturbationBudget`, :func:`fit_dp_erm`).

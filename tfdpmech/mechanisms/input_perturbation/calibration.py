@@ -10,8 +10,11 @@ of :mod:`tfdpmech.accounting.gaussian`.
 from __future__ import annotations
 
 import math
+import warnings
 
-from ...validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
+from ...validation import (
+    check_batch_size, check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real,
+)
 
 __all__ = [
     "CONDITIONS",
@@ -19,6 +22,7 @@ __all__ = [
     "curvature_factor",
     "sigma_input_perturbation",
     "epsilon_paper_accountant",
+    "paper_shape",
 ]
 
 CONDITIONS = ("strong_convexity", "pl")
@@ -129,3 +133,29 @@ def epsilon_paper_accountant(sigma, delta, n, t, G, curvature, *, kappa: float =
         return 0.0
     K = 2.0 * t * G**2 / (n * (n - 1) * kappa * factor * sigma**2)  # Eqs. 24-31 with C >= κ√Δ
     return K + 2.0 * math.sqrt(K * math.log(1.0 / delta))
+
+
+def paper_shape(n: int, epochs: int, batch_size, *, strict: bool) -> tuple[int, int]:
+    """``(n, T)`` that Theorems 1 / 3 see: ``(n, epochs)`` for full-batch descent (``batch_size`` None or >= n).
+
+    A mini-batch is outside the proof: refused when ``strict``, else extrapolated with a warning
+    (n -> batch_size in n(n-1), T -> all optimizer steps).
+
+    Raises:
+        ValueError: a mini-batch with ``strict``, or a batch_size larger than n.
+    """
+    if batch_size is None:
+        return n, epochs
+    check_batch_size(batch_size, n=n)
+    if batch_size >= n:
+        return n, epochs
+    message = (
+        f"batch_size={batch_size} < n={n}: the paper's proof is for full-batch gradient descent; pass "
+        "batch_size=None (full batch) or assumptions=InputPerturbationAssumptions(strict=False) to "
+        "extrapolate (n -> batch_size in n(n-1), T -> all "
+        "optimizer steps, an extrapolation Theorem 1 does not cover)"
+    )
+    if strict:
+        raise ValueError(message)
+    warnings.warn(message, UserWarning, stacklevel=4)
+    return max(batch_size, 2), epochs * -(-n // batch_size)

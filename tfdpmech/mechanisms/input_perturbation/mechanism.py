@@ -29,9 +29,9 @@ Gaussian mechanism with L2 sensitivity 2R (replace-one inside the R-ball), accou
 public unless ``label_epsilon`` randomizes them (k-ary randomized response).
 
 The pieces: :mod:`.calibration` (Theorems 1 / 3), :mod:`.constants` (logistic-regression constants),
-:mod:`.records` (clipping, labels), :mod:`.training` (the T-step recipe), and
-:mod:`tfdpmech.accounting.gaussian` (the proven per-record Gaussian calibration; ``dp_accounting`` is
-imported on use).
+:mod:`.records` (clipping, labels), :mod:`.feature_release` (the ledger entry), :mod:`.training` (the
+T-step recipe), and :mod:`tfdpmech.accounting.gaussian` (the proven per-record Gaussian calibration;
+``dp_accounting`` is imported on use).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import warnings
 import keras
 import numpy as np
 
-from ...accounting.gaussian import ACCOUNTANTS, local_gaussian_epsilon, require_dp_accounting, sigma_local_gaussian
-from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ...accounting.gaussian import ACCOUNTANTS, sigma_local_gaussian
+from ...accounting.ledger import PrivacyLedger, ledger_or_new
 from ...contract import Mechanism, PreparedFit, release
 from .models import linear_model, paper_mlp
 from ...noise import gaussian, make_rng
@@ -50,7 +50,6 @@ from ...released_data import array_fingerprint
 from ...validation import (
     ReleasedData,
     check_array,
-    check_batch_size,
     check_choice,
     check_delta,
     check_epsilon,
@@ -63,9 +62,11 @@ from .calibration import (
     curvature_factor,
     epsilon_paper_accountant,
     paper_constant,
+    paper_shape,
     sigma_input_perturbation,
 )
 from .constants import logistic_constants
+from .feature_release import feature_release
 from .records import check_labels_in_classes, clip_rows, randomized_response
 from .training import InputPerturbationBudget, fit_dp_erm
 
@@ -73,14 +74,6 @@ __all__ = ["MODES", "NOISE_STRUCTURES", "InputPerturbation"]
 
 MODES = ("reference", "private")  # Theorem 1/3 as published (claimed) / per-record Gaussian (proven)
 NORM_TOL = 1e-6  # relative slack on ‖x‖ <= R for float round-off
-
-PAPER_BASIS = (
-    "none proven: Kang et al. 2020 Theorem {thm} claims (ε, δ)-DP for θ_T, but the published proof has "
-    "gaps (Eq. 18 variance Cσ² instead of C²σ² and M_t is not Gaussian; Eq. 27 lower-bounds a signed scalar "
-    "that is 0 at the optimum; Eqs. 30-31 compose T steps that share a single noise draw; see "
-    "docs/mechanisms/input_perturbation.md)"
-)
-
 
 class InputPerturbation(Mechanism):
     """Input perturbation (Kang et al. 2020) as a once-only step before ``model.fit``.
@@ -95,7 +88,7 @@ class InputPerturbation(Mechanism):
         feature_norm_bound: R, the public bound on every ‖x_i‖.
         mode: ``"private"`` (the default: a per-record Gaussian mechanism on the features, proven) or
             ``"reference"`` (σ of Theorem 1 / 3, claimed only; warns
-            :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
+            :class:`~tfdpmech.privacy_warnings.UnprovenModeWarning` once per process).
         batch_size: None for full batch (the proof's setting); a smaller batch is an error in
             ``mode="reference"`` when ``assumptions.strict``, else a warned extrapolation (n → B, T → all steps).
         label_epsilon: with ``mode="private"``, randomize labels with this ε (k-RR); the features then
@@ -202,20 +195,7 @@ class InputPerturbation(Mechanism):
         if self.mode == "private":
             return sigma_local_gaussian(self.feature_epsilon, self.delta, self.feature_norm_bound,
                                         accountant=self.accountant)
-        if self.batch_size is not None:
-            check_batch_size(self.batch_size, n=n)
-        if self.batch_size is not None and self.batch_size < n:
-            message = (
-                f"batch_size={self.batch_size} < n={n}: the paper's proof is for full-batch gradient descent; pass "
-                "batch_size=None (full batch) or assumptions=InputPerturbationAssumptions(strict=False) to "
-                "extrapolate (n -> batch_size in n(n-1), T -> all "
-                "optimizer steps, an extrapolation Theorem 1 does not cover)"
-            )
-            if self.strict:
-                raise ValueError(message)
-            warnings.warn(message, UserWarning, stacklevel=3)
-            self.n_effective = max(self.batch_size, 2)
-            self.T_effective = self.epochs * -(-n // self.batch_size)
+        self.n_effective, self.T_effective = paper_shape(n, self.epochs, self.batch_size, strict=self.strict)
         return sigma_input_perturbation(
             self.feature_epsilon, self.delta, self.n_effective, self.T_effective, self.G, self.curvature,
             condition=self.condition, c=self.c, kappa=self.kappa, paper_literal_pl=self.paper_literal_pl,
@@ -318,70 +298,8 @@ class InputPerturbation(Mechanism):
         # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy
         top = float(np.linalg.eigvalsh(x_noisy.T.astype(np.float64) @ x_noisy / n)[-1])
         self.learning_rate_hint = 1.0 / (self.constants.phi2 * top + self.constants.l2)
-        self.release = release(self.ledger, self._make_release(n, d, clipped, charge_new_budget))[1]
+        self.release = release(self.ledger, feature_release(self, n, d, clipped, charge_new_budget))[1]
         return x_noisy, y_out
-
-    def _make_release(self, n, d, clipped, charged) -> Release:
-        details = {
-            "mode": self.mode, "noise_structure": self.noise_structure, "n": n, "d": d,
-            "T": self.epochs, "n_effective": self.n_effective, "T_effective": self.T_effective,
-            "batch_size": self.batch_size, "G": self.G, "strong_convexity": self.curvature,
-            "condition": self.condition, "theta_bound": self.constants.theta_bound, "beta": self.constants.beta,
-            "l2": self.constants.l2, "num_classes": self.num_classes, "feature_norm_bound": self.feature_norm_bound,
-            "clip": "rows clipped to ‖x‖ <= R before the noise" if clipped else "none (all rows within R)",
-            "perturbation": self.perturbations, "charged_new_budget": bool(charged), "fingerprint": self.fingerprint,
-            "adjacency": "replace one record",
-        }
-        if self.mode == "reference":
-            thm = "3" if self.condition == "pl" else "1"
-            c = self.c if self.c is not None else paper_constant(self.feature_epsilon, self.delta, self.kappa)
-            details.update(c=c, kappa=self.kappa, paper_literal_pl=self.paper_literal_pl,
-                           epsilon_paper_accountant=self.epsilon_after(self.T_effective),
-                           implied_local_epsilon=self._implied_local_epsilon())
-            if self.num_classes > 2:
-                details["warning"] = "softmax cross-entropy is not of the margin form the paper's theory assumes"
-            basis = PAPER_BASIS.format(thm=thm)
-            if self.noise_structure == "shared":
-                basis += "; shared noise: one known record reveals z and all pairwise differences x_i − x_j"
-            return Release(
-                component="training_features", mechanism="gaussian", epsilon_claimed=self.epsilon,
-                epsilon_provable=None, basis=basis, delta=self.delta, sensitivity=2.0 * self.G / self.n_effective,
-                noise_scale=self.sigma, reproduction=self.noise_structure == "shared", details=details,
-                neighbours="replace_one", protects="features",  # the noise is on the features; labels are public
-            )
-        eps_x = local_gaussian_epsilon(self.sigma, self.delta, self.feature_norm_bound, accountant=self.accountant)
-        provable = eps_x + (self.label_epsilon or 0.0)
-        labels = (f"; labels by {self.num_classes}-ary randomized response with ε={self.label_epsilon:g}, "
-                  "basic composition" if self.label_epsilon is not None else
-                  "; labels are NOT randomized: the guarantee covers a change of one record's features, with labels "
-                  "treated as public")
-        details.update(epsilon_features=eps_x, label_epsilon=self.label_epsilon, accountant=self.accountant,
-                       adjacency="replace one record" if self.label_epsilon is not None else
-                       "replace one record's features (labels public)")
-        return Release(
-            component="training_features", mechanism="gaussian", epsilon_claimed=self.epsilon,
-            epsilon_provable=provable,
-            basis=(f"Gaussian mechanism on each record's features, L2 sensitivity 2R={2 * self.feature_norm_bound:g} "
-                   "(replace one record in the R-ball), noise multiplier σ/(2R), ε from dp_accounting ("
-                   + ("the exact privacy curve of one Gaussian mechanism" if self.accountant == "analytic"
-                      else f"{self.accountant.upper()} accountant")
-                   + "); the model is post-processing of the noisy data for any optimizer, batch size and "
-                   f"model{labels}"),
-            delta=self.delta, sensitivity=2.0 * self.feature_norm_bound, noise_scale=self.sigma, details=details,
-            neighbours="replace_one", protects="record" if self.label_epsilon is not None else "features",
-            # the features' Gaussian mechanism as a dp_accounting event, so that a ledger composes it with other
-            # (ε, δ) releases by PLD/RDP; with randomized labels the pure label ε adds (no event)
-            event=(require_dp_accounting("the input-perturbation ledger").GaussianDpEvent(
-                self.sigma / (2.0 * self.feature_norm_bound)) if self.label_epsilon is None else None),
-        )
-
-    def _implied_local_epsilon(self):
-        if self.noise_structure == "shared":
-            return None
-        try:
-            return local_gaussian_epsilon(self.sigma, self.delta, self.feature_norm_bound, accountant=self.accountant)
-        except ImportError:
-            return None
 
     # -- the recipe (Algorithm 1, lines 6-10) ---------------------------------------------------------
     def make_linear_model(self, d=None, *, use_bias: bool = False, regularize_bias: bool = True):

@@ -70,7 +70,7 @@ class DPPredictor(Mechanism):
         mode: ``"private"`` (the default: noise on every logit; none proven either, see above, and it
             warns so once) or ``"reference"`` (Algorithm 1: one
             sampled logit; claimed only; warns
-            :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
+            :class:`~tfdpmech.privacy_warnings.UnprovenModeWarning` once per process).
         seed: seed of the noise generator (None: OS entropy).
         cache_identical_queries: return the stored answer for a byte-identical repeated row at no
             extra budget (post-processing of a released answer).

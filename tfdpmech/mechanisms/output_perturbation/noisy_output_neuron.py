@@ -93,7 +93,7 @@ class NoisyOutputNeuron(ShapePreservingLayer):
         noise: ``"gaussian"`` or ``"laplace"``.
         gaussian_split: ``"paper"`` (√(4C+1)) or ``"reference_code"`` (2√C+1).
         mode: ``"private"`` (the default: every logit) or ``"reference"`` (one sampled logit, claimed
-            only; warns :class:`~tfdpmech.validation.UnprovenModeWarning` once per process).
+            only; warns :class:`~tfdpmech.privacy_warnings.UnprovenModeWarning` once per process).
         seed: seed of the generator; None draws from OS entropy.
         compute_dtype: ``"float64"`` or ``"float32"``.
 

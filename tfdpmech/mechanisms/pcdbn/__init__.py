@@ -3,7 +3,8 @@
 * :mod:`.mechanism`: :class:`PrivateCDBN`, the layer-by-layer builder.
 * :mod:`.energy`: :class:`ChebyshevEnergy`, one CRBM layer's perturbed polynomial energy and its modes.
 * :mod:`.monomials`: the monomial tables and data sums of that polynomial.
-* :mod:`.reference`: :class:`PCDBNReference`, the authors' public code path (claimed, none proven).
+* :mod:`.reference`: :class:`PCDBNReference`, the authors' public code path (claimed, none proven);
+  :mod:`.reference_steps`: its steps, one function each.
 * :mod:`.conv_rbm`: :class:`ConvRBM`, the convolutional RBM layer (also ``tfdpmech.layers.ConvRBM``).
 * :mod:`.chebyshev`: the polynomial surrogates of the sigmoid (Eqs. 10–14) the layer and the energy use.
 * :mod:`.softmax_head`: :class:`FunctionalSoftmaxHead`, the private output layer (§3.3).

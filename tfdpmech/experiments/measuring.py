@@ -1,0 +1,97 @@
+"""What the runner measures around a training: the device, the peak memory, each epoch's time and accuracy."""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+import time
+from typing import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["device_description", "PeakMemory", "EpochRecorder"]
+
+
+def device_description() -> str:
+    """``"GPU: <name>"`` when TensorFlow sees a GPU, else ``"CPU: <processor>, N cores"``."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        details = tf.config.experimental.get_device_details(gpus[0])
+        return f"GPU: {details.get('device_name', gpus[0].name)}"
+    return f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+class PeakMemory:
+    """Peak memory of a block: the GPU allocator's peak, or the growth of the process RSS over the block.
+
+    On a CPU the process RSS is sampled every ``interval`` seconds and the value reported is the
+    peak *minus the RSS at the start of the block*, so memory held by earlier runs in the same
+    process is not charged to this one (``make bench`` measures each method in a fresh process).
+    """
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self.peak_bytes = 0
+        self._gpu = bool(tf.config.list_logical_devices("GPU"))
+
+    def __enter__(self):
+        if self._gpu:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+            return self
+        import psutil
+
+        self._proc = psutil.Process()
+        self._stop = threading.Event()
+        self._start = self._peak = self._proc.memory_info().rss
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(self.interval):
+            self._peak = max(self._peak, self._proc.memory_info().rss)
+
+    def __exit__(self, *exc):
+        if self._gpu:
+            self.peak_bytes = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+        else:
+            self._stop.set()
+            self._thread.join()
+            self._peak = max(self._peak, self._proc.memory_info().rss)
+            self.peak_bytes = int(self._peak - self._start)
+        return False
+
+    @property
+    def kind(self) -> str:
+        return "gpu_allocator_peak" if self._gpu else "process_rss_growth"
+
+
+class EpochRecorder(keras.callbacks.Callback):
+    """Train time of every epoch, and test accuracy (argmax of ``scores(x_test)``) every ``every`` epochs.
+
+    The evaluation time is not counted in the epoch's time.
+    """
+
+    def __init__(self, x_test, labels, scores: Callable, on_epoch: Callable[[int, float], None] | None = None,
+                 every: int = 1):
+        super().__init__()
+        self.x_test, self.labels, self.scores, self.on_epoch = x_test, labels, scores, on_epoch
+        self.every = max(int(every), 1)
+        self.seconds: list[float] = []
+        self.accuracy: list[float] = []
+        self.epochs: list[int] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)
+        if (epoch + 1) % self.every:
+            return
+        self.epochs.append(epoch + 1)
+        self.accuracy.append(float(np.mean(np.argmax(self.scores(self.x_test), axis=-1) == self.labels)))
+        if self.on_epoch:
+            self.on_epoch(epoch + 1, self.accuracy[-1])
