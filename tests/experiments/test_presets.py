@@ -73,12 +73,23 @@ def test_the_mnist_preset_takes_the_recipe_chosen_on_the_validation_split():
     """Every per-ε DP-SGD recipe of the mnist preset is the one tools/mnist_tuning.py chose (never the test set)."""
     from pathlib import Path
 
-    from tfdpmech.experiments.methods.mnist_recipes import TANH_CNN_RECIPE, recipe_for
+    from tfdpmech.experiments.methods.mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, recipe_for
 
     tuning = Path(__file__).resolve().parents[2] / "docs" / "results" / "mnist" / "tuning" / "tuning.json"
     chosen = json.loads(tuning.read_text())["chosen"]
     settings = PRESETS["mnist"].settings
-    assert {float(eps) for eps in chosen["dpsgd"]} == set(settings["options"]["dpsgd_epochs"])
-    for eps, point in chosen["dpsgd"].items():
-        assert recipe_for(settings["options"], float(eps), TANH_CNN_RECIPE) == TANH_CNN_RECIPE.replace(**point), eps
+    for method, published, prefix in (("dpsgd", TANH_CNN_RECIPE, "dpsgd"),
+                                      ("dpsgd_scatter", SCATTER_LINEAR_RECIPE, "scatter")):
+        assert {float(eps) for eps in chosen[method]} == set(settings["epsilons"]), method  # every ε was tuned
+        for eps, point in chosen[method].items():
+            assert recipe_for(settings["options"], float(eps), published, prefix) == published.replace(**point), \
+                (method, eps)
     assert "mnist_validation" not in settings["datasets"] and settings["datasets"] == ("mnist",)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_quick_run_never_adds_runs_to_a_committed_report(name):
+    """A preset that resumes from docs/results/<name>/runs.jsonl must not let its quick variant (the tests') add
+    its few-hundred-record runs there."""
+    config = preset_config(name, quick=True)
+    assert not (config.resume and config.out.startswith("docs")), (config.out, config.resume)
