@@ -134,8 +134,8 @@ register_preset(
      "model": "tanh_cnn", "public": 0, "delta": 1e-5, "epochs": 40, "batch_size": 512, "audit": ("mia",),
      "out": "docs/results/mnist", "resume": True,
      # DP-SGD recipes per ε: chosen on mnist_validation by tools/mnist_tuning.py (docs/results/mnist/tuning)
-     "options": {"nonprivate_epochs": 20, "dpsgd_epochs": {3.0: 40, 1.0: 20, 0.5: 20, 0.25: 20},
-                 "dpsgd_recipe": {0.25: {"lr_schedule": "cosine"}}},
+     "options": {"nonprivate_epochs": 20, "dpsgd_epochs": {3.0: 40, 2.0: 40, 1.0: 20, 0.5: 20, 0.25: 20},
+                 "dpsgd_recipe": {0.25: {"lr_schedule": "cosine"}}, "scatter_epochs": 20},
      "published": MNIST_PUBLISHED,
      # tensorflow-privacy clips this CNN's Conv2D layers per example by its vectorized path only (no ghost norms)
      "subsets": {"dpsgd_tfprivacy": {"epsilons": (1.0, 3.0), "seeds": (0,)}}},
