@@ -66,6 +66,22 @@ def test_a_changed_setting_is_a_new_run(tmp_path):
     assert base.key("breast_cancer", "ip_private", 0.5, 0) != key
 
 
+def test_a_run_is_keyed_by_the_options_its_method_reads(tmp_path):
+    """A method that declares its options (``register_method(..., options=...)``) is not made stale by an option
+    for another method; one that declares none reads them all; the data caps count for every run."""
+    def key(method, **options):
+        return RunStore(tmp_path, _config(tmp_path, options=options)).key("mnist", method, 1.0, 0)
+
+    dpsgd = key("dpsgd", dpsgd_epochs=20)
+    assert key("dpsgd", dpsgd_epochs=20, scatter_epochs=20, nonprivate_epochs=5) == dpsgd
+    assert key("dpsgd", dpsgd_epochs=20, dpsgd_recipe={0.25: {"lr_schedule": "cosine"}}) == dpsgd  # nothing at ε=1
+    assert key("dpsgd", dpsgd_epochs=20, dpsgd_recipe={1.0: {"lr_schedule": "cosine"}}) != dpsgd
+    assert key("dpsgd", dpsgd_epochs=40) != dpsgd
+    assert key("dpsgd", dpsgd_epochs=20, max_private=600) != dpsgd
+    assert key("fm_head_scatter", dpsgd_epochs=20) == key("fm_head_scatter")
+    assert key("kifer", dpsgd_epochs=20) != key("kifer")  # undeclared: every option counts
+
+
 def test_without_resume_nothing_is_kept(tmp_path):
     run_comparison(_config(tmp_path, resume=False))
     assert not (tmp_path / RUNS_FILE).exists()

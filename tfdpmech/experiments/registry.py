@@ -108,6 +108,7 @@ class Method:
     data: tuple = ("image",)
     uses_public: bool = False
     requires: tuple = ()
+    options: tuple | None = None
 
     def unavailable(self) -> str | None:
         """None if the method can run in this installation, else why not."""
@@ -124,8 +125,12 @@ METHODS: dict[str, Method] = {}
 
 def register_method(name: str, prepare: Callable, description: str, *, mode: str, paper: str | None = None,
                     takes_epsilon: bool | None = None, data: tuple = ("image",), uses_public: bool = False,
-                    requires: tuple = ()) -> Method:
+                    requires: tuple = (), options: tuple | None = None) -> Method:
     """Register ``prepare(ctx, epsilon, seed) -> Prepared`` under ``name`` and return the :class:`Method`.
+
+    ``options``: the names of the comparison's ``options`` the method reads (None: any of them). A
+    finished run is found again by its settings and those options only (:mod:`.run_store`), so a
+    preset's option for another method does not make it stale.
 
     Raises:
         ValueError: ``mode`` is not one of ``"reference"``, ``"private"``, ``"none"``; ``name`` is taken.
@@ -139,7 +144,7 @@ def register_method(name: str, prepare: Callable, description: str, *, mode: str
     if takes_epsilon is None:
         takes_epsilon = mode != "none"
     METHODS[name] = Method(name, prepare, description, mode, paper, takes_epsilon, tuple(data), uses_public,
-                           tuple(requires))
+                           tuple(requires), None if options is None else tuple(options))
     return METHODS[name]
 
 
@@ -208,14 +213,15 @@ def mechanism_prepare(build: Callable, mode: str) -> Callable:
 
 def register_mechanism(name: str, build: Callable, description: str, *, mode: str, paper: str | None = None,
                        takes_epsilon: bool | None = None, data: tuple = ("image",), uses_public: bool = False,
-                       requires: tuple = ()) -> Method:
+                       requires: tuple = (), options: tuple | None = None) -> Method:
     """Register a method built on the mechanism contract: ``build(ctx, epsilon, seed) -> Build``.
 
     The method's ``prepare`` is :func:`mechanism_prepare`; the other arguments are those of
     :func:`register_method`.
     """
     return register_method(name, mechanism_prepare(build, mode), description, mode=mode, paper=paper,
-                           takes_epsilon=takes_epsilon, data=data, uses_public=uses_public, requires=requires)
+                           takes_epsilon=takes_epsilon, data=data, uses_public=uses_public, requires=requires,
+                           options=options)
 
 
 def method(name: str) -> Method:

@@ -5,8 +5,9 @@ written and flushed to disk the moment the run ends. A comparison started again 
 on reads the file and does not run again what it finds there; a line cut short by a kill is
 ignored (that run is simply run again). A run is found by its key: the dataset, method, ε and seed
 together with every setting of the comparison that changes what the run computes (the model
-family, epochs, batch size, learning rate, δ, public data, options and audits), so changing a
-setting never returns a stale result.
+family, epochs, batch size, learning rate, δ, public data, audits and the options the method reads,
+as it declares them when registered), so changing a setting never returns a stale result, and a
+preset's option for another method does not make a run stale.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ import json
 import os
 from pathlib import Path
 
+from .registry import METHODS
+
 __all__ = ["RunStore", "RUNS_FILE"]
 
 RUNS_FILE = "runs.jsonl"
 
+# the options every run reads (build_context caps the private and test sets with them)
+DATA_OPTIONS = ("max_private", "max_test")
 # the CompareConfig fields that change what a run computes
 _RUN_SETTINGS = ("model", "epochs", "batch_size", "learning_rate", "delta", "public", "l2", "options", "audit")
 
@@ -47,7 +52,12 @@ class RunStore:
         settings = dict(self._settings)
         # a per-ε option ({ε: value}) counts for this run at its own ε only: choosing another ε's value
         # later does not make this run stale
-        settings["options"] = {name: _at_epsilon(value, epsilon) for name, value in (settings["options"] or {}).items()}
+        options = {name: _at_epsilon(value, epsilon) for name, value in (settings["options"] or {}).items()}
+        # only the options the method reads (and the data caps every run reads); one that says nothing at this
+        # ε (a per-ε option without it) is as if absent
+        declared = METHODS[method].options if method in METHODS else None
+        settings["options"] = {name: value for name, value in options.items() if value is not None and (
+            declared is None or name in declared or name in DATA_OPTIONS)}
         what = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, **settings}
         return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
 

@@ -12,6 +12,7 @@ from ...mechanisms.adlm.reference_steps import train_relevance_model
 from ...mechanisms.afrrs import AFRRS, AFRRSReference, DEFAULT_GAMMA
 from ..registry import Build, register_mechanism
 
+_OPTIONS = ("gamma", "per_record_batch", "per_record_epochs")  # the options these rows read (run_store keys)
 _CLASSES = {"adlm": AdLM, "ilm": ILM, "afrrs": AFRRS}
 _REFERENCE_CLASSES = {"adlm": AdLMReference, "ilm": ILMReference, "afrrs": AFRRSReference}
 
@@ -86,25 +87,27 @@ def per_record(kind: str, noise_mode: str = "per_example_frozen"):
 
 register_mechanism("adlm_per_record", per_record("adlm"),
                    "AdLM (Phan et al. Algorithm 1) with the noise drawn once per record: proven per record, "
-                   "needs Laplace scales of hundreds of pixel ranges", mode="private", paper="adlm", uses_public=True)
+                   "needs Laplace scales of hundreds of pixel ranges", mode="private", paper="adlm", uses_public=True,
+                   options=_OPTIONS)
 register_mechanism("ilm_per_record", per_record("ilm"),
                    "ILM (Phan et al. §5, uniform allocation) with the noise drawn once per record: proven per record",
-                   mode="private", paper="ilm")
+                   mode="private", paper="ilm", options=_OPTIONS)
 register_mechanism("adlm_shared", per_record("adlm", "shared_frozen"),
                    "AdLM with one noise draw shared by all records, on this package's network (an ablation of the "
                    "noise schedule; the authors' code path is adlm_reference): claimed, none proven", mode="reference",
-                   paper="adlm", uses_public=True)
+                   paper="adlm", uses_public=True, options=_OPTIONS)
 register_mechanism("adlm_reference", reference("adlm"),
                    "AdLM as the authors' public MNIST code trains it (one noise map per step shared by the batch, "
                    "clean labels, batch-statistics batch norm; Phan et al. Fig. 4): claimed, none proven",
-                   mode="reference", paper="adlm", uses_public=True)
+                   mode="reference", paper="adlm", uses_public=True, options=_OPTIONS)
 register_mechanism("ilm_reference", reference("ilm"),
                    "ILM (uniform noise) on the authors' public MNIST code path: claimed, none proven", mode="reference",
-                   paper="ilm")
+                   paper="ilm", options=_OPTIONS)
 register_mechanism("afrrs_reference", reference("afrrs"),
                    "AFRRS (Wang et al., Algorithm 2, Table 3) on the AdLM authors' code path with AFRRS's region "
                    "budgets (AFRRS has no public code): claimed, none proven", mode="reference", paper="afrrs",
-                   uses_public=True)
+                   uses_public=True, options=_OPTIONS)
 register_mechanism("afrrs_per_record", per_record("afrrs"),
                    "AFRRS's region budgets (Algorithm 1, Eqs. 14-15) in AdLM's Algorithm 1 with the noise drawn once "
-                   "per record: proven per record", mode="private", paper="afrrs", uses_public=True)
+                   "per record: proven per record", mode="private", paper="afrrs", uses_public=True,
+                   options=_OPTIONS)

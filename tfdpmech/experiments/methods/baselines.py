@@ -67,4 +67,5 @@ def _nonprivate_cnn(ctx, seed) -> Prepared:
 register_method("nonprivate", _nonprivate,
                 "no privacy: images: the AdLM network and Taylor loss with the noise off (model tanh_cnn: that CNN "
                 "with cross-entropy and SGD); tabular: L2-regularised "
-                "logistic regression by full-batch gradient descent", mode="none", data=("image", "tabular"))
+                "logistic regression by full-batch gradient descent", mode="none", data=("image", "tabular"),
+                options=("nonprivate_epochs",))

@@ -44,6 +44,7 @@ from ..registry import Build, register_mechanism
 from .baselines import tabular_labels, tabular_loss
 from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for, recipe_for
 
+_DPSGD_OPTIONS = ("dpsgd_epochs", "dpsgd_recipe")  # the options the DP-SGD rows read (run_store keys)
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model (as the functional head)
 
 
@@ -235,18 +236,19 @@ register_mechanism("dpsgd", _dpsgd("poisson"),
                 "DP-SGD (Abadi et al. 2016) with Poisson sampling (noisy sum / expected "
                 "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe (tfdpmech.dpsgd.recipe); "
                 "tanh CNN: Tramèr & Boneh's recipe (mnist_recipes); CNN: the comparison's batch, epochs and rate",
-                mode="private", paper="dpsgd", data=("image", "tabular"))
+                mode="private", paper="dpsgd", data=("image", "tabular"), options=_DPSGD_OPTIONS)
 register_mechanism("dpsgd_tfprivacy", _tf_privacy,
                 "the dpsgd run through tensorflow-privacy's DP Keras model (its Poisson train step and clipping; "
                 "TensorFlow 2.15 stack): same network, data, σ and sampling as dpsgd, proven",
                 mode="private", paper="dpsgd",
                 requires=(("tensorflow_privacy", "tensorflow-privacy: pip install 'tfdpmech[dpsgd]' on Python 3.11 "
-                                                 "(make test-tfprivacy's stack)"),))
+                                                 "(make test-tfprivacy's stack)"),), options=_DPSGD_OPTIONS)
 register_mechanism("dpsgd_scatter", _scatter,
                 "DP-SGD (Poisson) on a linear model over ScatterNet features normalised per record (Tramèr & Boneh "
                 "2021; data-independent, no public data): proven",
                 mode="private", paper="dpsgd",
-                requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))
+                requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),),
+                options=("scatter_epochs", "scatter_recipe"))
 register_mechanism("dpsgd_shuffled", _dpsgd("shuffled"),
                 "DP-SGD with shuffled fixed-size batches, same hyper-parameters as dpsgd: the Poisson ε is claimed, "
                 "the any-order ε (no amplification by sampling) is provable",

@@ -56,7 +56,7 @@ def _public_only(ctx, epsilon, seed) -> Prepared:
 
 register_method("public_only", _public_only,
                 "the public model alone (trained on the public records only; ε = 0 for the private set): what the "
-                "private data add is read against it", mode="none", takes_epsilon=False, uses_public=True)
+                "private data add is read against it", mode="none", takes_epsilon=False, uses_public=True, options=())
 register_mechanism(
     "fm_head", public_head(FunctionalHead, mechanism="laplace"),
     "functional-mechanism head (Zhang et al. PVLDB 2012) on the public model's bounded features: (S1, S2) summed "
@@ -69,6 +69,6 @@ register_mechanism(
     "fm_head_scatter", scatter_head(FunctionalHead, mechanism="gaussian"),
     "functional-mechanism head (Gaussian) on data-independent features: the 2-D scattering transform (Tramèr & "
     "Boneh 2021, kymatio, J = 2) and a fixed 512-dim random projection; no public data; (ε, δ) proven",
-    mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),))
+    mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),), options=())
 
 __all__ = ["FEATURE_LAYER", "public_head", "scatter_head"]

@@ -36,14 +36,15 @@ def _pcdbn(mode: str, head_mechanism: str = "laplace"):
     return build
 
 
+_OPTIONS = ("pretrain_epochs", "head_epochs", "reference_epochs")  # the options these rows read (run_store keys)
 register_mechanism("cdbn", _pcdbn("exact"), "CDBN without privacy (exact ConvRBM energy), the pCDBN reference point",
-                mode="none")
+                mode="none", options=_OPTIONS)
 register_mechanism("pcdbn_private", _pcdbn("private"),
                 "pCDBN with the functional mechanism on the aggregated Chebyshev coefficients (Phan et al. §4, "
-                "Algorithm 1) and a private head: proven", mode="private", paper="pcdbn")
+                "Algorithm 1) and a private head: proven", mode="private", paper="pcdbn", options=_OPTIONS)
 register_mechanism("pcdbn_private_gauss", _pcdbn("private", "gaussian"),
                 "pcdbn_private with the Gaussian calibration of the head's one release (features normalised to unit "
-                "norm, σ from dp_accounting): (ε, δ) proven", mode="private", paper="pcdbn")
+                "norm, σ from dp_accounting): (ε, δ) proven", mode="private", paper="pcdbn", options=_OPTIONS)
 
 
 def _reference(ctx, epsilon, seed) -> Build:
@@ -59,4 +60,4 @@ def _reference(ctx, epsilon, seed) -> Build:
 register_mechanism("pcdbn_reference", _reference,
                 "pCDBN as the authors' public code trains it (noisy Chebyshev coefficients in pre-training only, "
                 "per-batch shared output noise, clean labels; Phan et al. Fig. 5b): claimed, none proven",
-                mode="reference", paper="pcdbn")
+                mode="reference", paper="pcdbn", options=_OPTIONS)
