@@ -3,9 +3,9 @@
 from tfdpmech.report.papers import NOT_RUN, paper_table_markdown
 
 
-def _row(method, paper, mode, eps, accuracy, provable=None, neighbours="replace-one", diverged=0):
+def _row(method, paper, mode, eps, accuracy, provable=None, neighbours="replace_one", diverged=0):
     return {"method": method, "paper": paper, "mode": mode, "epsilon_target": eps, "epsilon_provable": provable,
-            "accuracy_mean": accuracy, "neighbours": neighbours, "diverged": diverged}
+            "accuracy_mean": accuracy, "neighbours": neighbours, "protects": "record", "diverged": diverged}
 
 
 PUBLISHED = ({"label": "AdLM", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.902, "setting": "code: 80,001 steps"},
@@ -17,8 +17,8 @@ PUBLISHED = ({"label": "AdLM", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.9
 def test_one_line_per_paper_at_its_own_epsilon():
     rows = [_row("adlm_per_record", "adlm", "private", 0.25, 0.7512, provable=0.2500000001),
             _row("adlm_reference", "adlm", "reference", 0.25, 0.8801),
-            _row("dpsgd", None, "private", 0.25, 0.9304, provable=0.25, neighbours="add/remove"),
-            _row("dpsgd", None, "private", 0.6, 0.951, provable=0.6, neighbours="add/remove"),
+            _row("dpsgd", None, "private", 0.25, 0.9304, provable=0.25, neighbours="add_remove"),
+            _row("dpsgd", None, "private", 0.6, 0.951, provable=0.6, neighbours="add_remove"),
             _row("afrrs_reference", "afrrs", "reference", 0.6, 0.5, diverged=1),
             _row("public_only", None, "none", None, 0.92)]
     runs = [{"method": "adlm_reference", "notes": {"batch_size": 1000, "steps_per_epoch": 59},
@@ -29,10 +29,10 @@ def test_one_line_per_paper_at_its_own_epsilon():
     assert len(table) == 2 and not any(line.startswith("| T&B") for line in lines)
     adlm, afrrs = table
     # provable ε rounded up, with its neighbour relation; the paper's own DP-SGD beside it
-    assert adlm == ("| AdLM | 0.25 | 90.20 % | 88.01 % | 75.12 % (provable ε 0.26, replace-one) | "
-                    "93.04 % (provable ε 0.25, add/remove) | 92.00 % | 82.09 % | "
+    assert adlm == ("| AdLM | 0.25 | 90.20 % | 88.01 % | 75.12 % (provable ε 0.26, replace-one, record) | "
+                    "93.04 % (provable ε 0.25, add/remove, record) | 92.00 % | 82.09 % | "
                     "batch 1000, 20 epochs, 1180 steps / code: 80,001 steps |")
-    assert f"50.00 % (diverged: NaN outputs) | {NOT_RUN} | 95.10 % (provable ε 0.6, add/remove)" in afrrs
+    assert f"50.00 % (diverged: NaN outputs) | {NOT_RUN} | 95.10 % (provable ε 0.6, add/remove, record)" in afrrs
     assert afrrs.endswith("| 92.00 % | – | – / – |")
 
 

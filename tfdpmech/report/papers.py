@@ -11,6 +11,7 @@ it sits beside (``"dpsgd_of"``).
 from __future__ import annotations
 
 from ..accounting.display import epsilon_upper
+from ..accounting.ledger import describe_scope
 from .settings import run_setting
 
 __all__ = ["paper_table_markdown"]
@@ -29,7 +30,8 @@ def _cell(row: dict | None, *, proven: bool) -> str:
     provable = row["epsilon_provable"]
     if provable is None:
         return f"{accuracy} (none proven)"
-    return f"{accuracy} (provable ε {epsilon_upper(provable)}, {row['neighbours']})"
+    scope = describe_scope(row["neighbours"], row["protects"])
+    return f"{accuracy} (provable ε {epsilon_upper(provable)}, {scope})"
 
 
 def _at(rows, epsilon, **match):
