@@ -4,7 +4,8 @@ from tfdpmech.report.papers import NOT_RUN, paper_table_markdown
 
 
 def _row(method, paper, mode, eps, accuracy, provable=None, neighbours="replace_one", diverged=0):
-    return {"method": method, "paper": paper, "mode": mode, "epsilon_target": eps, "epsilon_provable": provable,
+    return {"method": method, "paper": paper, "mode": mode, "epsilon_target": eps, "epsilon_claimed": eps,
+            "epsilon_provable": provable,
             "accuracy_mean": accuracy, "neighbours": neighbours, "protects": "record", "diverged": diverged}
 
 
@@ -29,10 +30,12 @@ def test_one_line_per_paper_at_its_own_epsilon():
     assert len(table) == 2 and not any(line.startswith("| T&B") for line in lines)
     adlm, afrrs = table
     # provable ε rounded up, with its neighbour relation; the paper's own DP-SGD beside it
-    assert adlm == ("| AdLM | 0.25 | 90.20 % | 88.01 % | 75.12 % (provable ε 0.26, replace-one, record) | "
-                    "93.04 % (provable ε 0.25, add/remove, record) | 92.00 % | 82.09 % | "
+    assert adlm == ("| AdLM | 0.25 | 90.20 % | 88.01 % (claimed ε 0.25, none proven) | "
+                    "75.12 % (claimed ε 0.25, provable ε 0.26, replace-one, record) | "
+                    "93.04 % (claimed ε 0.25, provable ε 0.25, add/remove, record) | 92.00 % | 82.09 % | "
                     "batch 1000, 20 epochs, 1180 steps / code: 80,001 steps |")
-    assert f"50.00 % (diverged: NaN outputs) | {NOT_RUN} | 95.10 % (provable ε 0.6, add/remove, record)" in afrrs
+    assert (f"50.00 % (diverged: NaN outputs) (claimed ε 0.6, none proven) | {NOT_RUN} | "
+            "95.10 % (claimed ε 0.6, provable ε 0.6, add/remove, record)") in afrrs
     assert afrrs.endswith("| 92.00 % | – | – / – |")
 
 

@@ -19,19 +19,21 @@ __all__ = ["paper_table_markdown"]
 NOT_RUN = "not run yet"
 
 
-def _cell(row: dict | None, *, proven: bool) -> str:
+def _cell(row: dict | None, *, epsilons: bool) -> str:
+    """Accuracy, and for a private or reference row its claimed and provable ε side by side."""
     if row is None or row["accuracy_mean"] is None:
         return NOT_RUN
     accuracy = f"{100 * row['accuracy_mean']:.2f} %"
     if row.get("diverged"):
         accuracy += " (diverged: NaN outputs)"
-    if not proven:
+    if not epsilons:
         return accuracy
-    provable = row["epsilon_provable"]
+    claimed, provable = row.get("epsilon_claimed"), row["epsilon_provable"]
+    claimed = "–" if claimed is None else epsilon_upper(claimed)
     if provable is None:
-        return f"{accuracy} (none proven)"
+        return f"{accuracy} (claimed ε {claimed}, none proven)"
     scope = describe_scope(row["neighbours"], row["protects"])
-    return f"{accuracy} (provable ε {epsilon_upper(provable)}, {scope})"
+    return f"{accuracy} (claimed ε {claimed}, provable ε {epsilon_upper(provable)}, {scope})"
 
 
 def _at(rows, epsilon, **match):
@@ -53,7 +55,8 @@ def paper_table_markdown(results: dict, rows: list[dict]) -> list[str]:
             "| the paper's own DP-SGD | reference mode: trained here / by the paper |")
     lines = ["", "Each seed paper at its own ε: its published claim (not measured here), its mechanism here in the "
                  "reference mode (as the paper or its code ran it: ε claimed, none proven) and in the private mode "
-                 "(ε proven), DP-SGD here at the same ε, and the public model alone (ε = 0 for the private set):", "",
+                 "(ε proven), DP-SGD here at the same ε, and the public model alone (ε = 0 for the private set):",
+             "",
              head, "|---" * (head.count("|") - 1) + "|"]
     for p in points:
         eps, paper = p["epsilon"], p["paper"]
@@ -62,7 +65,7 @@ def paper_table_markdown(results: dict, rows: list[dict]) -> list[str]:
         theirs = their_dpsgd.get(paper)
         theirs = "–" if theirs is None else f"{100 * theirs['accuracy']:.2f} %"
         trained_here = (reference and run_setting(results, reference["method"])) or "–"
-        lines.append(f"| {p['label']} | {eps:g} | {100 * p['accuracy']:.2f} % | {_cell(reference, proven=False)} | "
-                     f"{_cell(private, proven=True)} | {_cell(_at(rows, eps, method='dpsgd'), proven=True)} | "
-                     f"{_cell(public_only, proven=False)} | {theirs} | {trained_here} / {p.get('setting', '–')} |")
+        lines.append(f"| {p['label']} | {eps:g} | {100 * p['accuracy']:.2f} % | {_cell(reference, epsilons=True)} | "
+                     f"{_cell(private, epsilons=True)} | {_cell(_at(rows, eps, method='dpsgd'), epsilons=True)} | "
+                     f"{_cell(public_only, epsilons=False)} | {theirs} | {trained_here} / {p.get('setting', '–')} |")
     return lines
