@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfdpmech.dpsgd import ghost_norms
 from tfdpmech.dpsgd.clipping import (
     clipped_gradient_sum,
     ghost_unsupported_layers,
@@ -88,7 +89,25 @@ MODELS = {
     "dense_over_positions": lambda: keras.Sequential([keras.Input((6, 4)), keras.layers.Dense(8, activation="tanh"),
                                                       keras.layers.Flatten(), keras.layers.Dense(5)]),
     "embedding": _embedding_model,
+    # one input channel, an 8×8 kernel at stride 2 ("same"): the first layer of DP-SGD's MNIST CNN
+    "cnn_one_channel": lambda: keras.Sequential([keras.Input((12, 12, 1)),
+                                                 keras.layers.Conv2D(3, 8, strides=2, padding="same", activation="tanh"),
+                                                 keras.layers.Flatten(), keras.layers.Dense(5)]),
 }
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4, 5])
+@pytest.mark.parametrize("kernel, strides, dilations, padding", [
+    ((8, 8), (2, 2), (1, 1), "SAME"), ((3, 2), (1, 1), (1, 1), "VALID"), ((4, 4), (2, 3), (1, 1), "VALID"),
+    ((3, 3), (1, 1), (2, 2), "SAME"),
+])
+def test_conv_patches_are_extract_patches(channels, kernel, strides, dilations, padding):
+    """The identity-kernel convolution used for few input channels gathers exactly ``extract_patches``' patches."""
+    a = tf.constant(np.random.default_rng(channels).standard_normal((3, 11, 9, channels)).astype(np.float32))
+    expected = tf.image.extract_patches(a, sizes=[1, *kernel, 1], strides=[1, *strides, 1],
+                                        rates=[1, *dilations, 1], padding=padding)
+    got = ghost_norms._patches(a, *kernel, strides, dilations, padding)
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

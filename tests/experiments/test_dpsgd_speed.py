@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tfdpmech.dpsgd.paths import tf_privacy_available
@@ -26,3 +28,22 @@ def test_a_tiny_run_reports_every_variant_with_ratios():
         assert ("ratio_to_tensorflow_privacy" in row) == (label.startswith("tfdpmech") and tf_privacy_available())
     table = dpsgd_speed.format_table(result)
     assert "tfdpmech fast_clipping" in table and result["tensorflow"] in table
+
+
+@pytest.mark.parametrize("argv, named", [(["--models", "mlp,resnet"], "resnet"), (["--repeats", "0"], "--repeats=0")])
+def test_the_command_refuses_an_unknown_model_or_no_repeats_before_timing(argv, named, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        dpsgd_speed.main(argv)
+    assert exit_info.value.code == 2
+    assert named in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_command_writes_its_table_and_numbers(tmp_path, monkeypatch):
+    original = dpsgd_speed.run
+    monkeypatch.setattr(dpsgd_speed, "run", lambda models, repeats, memory: original(
+        models=models, repeats=repeats, steps={"mlp": 2}, memory=memory, log=lambda *_: None))
+    assert dpsgd_speed.main(["--models", "mlp", "--repeats", "1", "--no-memory", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "--models mlp --repeats 1" in text and "tfdpmech fast_clipping" in text
+    assert json.loads((tmp_path / "results.json").read_text())["models"]["mlp"]["steps"] == 2

@@ -195,6 +195,21 @@ def _linear_sq_norms(a, g, d_in: int, d_out: int):
     return tf.reduce_sum(tf.square(tf.einsum("bti,bto->bio", a, g)), axis=[1, 2])
 
 
+# extract_patches copies one channel vector at a time: with few input channels (an image's first
+# layer) a convolution with the identity kernel gathers the same patches several times faster
+_FEW_CHANNELS = 4
+
+
+def _patches(a, kh: int, kw: int, strides, dilations, padding: str):
+    """The ``(B, H', W', kh·kw·c)`` patches a Conv2D multiplies by its kernel (``extract_patches``' order)."""
+    channels = int(a.shape[-1])
+    if channels <= _FEW_CHANNELS and tuple(dilations) == (1, 1):
+        identity = tf.reshape(tf.eye(kh * kw * channels, dtype=a.dtype), (kh, kw, channels, kh * kw * channels))
+        return tf.nn.conv2d(a, identity, strides=[1, *strides, 1], padding=padding)
+    return tf.image.extract_patches(a, sizes=[1, kh, kw, 1], strides=[1, *strides, 1], rates=[1, *dilations, 1],
+                                    padding=padding)
+
+
 def _record_sq_norms(record: _Record, g):
     """Per-record squared norm of the gradient of every trainable weight of one recorded layer."""
     layer, kind, a = record.layer, record.kind, record.inputs
@@ -222,8 +237,7 @@ def _record_sq_norms(record: _Record, g):
         kh, kw = layer.kernel_size
         sh, sw = layer.strides
         dh, dw = layer.dilation_rate
-        a = tf.image.extract_patches(a, sizes=[1, kh, kw, 1], strides=[1, sh, sw, 1], rates=[1, dh, dw, 1],
-                                     padding=layer.padding.upper())
+        a = _patches(a, kh, kw, (sh, sw), (dh, dw), layer.padding.upper())
     a3, g3 = _flatten_positions(a), _flatten_positions(g)
     if trains_kernel:
         total += _linear_sq_norms(a3, g3, int(a.shape[-1]), int(g.shape[-1]))

@@ -25,6 +25,7 @@ from ..dpsgd import RECIPE, PoissonDPSGD, tanh_mlp
 from ..dpsgd.paths import tf_privacy_available
 from ..dpsgd.poisson_sampling import padded_batch_size
 from ..models import standard_cnn, tanh_cnn
+from .measuring import device_description
 
 __all__ = ["MODELS", "variants", "measure", "run", "format_table"]
 
@@ -108,7 +109,7 @@ def _peak_rss_growth(model_name: str, label: str, steps: int) -> float | None:
 def run(models=("mlp", "cnn", "tanh_cnn"), repeats: int = 5, steps: dict | None = None, memory: bool = True,
         log=print) -> dict:
     """Interleaved timing of every variant of every model; see the module docstring."""
-    steps = steps or {"mlp": 20, "cnn": 6, "tanh_cnn": 6}
+    steps = steps or {"mlp": 20, "cnn": 6, "tanh_cnn": 20}
     result = {"tensorflow": tf.__version__, "keras": keras.__version__,
               "python": ".".join(map(str, sys.version_info[:3])), "repeats": repeats, "models": {}}
     for name in models:
@@ -166,9 +167,36 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m tfdpmech.experiments.dpsgd_speed [out.json]
-    res = run()
-    print(format_table(res))
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w", encoding="utf-8") as fh:
-            json.dump(res, fh, indent=2)
+def main(argv=None) -> int:
+    """``python -m tfdpmech.experiments.dpsgd_speed [--models tanh_cnn] [--out DIR]``: the table, and
+    ``results.json`` + ``results.md`` in ``DIR`` when given."""
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(prog="python -m tfdpmech.experiments.dpsgd_speed", description=__doc__)
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory probes")
+    parser.add_argument("--out", default=None, help="a folder for results.json and results.md")
+    args = parser.parse_args(argv)
+    models = tuple(m for m in args.models.split(",") if m)
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown or args.repeats < 1:
+        parser.error(f"--models {unknown} unknown (known: {', '.join(MODELS)})" if unknown
+                     else f"--repeats={args.repeats}: give at least 1")
+    result = run(models=models, repeats=args.repeats, memory=not args.no_memory)
+    table = format_table(result)
+    print(table)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+        command = "python -m tfdpmech.experiments.dpsgd_speed " + " ".join(argv if argv is not None else sys.argv[1:])
+        with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as fh:
+            fh.write(f"# DP-SGD engine speed\n\nCommand: `{command}`. {device_description()}. `results.json` beside this file "
+                     f"holds every number.\n\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
