@@ -42,3 +42,13 @@ def test_one_line_per_paper_at_its_own_epsilon():
 def test_no_table_without_papers():
     assert paper_table_markdown({"config": {"published": PUBLISHED[3:]}}, []) == []
     assert paper_table_markdown({"config": {}}, []) == []
+
+
+def test_a_paper_without_a_figure_on_this_data_says_why_in_its_claim_cell():
+    point = {"label": "Kang", "paper": "input_perturbation", "epsilon": 0.25, "accuracy": None,
+             "claim": "no MNIST experiment"}
+    rows = [_row("ip_private_head", "input_perturbation", "private", 0.25, 0.3, provable=0.25)]
+    (line,) = [line for line in paper_table_markdown({"config": {"published": (point,)}, "runs": []}, rows)
+               if line.startswith("| Kang")]
+    assert line.startswith("| Kang | 0.25 | – (no MNIST experiment) | not run yet | 30.00 % (claimed ε 0.25, "
+                           "provable ε 0.25, replace-one, record) |")

@@ -14,9 +14,16 @@ from ..accounting.display import epsilon_upper
 from ..accounting.ledger import describe_scope
 from .settings import run_setting
 
-__all__ = ["paper_table_markdown"]
+__all__ = ["paper_table_markdown", "published_accuracy"]
 
 NOT_RUN = "not run yet"
+
+
+def published_accuracy(point: dict) -> str:
+    """A published point's accuracy, or why the paper gives none on this data (``"claim"``)."""
+    if point.get("accuracy") is None:
+        return f"– ({point['claim']})"
+    return f"{100 * point['accuracy']:.2f} %"
 
 
 def _cell(row: dict | None, *, epsilons: bool) -> str:
@@ -65,7 +72,7 @@ def paper_table_markdown(results: dict, rows: list[dict]) -> list[str]:
         theirs = their_dpsgd.get(paper)
         theirs = "–" if theirs is None else f"{100 * theirs['accuracy']:.2f} %"
         trained_here = (reference and run_setting(results, reference["method"])) or "–"
-        lines.append(f"| {p['label']} | {eps:g} | {100 * p['accuracy']:.2f} % | {_cell(reference, epsilons=True)} | "
+        lines.append(f"| {p['label']} | {eps:g} | {published_accuracy(p)} | {_cell(reference, epsilons=True)} | "
                      f"{_cell(private, epsilons=True)} | {_cell(_at(rows, eps, method='dpsgd'), epsilons=True)} | "
                      f"{_cell(public_only, epsilons=False)} | {theirs} | {trained_here} / {p.get('setting', '–')} |")
     return lines

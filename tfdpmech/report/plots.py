@@ -121,7 +121,7 @@ def plot_accuracy_vs_epsilon(rows: list[dict], path: str, published: list | tupl
             ax.set_xlabel(title)
             ax.set_title(dataset, fontsize=9)
             ax.grid(alpha=0.3)
-        for k, point in enumerate(published):  # the papers' own claims: points, not lines
+        for k, point in enumerate(p for p in published if p.get("accuracy") is not None):  # claims: points, not lines
             ax_c.plot([point["epsilon"]], [100 * point["accuracy"]], ls="none", marker="*^vDPX"[k % 6],
                       markersize=10, markeredgecolor="black", color=f"C{(k + 3) % 10}",
                       label=f"published: {point['label']}")

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..accounting.display import epsilon_lower, epsilon_upper
 from ..audit.canary import VERDICT_BUG
-from .papers import paper_table_markdown
+from .papers import paper_table_markdown, published_accuracy
 from .settings import run_setting
 from .plots import has_step_curves, plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon, plot_accuracy_vs_step
 from .schema import check_results_schema
@@ -161,7 +161,7 @@ def published_markdown(results: dict) -> list[str]:
     lines = ["", "Published points (each paper's own claim on the whole MNIST, not measured here; drawn as single "
                  "markers in accuracy_vs_epsilon.png):", "",
              "| published | ε (claimed) | δ | accuracy | source |", "|---|---|---|---|---|"]
-    lines += [f"| {p['label']} | {p['epsilon']:g} | {p.get('delta', '–')} | {100 * p['accuracy']:.2f} % | "
+    lines += [f"| {p['label']} | {p['epsilon']:g} | {p.get('delta', '–')} | {published_accuracy(p)} | "
               f"{p['source']} |" for p in points]
     return lines
 

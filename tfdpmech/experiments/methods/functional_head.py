@@ -18,7 +18,8 @@ FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-
 CLOSED_FORM = {"training": "closed form on the released statistics (no epochs)"}
 
 
-def _features(ctx, seed):
+def public_head_features(ctx, seed):
+    """The public model's bounded features (the heads' input), trained once per seed on the public records."""
     ctx.require_public("the functional head")
     return public_features(ctx.public_model(seed), FEATURE_LAYER, trained_on=ctx.x_public,
                            description=f"public data: {ctx.public_source}")
@@ -28,7 +29,7 @@ def public_head(head_class, training: dict = CLOSED_FORM, **options):
     """``build`` of a closed-form head on the public model's features (``options`` go to the head; a callable
     one is read from the context)."""
     def build(ctx, epsilon, seed) -> Build:
-        feats = _features(ctx, seed)
+        feats = public_head_features(ctx, seed)
         kwargs = {key: value(ctx) if callable(value) else value for key, value in options.items()}
         head = head_class(feats, ctx.num_classes, epsilon=epsilon, seed=seed, **kwargs)
         notes = {"public": ctx.public_source, "features": feats.name, **training}
