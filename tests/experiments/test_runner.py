@@ -113,6 +113,8 @@ def test_nan_outputs_are_flagged_as_diverged_not_scored():
     (dict(public=-3), "public=-3"),
     (dict(methods=("ip_private",)), "runs on tabular data"),
     (dict(methods=("adlm_per_record",), public=0), "needs public data"),
+    (dict(published=({"label": "P", "epsilon": 1.0, "accuracy": None, "source": "s"},)), "'claim' saying why"),
+    (dict(published=({"label": "P", "epsilon": 1.0, "accuracy": 1.5, "source": "s"},)), "accuracy in"),
 ])
 def test_bad_configuration_is_refused_before_any_training(changes, message):
     config = CompareConfig(**{**dict(methods=("nonprivate",), verbose=0), **changes})

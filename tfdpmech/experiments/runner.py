@@ -128,8 +128,11 @@ class CompareConfig:
                 raise ValueError(f"subsets[{name!r}]={subset!r}: give a dict with 'epsilons' and/or 'seeds'")
         for point in self.published:
             missing = {"label", "epsilon", "accuracy", "source"} - set(point)
-            if missing or not 0.0 < float(point["accuracy"]) <= 1.0 or not float(point["epsilon"]) > 0.0:
-                raise ValueError(f"published point {point!r}: give label, epsilon > 0, accuracy in (0, 1] and source")
+            accuracy = None if missing else point["accuracy"]
+            stated = (point.get("claim") if accuracy is None else 0.0 < float(accuracy) <= 1.0)
+            if missing or not stated or not float(point["epsilon"]) > 0.0:
+                raise ValueError(f"published point {point!r}: give label, epsilon > 0, accuracy in (0, 1] (or None "
+                                 "with a 'claim' saying why the paper gives none) and source")
         unknown_audits = [a for a in self.audit if a not in AUDITS]
         if unknown_audits:
             raise ValueError(f"unknown audit(s) {unknown_audits}; choose from {sorted(AUDITS)} or none")
