@@ -24,6 +24,17 @@ def test_local_gaussian_calibration_is_exact_and_scales():
     assert 800 < tiny < 900 and local_gaussian_epsilon(tiny, 1 / 20000**2) <= 0.01 + 1e-9
 
 
+@pytest.mark.parametrize("accountant", ["pld", "rdp"])
+@pytest.mark.parametrize("epsilon", [0.5, 8.0])
+def test_accountant_calibration_starts_at_the_exact_sigma_and_certifies_the_target(accountant, epsilon):
+    """A large ε needs little noise; the search never evaluates an accountant below the exact σ (a PLD grid
+    there would not fit in memory) and returns a σ at most a few per cent above it that meets ε."""
+    exact = sigma_local_gaussian(epsilon, 1e-5)
+    sigma = sigma_local_gaussian(epsilon, 1e-5, accountant=accountant)
+    assert exact <= sigma < (1.1 if accountant == "pld" else 1.6) * exact
+    assert local_gaussian_epsilon(sigma, 1e-5, accountant=accountant) <= epsilon * (1 + 1e-9)
+
+
 def test_gaussian_epsilon_of_the_classic_calibration():
     # σ = sqrt(2 ln(1.25/δ))/ε is (ε, δ)-DP for ε < 1 (Dwork & Roth, Thm. A.1): the exact ε is below ε
     for eps in (0.2, 0.5, 0.9):

@@ -202,8 +202,12 @@ def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, acc
 
     # the classic bound sqrt(2 ln(1.25/δ))/ε (valid for ε < 1) is within a small factor of the optimum
     ceiling = 100.0 * math.sqrt(2.0 * math.log(1.25 / delta)) / min(epsilon, 1.0)
-    multiplier = smallest_sigma(lambda m: gaussian_epsilon(m, delta, accountant), epsilon, lower=1e-3, factor=4.0,
-                                max_sigma=ceiling, max_shrinks=60, relative_tol=tol, not_certifiable=not_certifiable)
+    # no accountant certifies less noise than the exact curve needs: the search starts there (a PLD grid for a
+    # far smaller σ, whose ε is huge, would not fit in memory)
+    exact = gaussian_sigma(1.0, epsilon, delta)
+    multiplier = smallest_sigma(lambda m: gaussian_epsilon(m, delta, accountant), epsilon, lower=exact,
+                                upper=exact, factor=1.25, max_sigma=max(ceiling, 2.0 * exact), max_shrinks=2,
+                                relative_tol=tol, not_certifiable=not_certifiable)
     return float(multiplier) * 2.0 * R
 
 
