@@ -52,3 +52,11 @@ def test_a_paper_without_a_figure_on_this_data_says_why_in_its_claim_cell():
                if line.startswith("| Kang")]
     assert line.startswith("| Kang | 0.25 | – (no MNIST experiment) | not run yet | 30.00 % (claimed ε 0.25, "
                            "provable ε 0.25, replace-one, record) |")
+
+
+def test_a_per_query_claim_says_so():
+    point = {"label": "Lu", "paper": "output_perturbation", "epsilon": 0.5, "accuracy": None, "claim": "none"}
+    row = {**_row("outpert_reference", "output_perturbation", "reference", 0.5, 0.9), "per": "query"}
+    (line,) = [line for line in paper_table_markdown({"config": {"published": (point,)}, "runs": []}, [row])
+               if line.startswith("| Lu")]
+    assert "| 90.00 % (claimed ε 0.5 per query, none proven) |" in line

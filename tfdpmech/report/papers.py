@@ -36,7 +36,8 @@ def _cell(row: dict | None, *, epsilons: bool) -> str:
     if not epsilons:
         return accuracy
     claimed, provable = row.get("epsilon_claimed"), row["epsilon_provable"]
-    claimed = "–" if claimed is None else epsilon_upper(claimed)
+    per = " per query" if row.get("per") == "query" else ""
+    claimed = "–" if claimed is None else f"{epsilon_upper(claimed)}{per}"
     if provable is None:
         return f"{accuracy} (claimed ε {claimed}, none proven)"
     scope = describe_scope(row["neighbours"], row["protects"])
