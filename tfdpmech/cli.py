@@ -117,7 +117,9 @@ def _compare(args) -> int:
                                learning_rate=args.learning_rate, audit=args.audit, out=args.out,
                                resume=args.resume, stored_only=args.stored_only or None,
                                verbose=0 if args.quiet else 1)
-        if args.methods is None:  # the preset's list: skip what this installation cannot run, visibly
+        # the preset's list: skip what this installation cannot run, visibly (a report of stored runs trains
+        # nothing, so it keeps every method: runs made on another stack stay in it)
+        if args.methods is None and not config.stored_only:
             kept = available_methods(config.methods, note)
             config.left_out = {name: get_method(name).unavailable() for name in config.methods if name not in kept}
             config.methods = kept

@@ -123,3 +123,18 @@ def test_stored_only_reports_what_is_finished_and_lists_the_rest(tmp_path, monke
     assert "Not run yet (1 runs of the plan" in text and "ip_private on breast_cancer at target ε=0.5" in text
     with pytest.raises(ValueError, match="stored_only"):
         _config(tmp_path, resume=False, stored_only=True).validate()
+
+
+def test_stored_only_keeps_the_runs_of_a_method_this_installation_cannot_run(tmp_path, monkeypatch):
+    """A report of stored runs trains nothing: runs made on another stack (tensorflow-privacy's) stay in it."""
+    import dataclasses
+
+    from tfdpmech.experiments.registry import METHODS
+
+    first = run_comparison(_config(tmp_path))
+    missing = dataclasses.replace(METHODS["ip_private"], requires=(("no_such_module_here", "pip install it"),))
+    monkeypatch.setitem(METHODS, "ip_private", missing)
+    with pytest.raises(ValueError, match="no_such_module_here"):  # training it is refused by name
+        _config(tmp_path).validate()
+    stored = run_comparison(_config(tmp_path, stored_only=True))
+    assert stored["runs"] == json.loads(json.dumps(first["runs"]))

@@ -143,7 +143,7 @@ class CompareConfig:
                                  "drop it or pick a matching --dataset")
             if m.uses_public and self.public in (0, "none"):
                 raise ValueError(f"method {name!r} needs public data; pass --public N (e.g. 1000) or drop it")
-            reason = m.unavailable()
+            reason = None if self.stored_only else m.unavailable()  # a report of stored runs trains nothing
             if reason:
                 raise ValueError(reason)
         if "public_only" in METHODS and "public_only" not in self.methods and any(
