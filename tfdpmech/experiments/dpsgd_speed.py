@@ -1,7 +1,8 @@
 """DP-SGD training speed and memory per engine and clipping path, on the same model and batch.
 
 For each model (the demo's tanh MLP at the recipe's padded Poisson batch, the standard MNIST CNN
-at a batch of 250, and DP-SGD's tanh CNN at the whole-MNIST preset's expected batch of 512 of 60,000) and each variant — non-private training, tfdpmech's ghost-norm and per-record
+at a batch of 250, and DP-SGD's tanh CNN at the whole-MNIST preset's expected batch of 512 of
+60,000) and each variant — non-private training, tfdpmech's ghost-norm and per-record
 paths, tensorflow-privacy's fast-clipping and vectorized paths where it imports — one Keras
 ``fit`` of ``steps`` optimizer steps on one fixed batch is timed after a warm-up fit (tracing
 excluded). Repeats are interleaved (repeat r runs every variant once, in a rotated order) and every
@@ -193,8 +194,8 @@ def main(argv=None) -> int:
             json.dump(result, fh, indent=2)
         command = "python -m tfdpmech.experiments.dpsgd_speed " + " ".join(argv if argv is not None else sys.argv[1:])
         with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as fh:
-            fh.write(f"# DP-SGD engine speed\n\nCommand: `{command}`. {device_description()}. `results.json` beside this file "
-                     f"holds every number.\n\n{table}\n")
+            fh.write(f"# DP-SGD engine speed\n\nCommand: `{command}`. {device_description()}. `results.json` beside "
+                     f"this file holds every number.\n\n{table}\n")
     return 0
 
 
