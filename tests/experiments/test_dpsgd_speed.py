@@ -30,7 +30,8 @@ def test_a_tiny_run_reports_every_variant_with_ratios():
     assert "tfdpmech fast_clipping" in table and result["tensorflow"] in table
 
 
-@pytest.mark.parametrize("argv, named", [(["--models", "mlp,resnet"], "resnet"), (["--repeats", "0"], "--repeats=0")])
+@pytest.mark.parametrize("argv, named", [(["--models", "mlp,resnet"], "resnet"), (["--models", ","], "--models"),
+                                         (["--repeats", "0"], "--repeats=0")])
 def test_the_command_refuses_an_unknown_model_or_no_repeats_before_timing(argv, named, capsys):
     with pytest.raises(SystemExit) as exit_info:
         dpsgd_speed.main(argv)

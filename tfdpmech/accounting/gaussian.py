@@ -206,7 +206,7 @@ def sigma_local_gaussian(epsilon, delta, feature_norm_bound: float = 1.0, *, acc
     # far smaller σ, whose ε is huge, would not fit in memory)
     exact = gaussian_sigma(1.0, epsilon, delta)
     multiplier = smallest_sigma(lambda m: gaussian_epsilon(m, delta, accountant), epsilon, lower=exact,
-                                upper=exact, factor=1.25, max_sigma=max(ceiling, 2.0 * exact), max_shrinks=2,
+                                upper=exact, factor=1.25, max_sigma=ceiling, max_shrinks=2,
                                 relative_tol=tol, not_certifiable=not_certifiable)
     return float(multiplier) * 2.0 * R
 

@@ -13,7 +13,9 @@ growth of the process's peak RSS during a fresh process's warm-up and timed fits
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -171,9 +173,6 @@ def format_table(result: dict) -> str:
 def main(argv=None) -> int:
     """``python -m tfdpmech.experiments.dpsgd_speed [--models tanh_cnn] [--out DIR]``: the table, and
     ``results.json`` + ``results.md`` in ``DIR`` when given."""
-    import argparse
-    import os
-
     parser = argparse.ArgumentParser(prog="python -m tfdpmech.experiments.dpsgd_speed", description=__doc__)
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--repeats", type=int, default=5)
@@ -182,9 +181,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     models = tuple(m for m in args.models.split(",") if m)
     unknown = sorted(set(models) - set(MODELS))
-    if unknown or args.repeats < 1:
-        parser.error(f"--models {unknown} unknown (known: {', '.join(MODELS)})" if unknown
-                     else f"--repeats={args.repeats}: give at least 1")
+    if unknown or not models:
+        parser.error(f"--models={args.models!r}: give some of {', '.join(MODELS)}, comma-separated")
+    if args.repeats < 1:
+        parser.error(f"--repeats={args.repeats}: give at least 1")
     result = run(models=models, repeats=args.repeats, memory=not args.no_memory)
     table = format_table(result)
     print(table)
