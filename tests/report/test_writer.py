@@ -62,3 +62,15 @@ def test_learning_curve_legend_shows_claimed_and_provable_epsilon():
     assert "claimed ε=0.5 | provable ε=0.5" in step_label(proven)
     # the legend's ε are upper bounds: rounded up, never to nearest
     assert "claimed ε=1.12 | provable ε=1 " in step_label({**proven, "epsilon_claimed": 1.1113, "epsilon_provable": 0.9999})
+
+
+def test_the_header_sums_every_run_s_own_seconds_rounded_up_to_the_minute():
+    from tfdpmech.report.writer import runs_time_markdown
+
+    runs = [{"train_seconds": 3000.0, "preprocessing_seconds": 600.0},  # 1 h
+            {"train_seconds": 61.0, "preprocessing_seconds": None},  # a closed-form head: train seconds only
+            {"train_seconds": None, "preprocessing_seconds": 0.5}]
+    (blank, line) = runs_time_markdown({"runs": runs})
+    assert blank == ""
+    assert line.startswith("The 3 runs in this report took 1 h 02 min of training and private preprocessing in all")
+    assert runs_time_markdown({"runs": []}) == []

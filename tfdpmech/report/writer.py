@@ -130,6 +130,18 @@ def pending_markdown(results: dict) -> list[str]:
             *lines, ""] if lines else []
 
 
+def runs_time_markdown(results: dict) -> list[str]:
+    """The plan's cost so far: the sum of every run's own train and preprocessing seconds."""
+    runs = results["runs"]
+    if not runs:
+        return []
+    total = sum((r.get("train_seconds") or 0.0) + (r.get("preprocessing_seconds") or 0.0) for r in runs)
+    hours, minutes = divmod(math.ceil(total / 60), 60)
+    return ["", f"The {len(runs)} runs in this report took {hours} h {minutes:02d} min of training and private "
+                "preprocessing in all (the sum of each run's own seconds in the table; a run timed while other "
+                "processes shared the CPU counts its slower time)."]
+
+
 def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     """The whole results.md text."""
     rows = summarize(results) if rows is None else rows
@@ -138,7 +150,7 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
              f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, seeds {list(cfg['seeds'])}", "",
              f"TensorFlow {env['tensorflow']} on {env['device']}; total {results['total_seconds']:.0f} s"
              + (f" in this invocation, which read {results['stored_runs']} finished runs from runs.jsonl (each keeps "
-                "its own train seconds)." if results.get("stored_runs") else "."), ""]
+                "its own train seconds)." if results.get("stored_runs") else "."), *runs_time_markdown(results), ""]
     for name, d in results["data"].items():
         lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
                      f"{d['test']} test records. {d['note']}")
