@@ -1,13 +1,14 @@
-"""Choose the whole-MNIST preset's DP-SGD epochs on a validation split, never on the test set.
+"""Choose the whole-MNIST preset's settings on a validation split, never on the test set.
 
 Runs ``tfdpmech compare --preset mnist`` on ``mnist_validation`` (the first 55,000 training images
 train, the last 5,000 score) for every (method, ε) over the grid below, seed 0, and writes
 ``docs/results/mnist/tuning/tuning.md`` and ``tuning.json``: the validation accuracy of each grid
 point and the chosen one (the best; ties to the earlier point, which is cheaper). A grid point is
-the epochs and any other changes to the published recipe (``mnist_recipes``). Finished runs are
+the epochs and any other changes to the published recipe (``mnist_recipes``); for the
+noise-once head on scattering features, the random projection's dimension. Finished runs are
 kept in ``docs/results/mnist/tuning/runs.jsonl`` and not run again, so the sweep resumes after a kill.
 
-    python tools/mnist_tuning.py [--methods dpsgd,dpsgd_scatter] [--epsilons 3,1,0.25,0.5,2] [--points 0,1]
+    python tools/mnist_tuning.py [--methods dpsgd,dpsgd_scatter,fm_head_scatter] [--epsilons 3,1,0.25,0.5,2] [--points 0,1]
                                  [--stored-only]
 """
 
@@ -24,11 +25,15 @@ OUT = os.path.join("docs", "results", "mnist", "tuning")
 _EPOCHS = ({"epochs": 20}, {"epochs": 40})
 _SCHEDULES = tuple({**p, change: value} for change, value in (("lr_schedule", "cosine"), ("ema_momentum", 0.999))
                    for p in _EPOCHS)
-GRID = {"dpsgd": _EPOCHS + _SCHEDULES, "dpsgd_scatter": _EPOCHS}
+# the noise-once head on scattering features: the random projection's dimension (a setting, ε = 0)
+_UNITS = tuple({"units": units} for units in (64, 128, 256, 512))
+GRID = {"dpsgd": _EPOCHS + _SCHEDULES, "dpsgd_scatter": _EPOCHS, "fm_head_scatter": _UNITS}
 PREFIX = {"dpsgd": "dpsgd", "dpsgd_scatter": "scatter"}
 
 
 def _options(method: str, point: dict) -> dict:
+    if "units" in point:
+        return {"scatter_units": point["units"]}
     prefix, changes = PREFIX[method], {k: v for k, v in point.items() if k != "epochs"}
     return {f"{prefix}_epochs": point["epochs"], **({f"{prefix}_recipe": changes} if changes else {})}
 
@@ -60,7 +65,7 @@ def write(result: dict, out=OUT) -> None:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "tuning.json"), "w") as fh:
         json.dump(result, fh, indent=2)
-    lines = ["# Whole-MNIST preset: epochs chosen on the validation split", "",
+    lines = ["# Whole-MNIST preset: settings chosen on the validation split", "",
              "`python tools/mnist_tuning.py`: trained on the first 55,000 MNIST training images, scored on the last "
              "5,000 (`mnist_validation`); the test set is not read. Seed 0; every other setting is the published "
              "recipe (`tfdpmech.experiments.methods.mnist_recipes`) except the changes listed. Grid points not listed have not run yet. Seconds are "
@@ -70,7 +75,7 @@ def write(result: dict, out=OUT) -> None:
     for row in result["runs"]:
         mark = "yes" if result["chosen"][row["method"]][str(row["epsilon"])] == row["point"] else ""
         changes = ", ".join(f"{k} {v}" for k, v in row["point"].items() if k != "epochs") or "none"
-        lines.append(f"| `{row['method']}` | {row['epsilon']:g} | {row['point']['epochs']} | {changes} | "
+        lines.append(f"| `{row['method']}` | {row['epsilon']:g} | {row['point'].get('epochs', '–')} | {changes} | "
                      f"{100 * row['validation_accuracy']:.2f} % | {row['train_seconds']:.0f} | {mark} |")
     with open(os.path.join(out, "tuning.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")

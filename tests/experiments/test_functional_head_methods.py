@@ -61,3 +61,14 @@ def test_scatter_head_needs_no_public_data_and_is_proven():
     assert features["epsilon_provable"] == 0.0 and "scattering transform" in features["basis"]
     assert head["mechanism"] == "gaussian" and head["details"]["n"] == 600
     assert run["accuracy"] > 0.3  # learns from 600 private records (chance 0.1)
+    assert run["notes"]["features"] == "scatter:J2:512"  # the default projection
+
+
+def test_scatter_head_projects_to_the_dimension_its_option_names_at_each_epsilon():
+    pytest.importorskip("tfdpmech.features.kymatio_compat", reason="kymatio is the optional extra tfdpmech[scatter]")
+    config = CompareConfig(methods=("fm_head_scatter",), epsilons=(2.0, 8.0), seeds=(0,), epochs=1, public=0,
+                           audit=(), verbose=0,
+                           options={"max_private": 300, "max_test": 100, "scatter_units": {8.0: 64}})
+    runs = {run["epsilon_target"]: run for run in run_comparison(config)["runs"]}
+    assert runs[8.0]["notes"]["features"] == "scatter:J2:64"
+    assert runs[2.0]["notes"]["features"] == "scatter:J2:512"  # no value at this ε: the default

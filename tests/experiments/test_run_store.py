@@ -79,6 +79,8 @@ def test_a_run_is_keyed_by_the_options_its_method_reads(tmp_path):
     assert key("dpsgd", dpsgd_epochs=40) != dpsgd
     assert key("dpsgd", dpsgd_epochs=20, max_private=600) != dpsgd
     assert key("fm_head_scatter", dpsgd_epochs=20) == key("fm_head_scatter")
+    assert key("fm_head_scatter", scatter_units={3.0: 64}) == key("fm_head_scatter")  # nothing at ε=1
+    assert key("fm_head_scatter", scatter_units=64) != key("fm_head_scatter")
     assert key("kifer", dpsgd_epochs=20) != key("kifer")  # undeclared: every option counts
 
 

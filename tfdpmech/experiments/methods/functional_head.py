@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...features import public_features, scatter_features
 from ...heads import FunctionalHead
 from ..registry import Build, Prepared, register_mechanism, register_method
+from .mnist_recipes import epochs_for
 
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model
 
@@ -37,10 +38,15 @@ def public_head(head_class, training: dict = CLOSED_FORM, **options):
     return build
 
 
+SCATTER_UNITS = 512  # the projection's dimension unless the option ``scatter_units`` ({ε: units} or units) says
+
+
 def scatter_head(head_class, training: dict = CLOSED_FORM, **options):
     """``build`` of a closed-form Gaussian head on data-independent scattering features: no public data at all."""
     def build(ctx, epsilon, seed) -> Build:
-        feats = scatter_features(tuple(ctx.x_private.shape[1:]), seed=seed)  # ε = 0: fixed filters, seeded projection
+        units = epochs_for(ctx.config.options, epsilon, SCATTER_UNITS, "scatter_units")
+        # ε = 0: fixed filters, a seeded projection whose dimension is a setting, not a statistic of the data
+        feats = scatter_features(tuple(ctx.x_private.shape[1:]), units=units, seed=seed)
         head = head_class(feats, ctx.num_classes, epsilon=epsilon, delta=ctx.config.delta, seed=seed, **options)
         return Build(head, x=ctx.x_private, y=ctx.y_private, notes={"features": feats.name, **training})
     return build
@@ -69,7 +75,9 @@ register_mechanism(
 register_mechanism(
     "fm_head_scatter", scatter_head(FunctionalHead, mechanism="gaussian"),
     "functional-mechanism head (Gaussian) on data-independent features: the 2-D scattering transform (Tramèr & "
-    "Boneh 2021, kymatio, J = 2) and a fixed 512-dim random projection; no public data; (ε, δ) proven",
-    mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),), options=())
+    "Boneh 2021, kymatio, J = 2) and a fixed random projection (512 dimensions unless the option scatter_units "
+    "says); no public data; (ε, δ) proven",
+    mode="private", requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),),
+    options=("scatter_units",))
 
-__all__ = ["FEATURE_LAYER", "public_head", "scatter_head"]
+__all__ = ["FEATURE_LAYER", "SCATTER_UNITS", "public_head", "scatter_head"]

@@ -71,4 +71,5 @@ register_mechanism("outpert_head_scatter", scatter_head(OutputPerturbationHead, 
                    "outpert_head (Chaudhuri et al. 2011, proven) on the data-independent scattering features of "
                    "fm_head_scatter instead of a public model's: no public data; (ε, δ) proven",
                    mode="private", paper="output_perturbation",
-                   requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),), options=())
+                   requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),),
+                   options=("scatter_units",))
