@@ -81,6 +81,8 @@ def test_a_run_is_keyed_by_the_options_its_method_reads(tmp_path):
     assert key("fm_head_scatter", dpsgd_epochs=20) == key("fm_head_scatter")
     assert key("fm_head_scatter", scatter_units={3.0: 64}) == key("fm_head_scatter")  # nothing at ε=1
     assert key("fm_head_scatter", scatter_units=64) != key("fm_head_scatter")
+    assert key("pcdbn_private", pcdbn_reference_epochs=2400) == key("pcdbn_private")  # the reference's own option
+    assert key("pcdbn_reference", pcdbn_reference_epochs=2400) != key("pcdbn_reference")
     assert key("kifer", dpsgd_epochs=20) != key("kifer")  # undeclared: every option counts
 
 

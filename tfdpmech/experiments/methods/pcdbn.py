@@ -49,10 +49,12 @@ register_mechanism("pcdbn_private_gauss", _pcdbn("private", "gaussian"),
 
 def _reference(ctx, epsilon, seed) -> Build:
     """The authors' code path: batch min(3,600, n/2), ``pretrain_epochs`` per encoder (code: 10) and
-    ``reference_epochs`` fine-tuning epochs (code: 2,400; default 20 × head_epochs)."""
+    ``pcdbn_reference_epochs`` fine-tuning epochs (code: 2,400), else ``reference_epochs`` (the option the
+    other reference rows read), else 20 × head_epochs."""
     options = ctx.config.options
     batch = min(3600, max(ctx.n_private // 2, 1))
-    epochs = int(options.get("reference_epochs", 20 * int(options.get("head_epochs", ctx.config.epochs))))
+    epochs = int(options.get("pcdbn_reference_epochs") or options.get(
+        "reference_epochs", 20 * int(options.get("head_epochs", ctx.config.epochs))))
     ref = PCDBNReference(epsilon, batch_size=batch, pretrain_epochs=int(options.get("pretrain_epochs", 10)), seed=seed)
     return Build(ref, x=ctx.x_private, y=ctx.y_private, prepared={"epochs": epochs, "predict_proba": ref.predict_proba})
 
@@ -60,4 +62,4 @@ def _reference(ctx, epsilon, seed) -> Build:
 register_mechanism("pcdbn_reference", _reference,
                 "pCDBN as the authors' public code trains it (noisy Chebyshev coefficients in pre-training only, "
                 "per-batch shared output noise, clean labels; Phan et al. Fig. 5b): claimed, none proven",
-                mode="reference", paper="pcdbn", options=_OPTIONS)
+                mode="reference", paper="pcdbn", options=(*_OPTIONS, "pcdbn_reference_epochs"))
