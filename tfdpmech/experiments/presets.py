@@ -143,7 +143,9 @@ register_preset(
      "out": "docs/results/mnist", "resume": True,
      # DP-SGD recipes per ε: chosen on mnist_validation by tools/mnist_tuning.py (docs/results/mnist/tuning)
      "options": {"nonprivate_epochs": 20, "dpsgd_epochs": {3.0: 40, 2.0: 40, 1.0: 20, 0.5: 20, 0.25: 20},
-                 "dpsgd_recipe": {0.25: {"lr_schedule": "cosine"}}, "scatter_epochs": 20},
+                 "dpsgd_recipe": {0.25: {"lr_schedule": "cosine"}}, "scatter_epochs": 20,
+                 # fm_head_scatter's projection dimension, chosen the same way (512, the default, at ε = 3)
+                 "scatter_units": {0.25: 256, 0.5: 256, 1.0: 256, 2.0: 256}},
      # the papers' points in its plot and list; their seed-paper table belongs to mnist-papers, which runs them
      "published": tuple({k: v for k, v in p.items() if k not in ("paper", "dpsgd_of")} for p in MNIST_PUBLISHED),
      # tensorflow-privacy clips this CNN's Conv2D layers per example by its vectorized path only (no ghost norms)

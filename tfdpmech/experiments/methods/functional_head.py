@@ -41,10 +41,12 @@ def public_head(head_class, training: dict = CLOSED_FORM, **options):
 SCATTER_UNITS = 512  # the projection's dimension unless the option ``scatter_units`` ({ε: units} or units) says
 
 
-def scatter_head(head_class, training: dict = CLOSED_FORM, **options):
-    """``build`` of a closed-form Gaussian head on data-independent scattering features: no public data at all."""
+def scatter_head(head_class, training: dict = CLOSED_FORM, units_option: str | None = None, **options):
+    """``build`` of a closed-form Gaussian head on data-independent scattering features: no public data at all.
+    ``units_option`` names the option that sets the projection's dimension (None: always ``SCATTER_UNITS``)."""
     def build(ctx, epsilon, seed) -> Build:
-        units = epochs_for(ctx.config.options, epsilon, SCATTER_UNITS, "scatter_units")
+        units = (SCATTER_UNITS if units_option is None
+                 else epochs_for(ctx.config.options, epsilon, SCATTER_UNITS, units_option))
         # ε = 0: fixed filters, a seeded projection whose dimension is a setting, not a statistic of the data
         feats = scatter_features(tuple(ctx.x_private.shape[1:]), units=units, seed=seed)
         head = head_class(feats, ctx.num_classes, epsilon=epsilon, delta=ctx.config.delta, seed=seed, **options)
@@ -73,7 +75,7 @@ register_mechanism(
     "functional-mechanism head with Gaussian noise once (features clipped to unit norm, σ from dp_accounting): "
     "(ε, δ) proven", mode="private", uses_public=True)
 register_mechanism(
-    "fm_head_scatter", scatter_head(FunctionalHead, mechanism="gaussian"),
+    "fm_head_scatter", scatter_head(FunctionalHead, units_option="scatter_units", mechanism="gaussian"),
     "functional-mechanism head (Gaussian) on data-independent features: the 2-D scattering transform (Tramèr & "
     "Boneh 2021, kymatio, J = 2) and a fixed random projection (512 dimensions unless the option scatter_units "
     "says); no public data; (ε, δ) proven",

@@ -68,8 +68,8 @@ register_mechanism("outpert_head",
                    "dp_accounting for the K classes together); then any number of queries: (ε, δ) proven",
                    mode="private", paper="output_perturbation", uses_public=True)
 register_mechanism("outpert_head_scatter", scatter_head(OutputPerturbationHead, training=_SOLVED),
-                   "outpert_head (Chaudhuri et al. 2011, proven) on the data-independent scattering features of "
-                   "fm_head_scatter instead of a public model's: no public data; (ε, δ) proven",
+                   "outpert_head (Chaudhuri et al. 2011, proven) on data-independent scattering features (those "
+                   "of fm_head_scatter, projected to 512 dimensions) instead of a public model's: no public data; "
+                   "(ε, δ) proven",
                    mode="private", paper="output_perturbation",
-                   requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),),
-                   options=("scatter_units",))
+                   requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),), options=())
