@@ -23,7 +23,7 @@ import dataclasses
 
 from ...dpsgd import Recipe
 
-__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for", "recipe_for"]
+__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for", "option_at", "recipe_for"]
 
 TANH_CNN_RECIPE = Recipe(expected_batch_size=512, epochs=40, l2_norm_clip=0.1, learning_rate=0.5, optimizer="sgd",
                          momentum=0.9, accountant="pld", reference_n=60_000)
@@ -47,12 +47,17 @@ def _at_epsilon(chosen: dict, epsilon, default):
     return matches[0] if matches else default
 
 
-def epochs_for(options: dict, epsilon, default: int, option: str = "dpsgd_epochs") -> int:
-    """The epochs of a run at ``epsilon``: ``options[option]`` as an int or ``{ε: epochs}``, else ``default``."""
+def option_at(options: dict, epsilon, option: str, default):
+    """A run's setting at ``epsilon``: ``options[option]`` as one value or ``{ε: value}``, else ``default``."""
     chosen = (options or {}).get(option, default)
     if isinstance(chosen, dict):
         chosen = _at_epsilon(chosen, epsilon, default)
-    return int(chosen)
+    return chosen
+
+
+def epochs_for(options: dict, epsilon, default: int, option: str = "dpsgd_epochs") -> int:
+    """The epochs of a run at ``epsilon``: ``options[option]`` as an int or ``{ε: epochs}``, else ``default``."""
+    return int(option_at(options, epsilon, option, default))
 
 
 def recipe_for(options: dict, epsilon, recipe: Recipe, prefix: str = "dpsgd") -> Recipe:
