@@ -60,3 +60,19 @@ def test_a_per_query_claim_says_so():
     (line,) = [line for line in paper_table_markdown({"config": {"published": (point,)}, "runs": []}, [row])
                if line.startswith("| Lu")]
     assert "| 90.00 % (claimed ε 0.5 per query, none proven) |" in line
+
+
+def test_dp_sgd_on_the_public_features_gets_a_column_where_it_ran():
+    point = {"label": "AdLM", "paper": "adlm", "epsilon": 0.25, "accuracy": 0.902}
+    rows = [_row("dpsgd", None, "private", 0.25, 0.93, provable=0.25, neighbours="add_remove"),
+            _row("dpsgd_head", "dpsgd", "private", 0.25, 0.9694, provable=0.25, neighbours="add_remove"),
+            _row("public_only", None, "none", None, 0.9644)]
+    lines = paper_table_markdown({"config": {"published": (point,)}, "runs": []}, rows)
+    (header,) = [line for line in lines if line.startswith("| paper |")]
+    (line,) = [line for line in lines if line.startswith("| AdLM")]
+    assert "| dpsgd here | dpsgd_head here | public_only |" in header
+    assert ("| 93.00 % (claimed ε 0.25, provable ε 0.25, add/remove, record) | 96.94 % (claimed ε 0.25, provable ε "
+            "0.25, add/remove, record) | 96.44 % |") in line
+    assert all(line.count("|") == header.count("|") for line in lines if line.startswith("|"))
+    without = paper_table_markdown({"config": {"published": (point,)}, "runs": []}, rows[:1] + rows[2:])
+    assert not any("dpsgd_head" in line for line in without)

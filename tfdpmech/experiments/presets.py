@@ -157,14 +157,15 @@ register_preset(
 # The seed papers on the whole MNIST, each at its own ε (AdLM, ILM and Kang et al.'s input perturbation 0.25;
 # pCDBN and Lu et al.'s output perturbation 0.5; AFRRS 0.6): the first
 # 1,000 training images are public (they train the relevance model and the public_only row), the other 59,000
-# private; DP-SGD's tanh CNN at its chosen recipe on the same 59,000 at every one of those ε. The per-record
+# private; DP-SGD's tanh CNN at its chosen recipe on the same 59,000 at every one of those ε, and DP-SGD on a
+# linear head over the public model's features (the same public data the papers' rows use). The per-record
 # modes run at batch 100: their proofs allow at most 135 on this CNN at these budgets (per_record_budget), and
 # 100 divides both 59,000 and the quick run's 600 records. The reference modes of AdLM, ILM and AFRRS run at
 # batch 1,000 for ``epochs``; pCDBN's as its code does (batch 3,600, 10 pre-training epochs per layer, 2,400
 # fine-tuning epochs). The papers' own settings are in the seed-paper table of the report.
 PAPER_METHODS = ("nonprivate", "public_only", "adlm_reference", "adlm_per_record", "ilm_reference", "ilm_per_record",
                  "afrrs_reference", "afrrs_per_record", "pcdbn_reference", "pcdbn_private", "outpert_reference",
-                 "outpert_head", "ip_reference_head", "ip_private_head", "dpsgd")
+                 "outpert_head", "ip_reference_head", "ip_private_head", "dpsgd", "dpsgd_head")
 _AT = {0.25: ("adlm_reference", "adlm_per_record", "ilm_reference", "ilm_per_record", "ip_reference_head",
               "ip_private_head"),
        0.5: ("pcdbn_reference", "pcdbn_private", "outpert_reference", "outpert_head"),
@@ -172,8 +173,9 @@ _AT = {0.25: ("adlm_reference", "adlm_per_record", "ilm_reference", "ilm_per_rec
 register_preset(
     "mnist-papers", "the seed papers on the whole MNIST at their own ε (AdLM, ILM, input perturbation 0.25; pCDBN, "
                     "output perturbation 0.5; AFRRS 0.6), "
-                    "reference and private modes, next to DP-SGD's tanh CNN at the same ε and the public model "
-                    "alone; 1,000 public training images, 59,000 private; resumes from "
+                    "reference and private modes, next to DP-SGD's tanh CNN at the same ε, DP-SGD on the public "
+                    "model's features and the public model alone; 1,000 public training images, 59,000 private; "
+                    "resumes from "
                     "docs/results/mnist-papers/runs.jsonl",
     {"datasets": ("mnist",), "methods": PAPER_METHODS, "epsilons": (0.25, 0.5, 0.6), "seeds": (0,),
      "model": "tanh_cnn", "public": 1000, "delta": 1e-5, "epochs": 20, "batch_size": 1000, "audit": ("mia",),

@@ -59,11 +59,16 @@ def paper_table_markdown(results: dict, rows: list[dict]) -> list[str]:
         return []
     their_dpsgd = {paper: p for p in results["config"]["published"] for paper in p.get("dpsgd_of", ())}
     public_only = _at(rows, None, method="public_only")
-    head = ("| paper | ε | paper's claim | reference mode here | private mode here | dpsgd here | public_only "
-            "| the paper's own DP-SGD | reference mode: trained here / by the paper |")
+    # DP-SGD with the public data the papers' rows use (on the public model's features), where it ran
+    with_head = any(row["method"] == "dpsgd_head" for row in rows)
+    head = ("| paper | ε | paper's claim | reference mode here | private mode here | dpsgd here | "
+            + ("dpsgd_head here | " if with_head else "")
+            + "public_only | the paper's own DP-SGD | reference mode: trained here / by the paper |")
     lines = ["", "Each seed paper at its own ε: its published claim (not measured here), its mechanism here in the "
                  "reference mode (as the paper or its code ran it: ε claimed, none proven) and in the private mode "
-                 "(ε proven), DP-SGD here at the same ε, and the public model alone (ε = 0 for the private set):",
+                 "(ε proven), DP-SGD here at the same ε"
+                 + (" (from scratch, and on the public model's features: dpsgd_head)" if with_head else "")
+                 + ", and the public model alone (ε = 0 for the private set):",
              "",
              head, "|---" * (head.count("|") - 1) + "|"]
     for p in points:
@@ -75,5 +80,6 @@ def paper_table_markdown(results: dict, rows: list[dict]) -> list[str]:
         trained_here = (reference and run_setting(results, reference["method"])) or "–"
         lines.append(f"| {p['label']} | {eps:g} | {published_accuracy(p)} | {_cell(reference, epsilons=True)} | "
                      f"{_cell(private, epsilons=True)} | {_cell(_at(rows, eps, method='dpsgd'), epsilons=True)} | "
-                     f"{_cell(public_only, epsilons=False)} | {theirs} | {trained_here} / {p.get('setting', '–')} |")
+                     + (f"{_cell(_at(rows, eps, method='dpsgd_head'), epsilons=True)} | " if with_head else "")
+                     + f"{_cell(public_only, epsilons=False)} | {theirs} | {trained_here} / {p.get('setting', '–')} |")
     return lines
