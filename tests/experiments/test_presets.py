@@ -99,3 +99,11 @@ def test_a_quick_run_never_adds_runs_to_a_committed_report(name):
     its few-hundred-record runs there."""
     config = preset_config(name, quick=True)
     assert not (config.resume and config.out.startswith("docs")), (config.out, config.resume)
+
+
+@pytest.mark.parametrize("name", sorted(name for name, preset in PRESETS.items() if preset.settings.get("resume")))
+def test_every_row_of_a_resuming_preset_declares_the_options_it_reads(name):
+    """A method that declares none is keyed by every option of the preset: adding an option for another row
+    would make its finished runs stale and run them again."""
+    undeclared = [m for m in PRESETS[name].settings["methods"] if METHODS[m].options is None]
+    assert not undeclared, f"{name}: {undeclared} read options they do not declare (register_mechanism options=)"

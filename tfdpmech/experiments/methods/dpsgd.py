@@ -256,7 +256,7 @@ register_mechanism("dpsgd_shuffled", _dpsgd("shuffled"),
 register_mechanism("dpsgd_head", _head,
                 "DP-SGD (Poisson) on a linear head over the public model's bounded features (the functional head's "
                 "extractor, trained on public records only): proven",
-                mode="private", paper="dpsgd", uses_public=True)
+                mode="private", paper="dpsgd", uses_public=True, options=("dpsgd_epochs",))
 register_mechanism("dpsgd_finetune", _finetune,
                 "DP-SGD (Poisson) on the whole public model, initialised from its public weights: proven",
-                mode="private", paper="dpsgd", uses_public=True)
+                mode="private", paper="dpsgd", uses_public=True, options=("dpsgd_epochs",))

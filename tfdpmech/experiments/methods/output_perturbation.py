@@ -53,12 +53,12 @@ register_mechanism("outpert_reference", _query_time("reference"),
                    "Lu et al. Algorithm 1 (one noisy output neuron per query, Laplace): ε per query, claimed only "
                    "(its sensitivity argument does not cover three or more classes: "
                    "docs/mechanisms/output_perturbation.md)",
-                   mode="reference", paper="output_perturbation", data=("image", "tabular"))
+                   mode="reference", paper="output_perturbation", data=("image", "tabular"), options=())
 register_mechanism("outpert_paper_bound", _query_time("private"),
                    "output perturbation with Laplace noise on every logit, calibrated with Lu et al.'s Δz_T "
                    "(Eq. 18–19): ε per query, claimed only — Δz_T is not a bound for an MLP, so none proven "
                    "(docs/mechanisms/output_perturbation.md); the proven variant is outpert_head",
-                   mode="reference", paper="output_perturbation", data=("image", "tabular"))
+                   mode="reference", paper="output_perturbation", data=("image", "tabular"), options=())
 _SOLVED = {"training": "L-BFGS + Newton to the exact minimiser, noise on the weights once (no epochs)"}
 register_mechanism("outpert_head",
                    public_head(OutputPerturbationHead, delta=lambda ctx: ctx.config.delta, training=_SOLVED),
@@ -66,7 +66,7 @@ register_mechanism("outpert_head",
                    "one-vs-rest L2-regularised logistic regression on the public model's bounded features mapped to "
                    "the unit sphere, solved to the minimiser, Gaussian noise on the weights once (σ from "
                    "dp_accounting for the K classes together); then any number of queries: (ε, δ) proven",
-                   mode="private", paper="output_perturbation", uses_public=True)
+                   mode="private", paper="output_perturbation", uses_public=True, options=())
 register_mechanism("outpert_head_scatter", scatter_head(OutputPerturbationHead, training=_SOLVED),
                    "outpert_head (Chaudhuri et al. 2011, proven) on data-independent scattering features (those "
                    "of fm_head_scatter, projected to 512 dimensions) instead of a public model's: no public data; "
