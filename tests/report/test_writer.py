@@ -74,3 +74,4 @@ def test_the_header_sums_every_run_s_own_seconds_rounded_up_to_the_minute():
     assert blank == ""
     assert line.startswith("The 3 runs in this report took 1 h 02 min of training and private preprocessing in all")
     assert runs_time_markdown({"runs": []}) == []
+    assert runs_time_markdown({"runs": runs[1:2]})[1].startswith("The one run in this report took 0 h 02 min")

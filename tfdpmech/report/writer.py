@@ -137,9 +137,10 @@ def runs_time_markdown(results: dict) -> list[str]:
         return []
     total = sum((r.get("train_seconds") or 0.0) + (r.get("preprocessing_seconds") or 0.0) for r in runs)
     hours, minutes = divmod(math.ceil(total / 60), 60)
-    return ["", f"The {len(runs)} runs in this report took {hours} h {minutes:02d} min of training and private "
-                "preprocessing in all (the sum of each run's own seconds in the table; a run timed while other "
-                "processes shared the CPU counts its slower time)."]
+    what = "The one run in this report" if len(runs) == 1 else f"The {len(runs)} runs in this report"
+    return ["", f"{what} took {hours} h {minutes:02d} min of training and private preprocessing in all (the sum "
+                "of each run's own seconds in the table; a run timed while other processes shared the CPU counts "
+                "its slower time)."]
 
 
 def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
