@@ -85,7 +85,8 @@ def write(result: dict, out=OUT) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", default="dpsgd,dpsgd_scatter")
+    parser.add_argument("--methods", default=",".join(GRID),
+                        help=f"comma-separated, of {', '.join(GRID)} (the tables written hold these only)")
     parser.add_argument("--epsilons", default="3,1,0.25,0.5,2")
     parser.add_argument("--points", default=None, help="grid indices to run, e.g. 2,3 (default: all)")
     parser.add_argument("--stored-only", action="store_true", help="train nothing: tabulate the finished runs")
