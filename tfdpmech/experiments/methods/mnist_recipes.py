@@ -23,7 +23,8 @@ import dataclasses
 
 from ...dpsgd import Recipe
 
-__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for", "option_at", "recipe_for"]
+__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for", "option_at",
+           "recipe_for"]
 
 TANH_CNN_RECIPE = Recipe(expected_batch_size=512, epochs=40, l2_norm_clip=0.1, learning_rate=0.5, optimizer="sgd",
                          momentum=0.9, accountant="pld", reference_n=60_000)
