@@ -709,8 +709,8 @@ case("random_features-input_shape-neg", "input_shape", lambda led: tfdpmech.rand
      "random_features")
 case("features.split_public-n_public-neg", "n_public",
      lambda led: tfdpmech.features.split_public(data.load("mnist_sample"), -5), "features")
-case("heads.laplace_scale-epsilon-str", "epsilon", lambda led: tfdpmech.heads.laplace_scale(1.0, "1"), "heads")
-case("heads.gaussian_sigma-delta-one", "delta", lambda led: tfdpmech.heads.gaussian_sigma(1.0, 1.0, 1.0), "heads")
+case("heads.laplace_scale-epsilon-str", "epsilon", lambda led: tfdpmech.accounting.gaussian.laplace_scale(1.0, "1"), "heads")
+case("heads.gaussian_sigma-delta-one", "delta", lambda led: tfdpmech.accounting.gaussian.gaussian_sigma(1.0, 1.0, 1.0), "heads")
 
 # layers
 for k, v in {"str": "a", "nan": NAN, "bool": True, "out": 2.0}.items():
@@ -870,10 +870,10 @@ def dp_case(case_id, arg, thunk):
 
 
 def _dpsgd(led, **kw):
-    from tfdpmech.dpsgd import DPSGD
+    from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD
     args = dict(epsilon=2.0, delta=1e-3, batch_size=20, epochs=1, n=N, ledger=led)
     args.update(kw)
-    return DPSGD(**args)
+    return ShuffledDPSGD(**args)
 
 
 def _dp_dataset(make, x, y):
@@ -902,59 +902,59 @@ def _dp_shared_cases(name, make, int_args):
     dp_case(f"{name}.dataset-n-mismatch", "n", lambda led: _dp_dataset(make, _ok_x()[:20], _labels()[:20]))
 
 
-_dp_shared_cases("DPSGD", _dpsgd, ("batch_size", "epochs", "n"))
-dp_case("DPSGD-epochs-huge", "epochs", lambda led: _dpsgd(led, epochs=10**400))
-dp_case("DPSGD-batch_size-remainder", "batch_size", lambda led: _dpsgd(led, batch_size=30))
-dp_case("DPSGD-drop_remainder-str", "drop_remainder", lambda led: _dpsgd(led, batch_size=30, drop_remainder="yes"))
+_dp_shared_cases("ShuffledDPSGD", _dpsgd, ("batch_size", "epochs", "n"))
+dp_case("ShuffledDPSGD-epochs-huge", "epochs", lambda led: _dpsgd(led, epochs=10**400))
+dp_case("ShuffledDPSGD-batch_size-remainder", "batch_size", lambda led: _dpsgd(led, batch_size=30))
+dp_case("ShuffledDPSGD-drop_remainder-str", "drop_remainder", lambda led: _dpsgd(led, batch_size=30, drop_remainder="yes"))
 for k in ("nan", "neg", "str", "bool", "huge_int"):
-    dp_case(f"DPSGD-l2_norm_clip-{k}", "l2_norm_clip", lambda led, k=k: _dpsgd(led, l2_norm_clip=BAD_POSITIVE[k]))
-    dp_case(f"DPSGD-learning_rate-{k}", "learning_rate",
+    dp_case(f"ShuffledDPSGD-l2_norm_clip-{k}", "l2_norm_clip", lambda led, k=k: _dpsgd(led, l2_norm_clip=BAD_POSITIVE[k]))
+    dp_case(f"ShuffledDPSGD-learning_rate-{k}", "learning_rate",
             lambda led, k=k: _dpsgd(led, optimizer=_opt(learning_rate=BAD_POSITIVE[k])))
 for name in ("optimizer", "path"):
-    dp_case(f"DPSGD-{name}-unknown", name, lambda led, name=name: _dpsgd(led, **{name: "x"}))
-dp_case("DPSGD-num_microbatches-7", "num_microbatches", lambda led: _dpsgd(led, num_microbatches=7))
-dp_case("DPSGD-num_microbatches-str", "num_microbatches", lambda led: _dpsgd(led, num_microbatches="4"))
-dp_case("DPSGD.compile-model-batch_mixing", "BatchMinMax", lambda led: _dpsgd(led).compile(private_model()))
-dp_case("DPSGD.compile-loss-str", "loss",
+    dp_case(f"ShuffledDPSGD-{name}-unknown", name, lambda led, name=name: _dpsgd(led, **{name: "x"}))
+dp_case("ShuffledDPSGD-num_microbatches-7", "num_microbatches", lambda led: _dpsgd(led, num_microbatches=7))
+dp_case("ShuffledDPSGD-num_microbatches-str", "num_microbatches", lambda led: _dpsgd(led, num_microbatches="4"))
+dp_case("ShuffledDPSGD.compile-model-batch_mixing", "BatchMinMax", lambda led: _dpsgd(led).compile(private_model()))
+dp_case("ShuffledDPSGD.compile-loss-str", "loss",
         lambda led: _dpsgd(led).compile(models.standard_mlp(CLASSES, input_shape=SHAPE), loss="mse"))
 
-dp_case("DPSGD.dataset-y-ids_out_of_range", "y",
+dp_case("ShuffledDPSGD.dataset-y-ids_out_of_range", "y",
         lambda led: _dp_dataset(_dpsgd, _ok_x(), np.arange(N) % (CLASSES + 1)))
-dp_case("DPSGD.callback-verbose-str", "verbose", lambda led: _dpsgd(led).callback(verbose="1"))
+dp_case("ShuffledDPSGD.callback-verbose-str", "verbose", lambda led: _dpsgd(led).callback(verbose="1"))
 
 
 # Poisson-sampled DP-SGD (the default DP-SGD of the comparison) and the stated recipe
 def _opt(name="adam", **kw):
-    from tfdpmech.dpsgd import OptimizerSettings
+    from tfdpmech.mechanisms.dpsgd import OptimizerSettings
     return OptimizerSettings(name, **kw)
 
 
 def _poisson(led, **kw):
-    from tfdpmech.dpsgd import PoissonDPSGD
+    from tfdpmech.mechanisms.dpsgd import DPSGD
     args = dict(epsilon=2.0, delta=1e-3, expected_batch_size=10, epochs=1, n=N, ledger=led)
     args.update(kw)
-    return PoissonDPSGD(**args)
+    return DPSGD(**args)
 
 
-_dp_shared_cases("PoissonDPSGD", _poisson, ("expected_batch_size", "epochs", "n"))
-dp_case("PoissonDPSGD-expected_batch_size-above_n", "expected_batch_size",
+_dp_shared_cases("DPSGD", _poisson, ("expected_batch_size", "epochs", "n"))
+dp_case("DPSGD-expected_batch_size-above_n", "expected_batch_size",
         lambda led: _poisson(led, expected_batch_size=N + 1))
 for k, v in {"zero": 0.0, "above": 1.5, "nan": NAN, "str": "0.1", "bool": True}.items():
-    dp_case(f"PoissonDPSGD-sampling_probability-{k}", "sampling_probability",
+    dp_case(f"DPSGD-sampling_probability-{k}", "sampling_probability",
             lambda led, v=v: _poisson(led, expected_batch_size=None, sampling_probability=v))
-dp_case("PoissonDPSGD-noise_multiplier-both", "noise_multiplier", lambda led: _poisson(led, noise_multiplier=1.0))
+dp_case("DPSGD-noise_multiplier-both", "noise_multiplier", lambda led: _poisson(led, noise_multiplier=1.0))
 for k in ("nan", "neg", "str", "bool"):
-    dp_case(f"PoissonDPSGD-noise_multiplier-{k}", "noise_multiplier",
+    dp_case(f"DPSGD-noise_multiplier-{k}", "noise_multiplier",
             lambda led, k=k: _poisson(led, epsilon=None, noise_multiplier=BAD_POSITIVE[k]))
-    dp_case(f"PoissonDPSGD-l2_norm_clip-{k}", "l2_norm_clip", lambda led, k=k: _poisson(led, l2_norm_clip=BAD_POSITIVE[k]))
+    dp_case(f"DPSGD-l2_norm_clip-{k}", "l2_norm_clip", lambda led, k=k: _poisson(led, l2_norm_clip=BAD_POSITIVE[k]))
 for k, v in {"one": 1.0, "neg": -0.5, "str": "0.9", "adam": 0.5}.items():
-    dp_case(f"PoissonDPSGD-momentum-{k}", "momentum",
+    dp_case(f"DPSGD-momentum-{k}", "momentum",
             lambda led, k=k, v=v: _poisson(led, optimizer=_opt("adam" if k == "adam" else "sgd", momentum=v)))
 for k, v in {"one": 1.0, "zero": 0.0, "str": "0.99"}.items():
-    dp_case(f"PoissonDPSGD-ema_momentum-{k}", "ema_momentum", lambda led, v=v: _poisson(led, optimizer=_opt(ema_momentum=v)))
-dp_case("PoissonDPSGD-lr_schedule-unknown", "lr_schedule", lambda led: _poisson(led, optimizer=_opt(lr_schedule="x")))
+    dp_case(f"DPSGD-ema_momentum-{k}", "ema_momentum", lambda led, v=v: _poisson(led, optimizer=_opt(ema_momentum=v)))
+dp_case("DPSGD-lr_schedule-unknown", "lr_schedule", lambda led: _poisson(led, optimizer=_opt(lr_schedule="x")))
 for name in ("accountant", "optimizer", "path"):
-    dp_case(f"PoissonDPSGD-{name}-unknown", name, lambda led, name=name: _poisson(led, **{name: "x"}))
+    dp_case(f"DPSGD-{name}-unknown", name, lambda led, name=name: _poisson(led, **{name: "x"}))
 # OptimizerSettings (built alone, and inside either constructor)
 for k in ("nan", "inf", "neg", "zero", "str", "bool", "huge_int", "subnormal", "complex", "list"):
     case(f"OptimizerSettings-learning_rate-{k}", "learning_rate",
@@ -969,28 +969,28 @@ for name in ("name", "lr_schedule"):
     for k, v in {"unknown": "x", "none": None, "int": 1, "upper": "ADAM" if name == "name" else "COSINE"}.items():
         case(f"OptimizerSettings-{name}-{k}", name, lambda led, name=name, v=v: _opt(**{name: v}), "dpsgd")
 for field, value in {"momentum": 0.9, "lr_schedule": "cosine", "ema_momentum": 0.99}.items():
-    dp_case(f"DPSGD-OptimizerSettings-{field}", field,
+    dp_case(f"ShuffledDPSGD-OptimizerSettings-{field}", field,
             lambda led, field=field, value=value: _dpsgd(led, optimizer=_opt("sgd", **{field: value})))
 for k, v in {"int": 1, "dict": {"name": "adam"}, "none": None, "class": keras.optimizers.Adam}.items():
-    dp_case(f"PoissonDPSGD-optimizer-{k}", "optimizer", lambda led, v=v: _poisson(led, optimizer=v))
-    dp_case(f"DPSGD-optimizer-{k}", "optimizer", lambda led, v=v: _dpsgd(led, optimizer=v))
-dp_case("PoissonDPSGD-unknown-keyword", "learnig_rate", lambda led: _poisson(led, learnig_rate=0.1))
-dp_case("PoissonDPSGD-path-microbatch", "path", lambda led: _poisson(led, path="microbatch"))
+    dp_case(f"DPSGD-optimizer-{k}", "optimizer", lambda led, v=v: _poisson(led, optimizer=v))
+    dp_case(f"ShuffledDPSGD-optimizer-{k}", "optimizer", lambda led, v=v: _dpsgd(led, optimizer=v))
+dp_case("DPSGD-unknown-keyword", "learnig_rate", lambda led: _poisson(led, learnig_rate=0.1))
+dp_case("DPSGD-path-microbatch", "path", lambda led: _poisson(led, path="microbatch"))
 for k, v in {"zero": 0.0, "above": 2.0, "str": "0.5", "nan": NAN}.items():
-    case(f"dpsgd.PoissonSampler-q-{k}", "q", lambda led, v=v: tfdpmech.dpsgd.PoissonSampler(10, v), "dpsgd")
-    case(f"dpsgd.padded_batch_size-q-{k}", "q", lambda led, v=v: tfdpmech.dpsgd.padded_batch_size(10, v), "dpsgd")
-case("dpsgd.PoissonSampler-n-str", "n", lambda led: tfdpmech.dpsgd.PoissonSampler("10", 0.5), "dpsgd")
+    case(f"dpsgd.PoissonSampler-q-{k}", "q", lambda led, v=v: tfdpmech.mechanisms.dpsgd.PoissonSampler(10, v), "dpsgd")
+    case(f"dpsgd.padded_batch_size-q-{k}", "q", lambda led, v=v: tfdpmech.mechanisms.dpsgd.padded_batch_size(10, v), "dpsgd")
+case("dpsgd.PoissonSampler-n-str", "n", lambda led: tfdpmech.mechanisms.dpsgd.PoissonSampler("10", 0.5), "dpsgd")
 case("dpsgd.poisson_dataset-steps_per_epoch-zero", "steps_per_epoch",
-     lambda led: tfdpmech.dpsgd.poisson_dataset(np.zeros((4, 2)), np.zeros(4), 0.5, 0), "dpsgd")
+     lambda led: tfdpmech.mechanisms.dpsgd.poisson_dataset(np.zeros((4, 2)), np.zeros(4), 0.5, 0), "dpsgd")
 case("dpsgd.poisson_dataset-y-short", "y",
-     lambda led: tfdpmech.dpsgd.poisson_dataset(np.zeros((4, 2)), np.zeros(3), 0.5, 2), "dpsgd")
+     lambda led: tfdpmech.mechanisms.dpsgd.poisson_dataset(np.zeros((4, 2)), np.zeros(3), 0.5, 2), "dpsgd")
 dp_case("dpsgd.make_dpsgd-sampling-unknown", "sampling",
-        lambda led: tfdpmech.dpsgd.make_dpsgd(1.0, 1e-5, 1000, sampling="uniform", ledger=led))
+        lambda led: tfdpmech.mechanisms.dpsgd.make_dpsgd(1.0, 1e-5, 1000, sampling="uniform", ledger=led))
 for k, v in BAD_EPSILON.items():
-    dp_case(f"dpsgd.make_dpsgd-epsilon-{k}", "epsilon", lambda led, v=v: tfdpmech.dpsgd.make_dpsgd(v, 1e-5, 2000,
+    dp_case(f"dpsgd.make_dpsgd-epsilon-{k}", "epsilon", lambda led, v=v: tfdpmech.mechanisms.dpsgd.make_dpsgd(v, 1e-5, 2000,
                                                                                                   ledger=led))
-case("dpsgd.tanh_mlp-num_classes-str", "num_classes", lambda led: tfdpmech.dpsgd.tanh_mlp("10"), "dpsgd")
-case("dpsgd.tanh_mlp-input_scaling-unknown", "input_scaling", lambda led: tfdpmech.dpsgd.tanh_mlp(input_scaling="x"),
+case("dpsgd.tanh_mlp-num_classes-str", "num_classes", lambda led: tfdpmech.mechanisms.dpsgd.tanh_mlp("10"), "dpsgd")
+case("dpsgd.tanh_mlp-input_scaling-unknown", "input_scaling", lambda led: tfdpmech.mechanisms.dpsgd.tanh_mlp(input_scaling="x"),
      "dpsgd")
 
 

@@ -18,8 +18,8 @@ import tfdpmech
 from tfdpmech import AdLM, FunctionalHead, ILM, InputPerturbation, PrivateCDBN, models
 from tfdpmech.accounting.ledger import PrivacyLedger, Release
 from tfdpmech.accounting.query_budget import QueryBudgetAccountant
-from tfdpmech.dpsgd import DPSGD, PoissonDPSGD
-from tfdpmech.heads import OutputPerturbationHead
+from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, DPSGD
+from tfdpmech.mechanisms.output_perturbation import OutputPerturbationHead
 from tfdpmech.layers import ConvRBM
 from tfdpmech.contract import KINDS, MECHANISM_MODES, Mechanism, PreparedFit, release
 from tfdpmech.mechanisms.adlm.mechanism import AdLMBudget
@@ -40,7 +40,7 @@ def all_mechanism_classes():
 
 def test_every_paper_answers_the_contract():
     names = {c.__name__ for c in all_mechanism_classes()}
-    assert {"AdLM", "ILM", "AFRRS", "AdLMReference", "ILMReference", "AFRRSReference", "DPSGD", "PoissonDPSGD",
+    assert {"AdLM", "ILM", "AFRRS", "AdLMReference", "ILMReference", "AFRRSReference", "ShuffledDPSGD", "DPSGD",
             "InputPerturbation", "DPPredictor", "PrivateCDBN", "PCDBNReference", "FunctionalHead",
             "OutputPerturbationHead"} <= names
     for cls in all_mechanism_classes():
@@ -123,7 +123,7 @@ def test_adlm_without_relevance_model_is_refused_before_any_release(images):
 def test_dpsgd_prepare_then_fit_runs_the_accounted_epochs(images):
     x, y, _, _ = images
     keras.utils.set_random_seed(0)
-    dp = PoissonDPSGD(2.0, 1e-5, expected_batch_size=L, epochs=1, n=N, seed=0)
+    dp = DPSGD(2.0, 1e-5, expected_batch_size=L, epochs=1, n=N, seed=0)
     run = dp.prepare(models.standard_mlp(), x, y, verbose=0)
     assert run.epochs == 1 and len(dp.ledger) == 1 and dp.ledger.releases[0].guarantee == "proven"
     with pytest.raises(ValueError, match="epochs=1"):
@@ -135,7 +135,7 @@ def test_dpsgd_prepare_then_fit_runs_the_accounted_epochs(images):
 @pytest.mark.dpsgd
 def test_dpsgd_prepare_refuses_other_data_before_the_release(images):
     x, y, _, _ = images
-    dp = DPSGD(1.0, 1e-5, batch_size=L, epochs=1, n=N)
+    dp = ShuffledDPSGD(1.0, 1e-5, batch_size=L, epochs=1, n=N)
     with pytest.raises(ValueError, match=f"n={N}"):
         dp.prepare(models.standard_mlp(), x[:100], y[:100])
     assert len(dp.ledger) == 0

@@ -169,14 +169,14 @@ def test_adlm_divisible_batch_drops_nothing(raw):
 # --- DP-SGD: the callback's ε holds for the n examples the noise was calibrated for ------------------------------
 @pytest.fixture(scope="module")
 def dpsgd_module():  # engine "auto": tensorflow-privacy on TF 2.15, tfdpmech's own on Keras 3
-    from tfdpmech.dpsgd import DPSGD
-    return DPSGD
+    from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD
+    return ShuffledDPSGD
 
 
-def _dp(DPSGD, **kw):
+def _dp(ShuffledDPSGD, **kw):
     args = dict(epsilon=2.0, delta=1e-3, batch_size=50, epochs=1, n=N)
     args.update(kw)
-    dp = DPSGD(**args)
+    dp = ShuffledDPSGD(**args)
     model = dp.compile(models.standard_mlp(CLASSES, input_shape=SHAPE, first_units=8))
     return dp, model
 
@@ -185,7 +185,7 @@ def test_dpsgd_callback_refuses_data_of_another_size(dpsgd_module, raw):
     x, y = raw
     dp, model = _dp(dpsgd_module)
     before = _weights(model)
-    with pytest.raises(ValueError, match=r"runs 2 steps per epoch, but the DPSGD noise was calibrated for n=200"):
+    with pytest.raises(ValueError, match=r"runs 2 steps per epoch, but the ShuffledDPSGD noise was calibrated for n=200"):
         model.fit(x[:100], y[:100], batch_size=50, epochs=1, verbose=0, callbacks=[dp.callback(verbose=0)])
     assert all(np.array_equal(a, b) for a, b in zip(before, _weights(model)))
     history = model.fit(dp.dataset(x, y, seed=0), epochs=1, verbose=0, callbacks=[dp.callback(verbose=0)])

@@ -5,8 +5,7 @@ correct argument proves (or "none proven"). The package map is in ``docs/archite
 """
 
 from . import (
-    accounting, audit, data, contract, dpsgd, features, heads, layers, losses, mechanisms, metrics, models, noise,
-    validation,
+    accounting, audit, data, contract, features, layers, losses, mechanisms, metrics, models, noise, validation,
 )
 from .accounting import (
     BudgetExhaustedError, BudgetStateError, PrivacyBudget, PrivacyLedger, QueryBudgetAccountant, Release,
@@ -14,24 +13,27 @@ from .accounting import (
 )
 from .layers import BatchMinMax, BatchStatisticsNormalization, BoundedLRN, ConvRBM, InputNoise, NoisyOutputNeuron, PerturbedBias, UnitClip
 from .features import public_features, random_features
-from .heads import FunctionalHead, FunctionalSoftmaxHead
+from .mechanisms.functional_head import FunctionalHead
+from .mechanisms.pcdbn import FunctionalSoftmaxHead
 from .losses import ConvexifiedCrossEntropy, TaylorCrossEntropy
 from .mechanisms import (
     AFRRS, ILM, AdLM, AdLMReference, AFRRSReference, ChebyshevEnergy, DPPredictor, ILMReference, InputPerturbation,
-    InputPerturbationAssumptions, PCDBNReference, PrivateCDBN, PrivateData, compute_bounds,
+    InputPerturbationAssumptions, OutputPerturbationHead, PCDBNReference, PrivateCDBN, PrivateData, compute_bounds,
 )
 from .contract import Mechanism, PreparedFit
+from .mechanisms.dpsgd import DPSGD
+from .private_training import make_private
 from .metrics import taylor_accuracy
 from .privacy_warnings import PrivacyLeakWarning, UnprovenModeWarning
 
 __version__ = "0.1.0"
 
 __all__ = [
-    # the contract every mechanism answers
-    "Mechanism", "PreparedFit",
+    # the one way to train privately, and the contract every mechanism answers
+    "make_private", "DPSGD", "Mechanism", "PreparedFit",
     # mechanisms (one per paper) and the authors' code paths (the reference modes with a class of their own)
     "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation",
-    "InputPerturbationAssumptions", "PrivateCDBN", "AdLMReference", "ILMReference", "AFRRSReference", "PCDBNReference",
+    "InputPerturbationAssumptions", "OutputPerturbationHead", "PrivateCDBN", "AdLMReference", "ILMReference", "AFRRSReference", "PCDBNReference",
     # the functional-mechanism head and its feature extractors
     "FunctionalHead", "public_features", "random_features",
     # layers, losses, metrics
@@ -41,6 +43,6 @@ __all__ = [
     "PrivacyBudget", "PrivacyLedger", "Release", "format_epsilon", "QueryBudgetAccountant", "BudgetExhaustedError",
     "BudgetStateError", "PrivacyLeakWarning", "UnprovenModeWarning",
     # subpackages and modules
-    "accounting", "audit", "contract", "data", "dpsgd", "features", "heads", "layers", "losses", "mechanisms",
+    "accounting", "audit", "contract", "data", "features", "layers", "losses", "mechanisms",
     "metrics", "models", "noise", "validation",
 ]

@@ -169,6 +169,24 @@ class Mechanism(abc.ABC):
         facts.update({f"{stage}_seconds": s for stage, s in (getattr(self, "seconds", None) or {}).items()})
         return facts
 
+    def private_model(self, model, **options):
+        """``model`` whose ``compile`` / ``fit`` run this mechanism: what :func:`tfdpmech.make_private` returns.
+
+        Training mechanisms that train a model the user gives override this; the others refuse it
+        naming their own shape (an estimator's ``fit``, a predictor wrapping a trained model).
+
+        Raises:
+            TypeError: this mechanism is not trained through ``make_private``.
+        """
+        name = type(self).__name__
+        if self.kind == "closed_form":
+            fix = f"it is an estimator: {name}(...).fit(x, y) releases once and returns the trained Keras model"
+        elif self.kind == "query":
+            fix = f"it answers queries of a trained model: {name}(...).prepare(trained_model) wraps it"
+        else:
+            fix = f"it trains the network it builds itself: {name}(...).prepare(x=x, y=y).fit()"
+        raise TypeError(f"mechanism: make_private(model, {name}(...)) does not apply to {name}; {fix}")
+
     @abc.abstractmethod
     def prepare(self, model=None, x=None, y=None, **options) -> PreparedFit:
         """Turn ``model`` and the private ``(x, y)`` into a :class:`PreparedFit`.

@@ -28,7 +28,7 @@ code("""import keras
 import numpy as np
 import tfdpmech
 from tfdpmech.features import public_features, split_public
-from tfdpmech.heads import FunctionalHead
+from tfdpmech.mechanisms.functional_head import FunctionalHead
 
 SMALL = os.environ.get("TFDPMECH_NOTEBOOK_SMALL") == "1"   # the test suite runs this notebook small
 data = tfdpmech.data.load("mnist_sample", seed=0)
@@ -120,11 +120,11 @@ sampling, so the ledger calls it *claimed*); the training that runs uses shuffle
 ledger proves the ε of composing one Gaussian mechanism per epoch. Read the rows by the **provable** column; the
 head's provable ε is its one release."""),
 code("""try:
-    from tfdpmech.dpsgd import DPSGD, OptimizerSettings
+    from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, OptimizerSettings
     for eps in EPSILONS:
         keras.utils.set_random_seed(0)
         epochs = 5
-        dp = DPSGD(eps, DELTA, 250, epochs, len(x_private) // 250 * 250,
+        dp = ShuffledDPSGD(eps, DELTA, 250, epochs, len(x_private) // 250 * 250,
                    optimizer=OptimizerSettings("adam", learning_rate=1e-3), path="vectorized")
         model = dp.compile(tfdpmech.models.standard_mlp(10))
         n = len(x_private) // 250 * 250

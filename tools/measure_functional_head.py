@@ -16,7 +16,7 @@ import numpy as np
 
 import tfdpmech
 from tfdpmech.features import public_features, public_split
-from tfdpmech.heads import FunctionalHead
+from tfdpmech.mechanisms.functional_head import FunctionalHead
 
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 8.0)
 

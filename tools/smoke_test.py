@@ -12,7 +12,7 @@ import numpy as np
 
 import tfdpmech
 from tfdpmech import data
-from tfdpmech.dpsgd import make_private
+from tfdpmech import DPSGD, make_private
 
 source_package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tfdpmech")
 assert os.path.dirname(os.path.abspath(tfdpmech.__file__)) != source_package, \
@@ -24,7 +24,7 @@ x, y = sample.x_train, sample.y_train
 x_test, labels = sample.x_test, np.argmax(sample.y_test, axis=1)
 
 model = keras.Sequential([keras.Input(x.shape[1:]), keras.layers.Flatten(), keras.layers.Dense(10)])
-make_private(model, epsilon=2.0, delta=1e-5, n=len(x), expected_batch_size=250, epochs=3, seed=0)
+make_private(model, DPSGD(epsilon=2.0, delta=1e-5, n=len(x), expected_batch_size=250, epochs=3, seed=0))
 model.compile(keras.optimizers.Adam(0.01), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
 model.fit(x, y, verbose=0)
 dpsgd_accuracy = float(np.mean(np.argmax(model.predict(x_test, verbose=0), 1) == labels))

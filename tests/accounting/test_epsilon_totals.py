@@ -17,7 +17,7 @@ from tfdpmech.accounting import PrivacyLedger, Release
 from tfdpmech.report import RunResult
 
 NAMES = ("epsilon_claimed", "epsilon_provable")
-PACKAGES = ("tfdpmech", "tfdpmech.accounting", "tfdpmech.mechanisms", "tfdpmech.heads", "tfdpmech.dpsgd",
+PACKAGES = ("tfdpmech", "tfdpmech.accounting", "tfdpmech.mechanisms", "tfdpmech.mechanisms.functional_head", "tfdpmech.mechanisms.dpsgd",
             "tfdpmech.report", "tfdpmech.audit")
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tfdpmech.accounting.ledger import PrivacyLedger, Release
-from tfdpmech.dpsgd import DPSGD, make_private
+from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD
+from tfdpmech import DPSGD, make_private
 
 LOSS = keras.losses.CategoricalCrossentropy(from_logits=True)
 
@@ -57,8 +58,8 @@ def test_a_private_model_that_stopped_early_shows_its_steps(tmp_path):
     rng = np.random.default_rng(0)
     x, y = rng.random((80, 4)).astype(np.float32), keras.utils.to_categorical(rng.integers(0, 2, 80), 2)
     ledger = PrivacyLedger.open(tmp_path / "ledger.json")
-    model = make_private(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]), epsilon=2.0, delta=1e-3, n=80,
-                         expected_batch_size=20, epochs=3, seed=0, ledger=ledger)
+    model = make_private(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]), DPSGD(epsilon=2.0, delta=1e-3, n=80,
+                         expected_batch_size=20, epochs=3, seed=0, ledger=ledger))
     model.compile(loss=LOSS)
     assert "steps: 0 of the 12 planned ran" in ledger.summary()  # compiled, nothing run: the whole plan charged
     model.fit(x, y, epochs=1, verbose=0)
@@ -71,7 +72,7 @@ def test_a_private_model_that_stopped_early_shows_its_steps(tmp_path):
 def test_a_shuffled_run_that_ran_its_whole_plan_shows_no_shortfall():
     rng = np.random.default_rng(1)
     x, y = rng.random((90, 4)).astype(np.float32), keras.utils.to_categorical(rng.integers(0, 2, 90), 2)
-    dp = DPSGD(2.0, 1e-3, 20, 1, 90, drop_remainder=True, engine="tfdpmech")  # 4 full batches, 10 records sit out
+    dp = ShuffledDPSGD(2.0, 1e-3, 20, 1, 90, drop_remainder=True, engine="tfdpmech")  # 4 full batches, 10 records sit out
     model = dp.compile(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]))
     assert "steps: 0 of the 4 planned ran" in dp.ledger.summary()
     model.fit(dp.dataset(x, y), epochs=1, verbose=0)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tfdpmech import models
-from tfdpmech.dpsgd import DPSGD, RECIPE, PoissonDPSGD, make_dpsgd
-from tfdpmech.dpsgd.paths import resolve_engine
+from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, RECIPE, DPSGD, make_dpsgd
+from tfdpmech.mechanisms.dpsgd.paths import resolve_engine
 from tfdpmech.experiments import preset_config, run_comparison
 from tfdpmech.experiments.bench import main as bench_main
 from tfdpmech.experiments.methods.dpsgd import _trainable_copy
@@ -33,7 +33,7 @@ def test_registration():
 def test_make_dpsgd_samplings_share_the_recipe():
     poisson = make_dpsgd(1.0, 1e-5, 7000, accountant="rdp")
     shuffled = make_dpsgd(1.0, 1e-5, 7000, sampling="shuffled")
-    assert isinstance(poisson, PoissonDPSGD) and type(shuffled) is DPSGD
+    assert isinstance(poisson, DPSGD) and type(shuffled) is ShuffledDPSGD
     assert shuffled.batch_size == poisson.expected_batch_size == RECIPE.expected_batch_size
     assert shuffled.epochs == poisson.epochs == RECIPE.epochs
     assert shuffled.learning_rate == poisson.learning_rate and shuffled.l2_norm_clip == poisson.l2_norm_clip

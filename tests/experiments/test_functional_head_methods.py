@@ -75,14 +75,8 @@ def test_scatter_head_projects_to_the_dimension_its_option_names_at_each_epsilon
 
 
 @pytest.mark.parametrize("units, error", [(0, ValueError), (2.5, TypeError), ("256", TypeError)])
-def test_a_bad_projection_dimension_is_refused_naming_the_option_before_any_release(units, error):
-    import types
-
-    import numpy as np
-
-    from tfdpmech.experiments.registry import METHODS
-
-    ctx = types.SimpleNamespace(config=types.SimpleNamespace(options={"scatter_units": {1.0: units}}, delta=1e-5),
-                                x_private=np.zeros((4, 28, 28, 1), np.float32), y_private=np.zeros(4), num_classes=10)
-    with pytest.raises(error, match=r"options\['scatter_units'\] at ε=1"):
-        METHODS["fm_head_scatter"].prepare.build(ctx, 1.0, 0)
+def test_a_bad_projection_dimension_is_refused_naming_the_option_before_any_run(units, error):
+    config = CompareConfig(methods=("fm_head_scatter",), epsilons=(1.0,), public=0,
+                           options={"scatter_units": {1.0: units}})
+    with pytest.raises(error, match=r"options\['scatter_units'\]\[1\.0\]"):
+        config.validate()

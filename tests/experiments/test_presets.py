@@ -85,7 +85,7 @@ def test_the_mnist_preset_takes_the_recipe_chosen_on_the_validation_split():
             assert recipe_for(settings["options"], float(eps), published, prefix) == published.replace(**point), \
                 (method, eps)
     from tfdpmech.experiments.methods.functional_head import SCATTER_UNITS
-    from tfdpmech.experiments.methods.mnist_recipes import option_at
+    from tfdpmech.experiments.options import option_at
 
     assert {float(eps) for eps in chosen["fm_head_scatter"]} == set(settings["epsilons"])
     for eps, point in chosen["fm_head_scatter"].items():  # the head's projection dimension, chosen the same way

@@ -24,9 +24,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..dpsgd import RECIPE, PoissonDPSGD, tanh_mlp
-from ..dpsgd.paths import tf_privacy_available
-from ..dpsgd.poisson_sampling import padded_batch_size
+from ..mechanisms.dpsgd import RECIPE, DPSGD, tanh_mlp
+from ..mechanisms.dpsgd.paths import tf_privacy_available
+from ..mechanisms.dpsgd.poisson_sampling import padded_batch_size
 from ..models import standard_cnn, tanh_cnn
 from .measuring import device_description
 
@@ -70,7 +70,7 @@ def _trainable(model_name: str, engine, path):
     if engine is None:
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
         return model, None
-    dp = PoissonDPSGD(1.0, 1e-5, expected_batch_size=expected, epochs=10_000, n=n, engine=engine, path=path, seed=0)
+    dp = DPSGD(1.0, 1e-5, expected_batch_size=expected, epochs=10_000, n=n, engine=engine, path=path, seed=0)
     return dp.compile(model), dp
 
 

@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from .options import at_epsilon
 from .registry import METHODS
 
 __all__ = ["RunStore", "RUNS_FILE"]
@@ -52,7 +53,7 @@ class RunStore:
         settings = dict(self._settings)
         # a per-ε option ({ε: value}) counts for this run at its own ε only: choosing another ε's value
         # later does not make this run stale
-        options = {name: _at_epsilon(value, epsilon) for name, value in (settings["options"] or {}).items()}
+        options = {name: at_epsilon(value, epsilon) for name, value in (settings["options"] or {}).items()}
         # only the options the method reads (and the data caps every run reads); one that says nothing at this
         # ε (a per-ε option without it) is as if absent
         declared = METHODS[method].options if method in METHODS else None
@@ -78,12 +79,6 @@ class RunStore:
 
     def __len__(self) -> int:
         return len(self._done)
-
-
-def _at_epsilon(value, epsilon):
-    if isinstance(value, dict) and value and all(isinstance(k, (int, float)) for k in value):
-        return next((v for k, v in value.items() if epsilon is not None and abs(k - epsilon) < 1e-12), None)
-    return value
 
 
 def _plain(value):

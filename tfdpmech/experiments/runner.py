@@ -25,6 +25,7 @@ from . import methods as _methods  # noqa: F401  (registers the built-in methods
 from .audits import AUDITS, register_audit
 from .context import MODEL_FAMILIES, TABULAR_MODELS, Context, build_context, dataset_kind
 from .measuring import EpochRecorder, PeakMemory, device_description
+from .options import check_options
 from .progress import Progress
 from .registry import METHODS, Method, Prepared, method as get_method
 from .run_store import RunStore
@@ -117,6 +118,7 @@ class CompareConfig:
             raise TypeError(f"public={self.public!r}: pass a record count (e.g. 1000), a source name, or 0")
         if isinstance(self.public, int) and self.public < 0:
             raise ValueError(f"public={self.public} is negative; pass a record count >= 0")
+        check_options(self.options)
         for key in ("max_private", "max_test"):  # caps of the private / test sets (0 or absent: all records)
             cap = (self.options or {}).get(key)
             if cap is not None and cap != 0:

@@ -1,6 +1,6 @@
 """Scale of the functional head's private step: wall time and peak memory per record, 10⁴ to 10⁶ records.
 
-The private step is :meth:`tfdpmech.heads.FunctionalHead.fit` on a ``tf.data`` stream of feature
+The private step is :meth:`tfdpmech.mechanisms.functional_head.FunctionalHead.fit` on a ``tf.data`` stream of feature
 batches (statistics in one float64 pass, the one release, PSD projection, solve). Each size runs in a
 fresh process (``python -m tfdpmech.experiments.scale_bench --one N``) so its peak resident memory is
 its own; the synthetic features are generated inside the stream (``tf.random.stateless_uniform`` per
@@ -47,7 +47,7 @@ def one(n: int, devices: int = 0) -> dict:
     """
     import tensorflow as tf
 
-    from ..heads import FunctionalHead
+    from ..mechanisms.functional_head import FunctionalHead
 
     gpus = tf.config.list_logical_devices("GPU")
     strategy = None

@@ -1,6 +1,6 @@
 """A feature extractor that never saw the private data, with its provenance as an ε = 0 release.
 
-The functional head (:mod:`tfdpmech.heads`) is private only if the features feeding its
+The functional head (:mod:`tfdpmech.mechanisms.functional_head`) is private only if the features feeding its
 polynomial do not depend on the private records (Zhang et al., PVLDB 2012, §4: the
 objective's coefficients must be sums of per-record terms). A :class:`FeatureExtractor`
 carries that fact with the model: where its weights came from (a ``Release`` with ε = 0 and
@@ -103,7 +103,7 @@ class FeatureExtractor:
     Attributes:
         frozen: a non-trainable copy of ``model`` made here, when the provenance is recorded. Every
             feature is computed with it, and the models built on the features (e.g.
-            :meth:`tfdpmech.heads.FunctionalHead.to_keras`) hold it, so training ``model`` further
+            :meth:`tfdpmech.mechanisms.functional_head.FunctionalHead.to_keras`) hold it, so training ``model`` further
             cannot change what a release was computed from; such a change is refused on the next use.
 
     Raises:

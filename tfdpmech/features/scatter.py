@@ -66,7 +66,7 @@ def scatter_features(input_shape=(28, 28, 1), *, J: int = 2, units: int = 512, s
     """A data-independent :class:`FeatureExtractor`: scattering transform + fixed random projection.
 
     Needs no public data (Tramèr & Boneh's ScatterNet features). The features are unbounded, so use
-    them with the Gaussian calibration of :class:`~tfdpmech.heads.FunctionalHead`.
+    them with the Gaussian calibration of :class:`~tfdpmech.mechanisms.functional_head.FunctionalHead`.
 
     Args:
         input_shape: shape of one image, ``(H, W, 1)``.

@@ -18,7 +18,7 @@ _REFERENCE_CLASSES = {"adlm": AdLMReference, "ilm": ILMReference, "afrrs": AFRRS
 
 
 def _gamma(ctx) -> dict:
-    return {"gamma": float(ctx.config.options.get("gamma", DEFAULT_GAMMA))}
+    return {"gamma": ctx.config.options.get("gamma", DEFAULT_GAMMA)}
 
 
 def _per_kind(ctx, option: str, kind: str, default):
@@ -26,7 +26,7 @@ def _per_kind(ctx, option: str, kind: str, default):
     value = ctx.config.options.get(option, default)
     if isinstance(value, dict):
         value = value.get(kind, default)
-    return None if value is None else int(value)
+    return value
 
 
 def _relevance_model(ctx, seed):

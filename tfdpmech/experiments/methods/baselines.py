@@ -59,7 +59,7 @@ def _nonprivate_cnn(ctx, seed) -> Prepared:
     batch = min(recipe.batch_size, ctx.n_private)
     train = (tf.data.Dataset.from_tensor_slices((ctx.x_private, ctx.y_private))
              .shuffle(ctx.n_private, seed=seed).batch(batch))
-    epochs = int((ctx.config.options or {}).get("nonprivate_epochs", recipe.epochs))
+    epochs = (ctx.config.options or {}).get("nonprivate_epochs", recipe.epochs)
     return Prepared(model, train, epochs=epochs,
                     notes={"recipe": "tfdpmech.experiments.methods.mnist_recipes.NONPRIVATE_CNN", "network": model.name})
 

@@ -10,10 +10,9 @@ the head's one release (Zhang et al., PVLDB 2012; docs/mechanisms/functional_hea
 from __future__ import annotations
 
 from ...features import public_features, scatter_features
-from ...heads import FunctionalHead
-from ...validation import check_positive_int
+from ...mechanisms.functional_head import FunctionalHead
 from ..registry import Build, Prepared, register_mechanism, register_method
-from .mnist_recipes import option_at
+from ..options import option_at
 
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model
 
@@ -46,9 +45,8 @@ def scatter_head(head_class, training: dict = CLOSED_FORM, units_option: str | N
     """``build`` of a closed-form Gaussian head on data-independent scattering features: no public data at all.
     ``units_option`` names the option that sets the projection's dimension (None: always ``SCATTER_UNITS``)."""
     def build(ctx, epsilon, seed) -> Build:
-        units = SCATTER_UNITS if units_option is None else check_positive_int(
-            option_at(ctx.config.options, epsilon, units_option, SCATTER_UNITS),
-            f"options[{units_option!r}] at ε={epsilon:g} (the projection's dimension)")
+        units = SCATTER_UNITS if units_option is None else option_at(ctx.config.options, epsilon, units_option,
+                                                                      SCATTER_UNITS)
         # ε = 0: fixed filters, a seeded projection whose dimension is a setting, not a statistic of the data
         feats = scatter_features(tuple(ctx.x_private.shape[1:]), units=units, seed=seed)
         head = head_class(feats, ctx.num_classes, epsilon=epsilon, delta=ctx.config.delta, seed=seed, **options)

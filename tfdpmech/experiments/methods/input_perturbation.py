@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 from ...accounting.ledger import PrivacyLedger, Release
-from ...heads.feature_map import feature_map
+from ...mechanisms.functional_head.feature_map import feature_map
 from ...mechanisms.input_perturbation import InputPerturbation
 from ..registry import Build, Prepared, register_mechanism, register_method
 from .functional_head import public_head_features
@@ -68,7 +68,7 @@ def _kifer(ctx, epsilon, seed) -> Prepared:
     regularizer = KiferRegularizer(n, d, epsilon, delta, ctx.num_classes, 1.0)
     model = keras.Sequential([keras.Input((d,)), keras.layers.Dense(ctx.num_classes, kernel_regularizer=regularizer)])
     model.compile(keras.optimizers.SGD(), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
-    steps = int(ctx.config.options.get("kifer_steps", 1500))
+    steps = ctx.config.options.get("kifer_steps", 1500)
     epochs = int(min(100, max(1, math.ceil(steps / math.ceil(n / 32)))))  # the library's recipe: batch 32
     release = Release(
         component="objective", mechanism="gaussian", epsilon_claimed=epsilon, epsilon_provable=None,

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...dpsgd import Recipe
+from ...mechanisms.dpsgd import Recipe
+from ..options import at_epsilon, option_at
 
-__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for", "option_at",
+__all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for",
            "recipe_for"]
 
 TANH_CNN_RECIPE = Recipe(expected_batch_size=512, epochs=40, l2_norm_clip=0.1, learning_rate=0.5, optimizer="sgd",
@@ -43,22 +44,10 @@ class NonPrivateRecipe:
 NONPRIVATE_CNN = NonPrivateRecipe()
 
 
-def _at_epsilon(chosen: dict, epsilon, default):
-    matches = [v for k, v in chosen.items() if epsilon is not None and abs(float(k) - float(epsilon)) < 1e-12]
-    return matches[0] if matches else default
-
-
-def option_at(options: dict, epsilon, option: str, default):
-    """A run's setting at ``epsilon``: ``options[option]`` as one value or ``{ε: value}``, else ``default``."""
-    chosen = (options or {}).get(option, default)
-    if isinstance(chosen, dict):
-        chosen = _at_epsilon(chosen, epsilon, default)
-    return chosen
-
-
 def epochs_for(options: dict, epsilon, default: int, option: str = "dpsgd_epochs") -> int:
-    """The epochs of a run at ``epsilon``: ``options[option]`` as an int or ``{ε: epochs}``, else ``default``."""
-    return int(option_at(options, epsilon, option, default))
+    """The epochs of a run at ``epsilon``: ``options[option]`` as an int or ``{ε: epochs}``, else ``default``
+    (the values are checked by :func:`~tfdpmech.experiments.options.check_options`)."""
+    return option_at(options, epsilon, option, default)
 
 
 def recipe_for(options: dict, epsilon, recipe: Recipe, prefix: str = "dpsgd") -> Recipe:
@@ -67,12 +56,11 @@ def recipe_for(options: dict, epsilon, recipe: Recipe, prefix: str = "dpsgd") ->
     ``{field: value}`` for every ε or ``{ε: {field: value}}`` per ε.
 
     Raises:
-        ValueError: an override names no field of :class:`~tfdpmech.dpsgd.Recipe`.
+        ValueError: an override names no field of :class:`~tfdpmech.mechanisms.dpsgd.Recipe`.
     """
     recipe = recipe.replace(epochs=epochs_for(options, epsilon, recipe.epochs, prefix + "_epochs"))
     changes = dict((options or {}).get(prefix + "_recipe") or {})
-    if changes and all(isinstance(v, dict) for v in changes.values()):
-        changes = _at_epsilon(changes, epsilon, {})
+    changes = at_epsilon(changes, epsilon, {})
     fields = {f.name for f in dataclasses.fields(Recipe)}
     unknown = sorted(set(changes) - fields)
     if unknown:

@@ -7,7 +7,7 @@ budget). Neither is proven: the sensitivity Δz_T they are calibrated with is no
 
 ``outpert_head``: output perturbation that is proven (Chaudhuri, Monteleoni & Sarwate 2011): a
 one-vs-rest L2-regularised logistic regression on the public model's bounded features, noise on its
-weights once, then any number of queries (:class:`~tfdpmech.heads.OutputPerturbationHead`).
+weights once, then any number of queries (:class:`~tfdpmech.mechanisms.output_perturbation.OutputPerturbationHead`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger
-from ...heads import OutputPerturbationHead
+from ...mechanisms.output_perturbation import OutputPerturbationHead
 from ...accounting.query_budget import QueryBudgetAccountant
 from ...mechanisms.output_perturbation import DPPredictor, compute_bounds
 from ...models import convexified_mlp

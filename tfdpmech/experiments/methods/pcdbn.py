@@ -24,8 +24,8 @@ def _pcdbn(mode: str, head_mechanism: str = "laplace"):
     def build(ctx, epsilon, seed) -> Build:
         options = ctx.config.options
         kwargs = dict(num_classes=ctx.num_classes, mode=mode, fc_units=25, fc_scale=16.0,
-                      pretrain_epochs=int(options.get("pretrain_epochs", 3)), batch_size=ctx.config.batch_size,
-                      learning_rate=0.01, head_epochs=int(options.get("head_epochs", ctx.config.epochs)),
+                      pretrain_epochs=options.get("pretrain_epochs", 3), batch_size=ctx.config.batch_size,
+                      learning_rate=0.01, head_epochs=options.get("head_epochs", ctx.config.epochs),
                       head_learning_rate=0.05, head_ridge=1e-2, seed=seed)
         if mode == "private":
             kwargs.update(epsilon=epsilon, split=(0.125, 0.125, 0.75))  # most of the budget to the head (our choice)
@@ -53,9 +53,9 @@ def _reference(ctx, epsilon, seed) -> Build:
     other reference rows read), else 20 × head_epochs."""
     options = ctx.config.options
     batch = min(3600, max(ctx.n_private // 2, 1))
-    epochs = int(options.get("pcdbn_reference_epochs") or options.get(
-        "reference_epochs", 20 * int(options.get("head_epochs", ctx.config.epochs))))
-    ref = PCDBNReference(epsilon, batch_size=batch, pretrain_epochs=int(options.get("pretrain_epochs", 10)), seed=seed)
+    epochs = options.get("pcdbn_reference_epochs") or options.get(
+        "reference_epochs", 20 * options.get("head_epochs", ctx.config.epochs))
+    ref = PCDBNReference(epsilon, batch_size=batch, pretrain_epochs=options.get("pretrain_epochs", 10), seed=seed)
     return Build(ref, x=ctx.x_private, y=ctx.y_private, prepared={"epochs": epochs, "predict_proba": ref.predict_proba})
 
 

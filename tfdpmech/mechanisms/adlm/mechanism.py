@@ -43,6 +43,7 @@ from ...contract import Mechanism, PreparedFit, check_proven_mode
 from ...metrics import taylor_accuracy
 from ...noise import make_rng
 from ...released_data import ReleasedData, array_fingerprint
+from ...release_on_fit import release_on_fit
 from .allocation import BudgetAllocation, get_allocation
 from .input_noise import InputNoise
 from .per_record_budget import check_per_record_target
@@ -319,6 +320,11 @@ class AdLM(Mechanism):
                 "bias_noise=True needs a PerturbedBias layer after the first affine layer "
                 "(Conv2D/Dense with use_bias=False); use tfdpmech.models.mnist_cnn or pass bias_noise=False"
             )
+
+    def private_model(self, model, **options):
+        """``model`` whose first ``fit(x, y)`` runs Algorithm 1 and trains on the release
+        (:func:`tfdpmech.make_private`); ``options`` are :meth:`prepare`'s (``relevance_model``...)."""
+        return release_on_fit(model, self, options)
 
     def prepare(self, model, x=None, y=None, *, relevance_model=None, optimizer="adam", metrics=(taylor_accuracy,),
                 drop_remainder: bool = False, shuffle_seed=None, verbose: int = 1) -> PreparedFit:

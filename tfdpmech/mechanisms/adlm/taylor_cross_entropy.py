@@ -68,7 +68,7 @@ class TaylorCrossEntropy(keras.losses.Loss):
             it (or ``any_batch_size=True``): a perturbed batch trained at another size spends more
             ε than recorded.
         any_batch_size: True for coefficients whose privacy does not depend on the batch (released
-            once for the whole data set, e.g. :meth:`~tfdpmech.heads.FunctionalHead.pseudo_records`,
+            once for the whole data set, e.g. :meth:`~tfdpmech.mechanisms.functional_head.FunctionalHead.pseudo_records`,
             or noise-free); excludes ``batch_size``. One-hot labels never need either.
         name: loss name.
 

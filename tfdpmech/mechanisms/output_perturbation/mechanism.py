@@ -23,7 +23,7 @@ would give the claimed ε if Δz_T bounded one record's effect on a logit, but n
 proven for a full MLP, and a proof conditional on an unproven bound is no proof; the release's
 details keep the ε the bound would give (``epsilon_if_the_bound_held``). The Gaussian variant's "ε"
 is a GDP μ (§3.1, Theorems 2–3). Proven output perturbation is
-:class:`tfdpmech.heads.OutputPerturbationHead` (Chaudhuri et al. 2011, on public features).
+:class:`tfdpmech.mechanisms.output_perturbation.OutputPerturbationHead` (Chaudhuri et al. 2011, on public features).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class DPPredictor(Mechanism):
         else:  # Lu et al.'s output perturbation has no proven mode: say so, and where the proven one is
             warn_unproven_mode(type(self).__name__, self.mode, why=(
                 "adds noise on every logit scaled to Δz_T, which is not a proven bound for a trained MLP, so its ε "
-                "is none proven (the ledger records it so); tfdpmech.heads.OutputPerturbationHead is the proven "
+                "is none proven (the ledger records it so); tfdpmech.mechanisms.output_perturbation.OutputPerturbationHead is the proven "
                 "output perturbation (Chaudhuri et al. 2011, on public features)"))
         if self.noise == "laplace" and accountant.composition == "gdp":
             raise ValueError("GDP composition applies to Gaussian noise only; use composition='basic' with Laplace noise")
@@ -205,7 +205,7 @@ class DPPredictor(Mechanism):
                 "MLP: Eq. 18 divides an L2 bound by √|W| (one weight may take the whole change), Corollary 1 ignores "
                 "the hidden layers and the output bias, and Theorem 4 needs the exact minimiser of a strongly convex "
                 "objective (docs/mechanisms/output_perturbation.md). A proof that rests on an unproven bound is no "
-                "proof. Proven output perturbation: tfdpmech.heads.OutputPerturbationHead (runner: outpert_head)"
+                "proof. Proven output perturbation: tfdpmech.mechanisms.output_perturbation.OutputPerturbationHead (runner: outpert_head)"
             )
         return Release(
             component="query_answers", mechanism=f"output_perturbation/{self.mode}/{self.noise}",

@@ -4,7 +4,7 @@ Per record and class the order-2 Taylor polynomial of the sigmoid cross-entropy 
 ``log 2 + (½ − y)z + z²/8`` (Eq. 18, with Eq. 17's sign corrected; the same coefficients as
 AdLM Eq. 25). With ``z_l = W_lᵀp`` the data enter through ``S1 = Pᵀ(½ − Y)`` and ``S2 = PᵀP``:
 Algorithm 1 step 4 applies the functional mechanism to them. :class:`FunctionalSoftmaxHead`
-is that step, done by :class:`~tfdpmech.heads.FunctionalHead` (released once, Laplace or
+is that step, done by :class:`~tfdpmech.mechanisms.functional_head.FunctionalHead` (released once, Laplace or
 Gaussian, tight replace-one sensitivity, PSD projection, closed-form solve), for features
 that are arrays already (the pooled ConvRBM outputs). When those features come from layers
 trained on the same private data, their own releases are recorded in the same ledger and
@@ -21,8 +21,8 @@ import tensorflow as tf
 from ...accounting.ledger import Release
 from ..adlm.taylor_cross_entropy import LOG2, PHI2
 from ...validation import check_array, check_choice, check_epsilon, check_one_hot, check_positive_int, check_real
-from ...heads.feature_map import FeatureMap, feature_map
-from ...heads.functional import FunctionalHead, functional_statistics, project_psd
+from ..functional_head.feature_map import FeatureMap, feature_map
+from ..functional_head.functional import FunctionalHead, functional_statistics, project_psd
 
 __all__ = ["FunctionalSoftmaxHead", "HEAD_MODES", "head_sensitivity", "taylor_sigmoid_ce", "project_psd"]
 
@@ -34,7 +34,7 @@ def head_sensitivity(num_features: int, num_classes: int, *, quadratic: str = "s
 
     ``"per_class"`` (AdLM Lemma 5 and the pCDBN authors' code): ``C·(|p| + ¼|p|²)``, a quadratic
     term for every class; ``"shared"``: ``C·|p| + ¼|p|²``. Used by pCDBN's reference mode; the private
-    head uses the exact :func:`tfdpmech.heads.laplace_sensitivity` (smaller still).
+    head uses the exact :func:`tfdpmech.mechanisms.functional_head.laplace_sensitivity` (smaller still).
     """
     check_choice(quadratic, "quadratic", ("shared", "per_class"))
     p, c = int(num_features), int(num_classes)
@@ -105,7 +105,7 @@ class FunctionalSoftmaxHead:
         Args:
             features: frozen top-layer features, shape (n, |p|) (flattened); in [0, 1] for Laplace; or a
                 finite ``tf.data.Dataset`` of ``(features, y)`` batches (functional mode; ``y=None``), streamed
-                once as in :meth:`tfdpmech.heads.FunctionalHead.fit`.
+                once as in :meth:`tfdpmech.mechanisms.functional_head.FunctionalHead.fit`.
             y: one-hot labels (n, C).
 
         Raises:
@@ -163,7 +163,7 @@ class FunctionalSoftmaxHead:
         """A frozen Keras layer mapping the features to logits; predict with argmax.
 
         ``Dense(C)`` with the solved kernel and bias (Laplace, noiseless); for the Gaussian
-        calibration a ``Sequential`` of :class:`~tfdpmech.heads.FeatureMap` (bias, unit-norm clip)
+        calibration a ``Sequential`` of :class:`~tfdpmech.mechanisms.functional_head.FeatureMap` (bias, unit-norm clip)
         and ``Dense(C, use_bias=False)``, the map the statistics were computed with.
         """
         if self.kernel is None:

@@ -1,0 +1,133 @@
+"""``tfdpmech.make_private(model, mechanism)``: the same three lines train every mechanism that trains a
+given Keras model, and the other shapes are refused naming their own."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+import tfdpmech
+from tfdpmech import AdLM, AFRRS, DPSGD, ILM, FunctionalHead, PrivateCDBN, make_private, models
+from tfdpmech.layers import ConvRBM
+from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD
+from tfdpmech.mechanisms.output_perturbation import OutputPerturbationHead
+
+N, L = 240, 40
+
+
+@pytest.fixture(scope="module")
+def images(mnist_sample):
+    ds = mnist_sample
+    return ds.x_train[:N], ds.y_train[:N], ds.x_train[N:N + 200], ds.y_train[N:N + 200]
+
+
+@pytest.fixture(scope="module")
+def public_model(images):
+    _, _, x_pub, y_pub = images
+    keras.utils.set_random_seed(1)
+    model = models.mlp(first_units=16, hidden_units=8)
+    model.compile("adam", loss=tfdpmech.TaylorCrossEntropy())
+    model.fit(x_pub, y_pub, epochs=1, batch_size=50, verbose=0)
+    return model
+
+
+def _weights_after(train):
+    keras.utils.set_random_seed(0)
+    model = models.mlp(first_units=16, hidden_units=8)
+    return train(model), model.get_weights()
+
+
+@pytest.mark.parametrize("cls", [AdLM, ILM, AFRRS])
+def test_adlm_family_trains_through_make_private_compile_fit_as_prepare_does(images, public_model, cls):
+    x, y, _, _ = images
+
+    def three_lines(model):
+        mech = cls.from_total(1.0, L, seed=0)
+        private = make_private(model, mech, relevance_model=public_model, shuffle_seed=0)
+        assert private is model and model.privacy_ledger is mech.ledger
+        model.compile(optimizer="adam")
+        assert len(mech.ledger) == 0  # nothing is released before fit sees the records
+        history = model.fit(x, y, epochs=2, verbose=0)
+        assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+        return mech
+
+    def prepared(model):
+        mech = cls.from_total(1.0, L, seed=0)
+        mech.prepare(model, x, y, relevance_model=public_model, optimizer="adam", shuffle_seed=0,
+                     verbose=0).fit(epochs=2, verbose=0)
+        return mech
+
+    mech, weights = _weights_after(three_lines)
+    same, expected = _weights_after(prepared)
+    for a, b in zip(weights, expected):
+        np.testing.assert_array_equal(a, b)  # the same release and training, to the seed
+    assert [r.to_dict() for r in mech.ledger.releases] == [r.to_dict() for r in same.ledger.releases]
+    assert all(r.guarantee == "proven" for r in mech.ledger.releases)
+
+
+def test_a_later_fit_trains_on_the_same_release_and_other_records_are_refused(images, public_model):
+    x, y, _, _ = images
+    model = models.mlp(first_units=16, hidden_units=8)
+    mech = AdLM.from_total(1.0, L, seed=0)
+    make_private(model, mech, relevance_model=public_model)
+    with pytest.raises(RuntimeError, match="compile the private model before fit"):
+        model.fit(x, y)
+    with pytest.raises(ValueError, match="trains with its own loss"):
+        model.compile(optimizer="adam", loss="mse")
+    model.compile(optimizer="adam")
+    with pytest.raises(ValueError, match=r"x, y: the first fit takes the private records"):
+        model.fit(epochs=1)
+    assert len(mech.ledger) == 0
+    model.fit(x, y, epochs=1, verbose=0)
+    spent = [r.to_dict() for r in mech.ledger.releases]
+    model.fit(epochs=1, verbose=0)  # post-processing of the release: nothing new in the ledger
+    assert [r.to_dict() for r in mech.ledger.releases] == spent
+    with pytest.raises(ValueError, match="released once, from the records of the first fit"):
+        model.fit(x, y, epochs=1)
+    assert [r.to_dict() for r in mech.ledger.releases] == spent
+
+
+def test_unknown_options_and_adlm_without_relevance_model_are_refused_before_any_release(images):
+    x, y, _, _ = images
+    mech = AdLM.from_total(1.0, L, seed=0)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['relevance'\]; it takes \['relevance_model'"):
+        make_private(models.mlp(first_units=16, hidden_units=8), mech, relevance=None)
+    model = make_private(models.mlp(first_units=16, hidden_units=8), mech)
+    model.compile()
+    with pytest.raises(ValueError, match="relevance_model"):
+        model.fit(x, y)
+    assert len(mech.ledger) == 0
+
+
+@pytest.mark.parametrize("make, fix", [
+    (lambda: FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0, seed=0), r"FunctionalHead\(...\)\.fit\(x, y\)"),
+    (lambda: OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, seed=0), r"estimator"),
+    (lambda: PrivateCDBN([ConvRBM(4, 5, degree=3)], epsilon=2.0, pretrain_epochs=1, seed=0),
+     r"trains the network it builds itself"),
+    (lambda: ShuffledDPSGD(1.0, 1e-5, 10, 1, 1000), r"Poisson-sampled DP-SGD \(tfdpmech\.DPSGD\)"),
+])
+def test_mechanisms_of_another_shape_are_refused_naming_their_own(make, fix):
+    mech = make()
+    with pytest.raises(TypeError, match=fix):
+        make_private(models.standard_mlp(), mech)
+    assert len(mech.ledger) == 0
+
+
+def test_what_is_not_a_model_or_not_a_mechanism_is_a_type_error_naming_it():
+    dp = DPSGD(1.0, 1e-5, expected_batch_size=10, epochs=1, n=1000)
+    with pytest.raises(TypeError, match="model must be a built keras.Model, got Dense"):
+        make_private(keras.layers.Dense(3), dp)
+    with pytest.raises(TypeError, match=r"mechanism must be a tfdpmech mechanism .* got dict"):
+        make_private(models.standard_mlp(), {"epsilon": 1.0})
+    with pytest.raises(TypeError, match=r"takes no further options, got \['seed'\]"):
+        make_private(models.standard_mlp(), dp, seed=0)
+    assert len(dp.ledger) == 0
+
+
+@pytest.mark.skipif(not tfdpmech.mechanisms.dpsgd.tf_privacy_available(), reason="needs tensorflow-privacy")
+def test_a_tensorflow_privacy_run_is_refused_with_the_fix():
+    dp = DPSGD(1.0, 1e-5, expected_batch_size=10, epochs=1, n=1000, engine="tensorflow_privacy")
+    with pytest.raises(ValueError, match=r"DPSGD\(\.\.\.\) without engine="):
+        make_private(models.standard_mlp(), dp)
+    assert dp.model is None and len(dp.ledger) == 0

@@ -1,0 +1,57 @@
+"""The comparison's ``options``: one reader of a per-ε value and one check of every option methods read.
+
+An option is one value for every run, or ``{ε: value}`` (keys numbers) for a value per target ε;
+the AdLM-family rows also take ``{"adlm" | "ilm" | "afrrs": value}``. :func:`check_options` runs in
+:meth:`~tfdpmech.experiments.runner.CompareConfig.validate`, before any run starts, so a reader never
+converts or guesses.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from ..validation import check_positive_int, check_positive_real
+
+__all__ = ["COUNT_OPTIONS", "at_epsilon", "option_at", "check_options"]
+
+# options that are counts (epochs, steps, batch sizes, dimensions), each a positive int wherever it is given
+COUNT_OPTIONS = (
+    "dpsgd_epochs", "scatter_epochs", "nonprivate_epochs", "pretrain_epochs", "head_epochs", "reference_epochs",
+    "pcdbn_reference_epochs", "per_record_batch", "per_record_epochs", "kifer_steps", "scatter_units",
+)
+REAL_OPTIONS = ("gamma",)  # positive reals
+
+
+def _per_epsilon(value) -> bool:
+    return isinstance(value, dict) and bool(value) and all(
+        isinstance(k, numbers.Real) and not isinstance(k, bool) for k in value)
+
+
+def at_epsilon(value, epsilon, default=None):
+    """``value``, or for a per-ε ``{ε: value}`` the entry at ``epsilon`` (``default`` when it has none)."""
+    if not _per_epsilon(value):
+        return value
+    return next((v for k, v in value.items() if epsilon is not None and abs(float(k) - float(epsilon)) < 1e-12),
+                default)
+
+
+def option_at(options: dict, epsilon, option: str, default):
+    """A run's setting at ``epsilon``: ``options[option]`` as one value or ``{ε: value}``, else ``default``."""
+    return at_epsilon((options or {}).get(option, default), epsilon, default)
+
+
+def check_options(options: dict) -> None:
+    """Every count option a positive int and every real option a positive real, wherever given.
+
+    Raises:
+        TypeError / ValueError: naming ``options[name]`` (and the ε or kind key) and the value.
+    """
+    for name, value in (options or {}).items():
+        if name in COUNT_OPTIONS or name in REAL_OPTIONS:
+            entries = value.items() if isinstance(value, dict) else [(None, value)]
+            for key, entry in entries:
+                where = f"options[{name!r}]" + ("" if key is None else f"[{key!r}]")
+                if name in COUNT_OPTIONS:
+                    check_positive_int(entry, where)
+                else:
+                    check_positive_real(entry, where)

@@ -1,0 +1,102 @@
+"""An ordinary Keras model that trains with Poisson DP-SGD through its own ``compile`` / ``fit``.
+
+:func:`private_dpsgd_model` is what :func:`tfdpmech.make_private` does with a :class:`~.poisson.DPSGD`
+run: it runs tfdpmech's own engine (:mod:`.train_step`) on every stack, Keras 2.15 and Keras 3 alike.
+``compile`` records the run's release (the budget is committed then); ``fit`` takes the n private
+records as arrays and draws the Poisson batches itself (``batch_size`` and ``shuffle`` do not apply),
+or a dataset from ``model.dp_sgd.dataset(x, y)``, and refuses any other dataset; every ``fit``
+continues the run's Poisson stream (the batch of step t is drawn from the secret key and t). It
+refuses more epochs than the budget covers. Everything else (``predict``, ``evaluate``, ``save``) is
+the model's own; ``save`` keeps the optimizer and with it the step count.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+from .poisson_sampling import is_run_dataset
+
+__all__ = ["private_dpsgd_model"]
+
+_NOT_FOR_POISSON = ("batch_size", "shuffle", "steps_per_epoch", "sample_weight", "class_weight", "validation_split")
+
+
+def private_dpsgd_model(model, dp):
+    """Make ``model``'s ``compile`` / ``fit`` train it as the Poisson DP-SGD run ``dp``.
+
+    Args:
+        model: a built ``keras.Model`` whose layers do not mix the records of a batch.
+        dp: a :class:`~tfdpmech.mechanisms.dpsgd.DPSGD` run that has not compiled a model yet, with
+            ``engine="auto"`` (the default: here it means tfdpmech's engine, the one that trains the
+            user's own model object) or ``"tfdpmech"``.
+
+    Returns:
+        ``model`` itself, with ``model.dp_sgd`` (the run) and ``model.privacy_ledger``.
+
+    Raises:
+        ValueError: a run of another engine, or one that already compiled a model; at ``compile``, a
+            model DP-SGD cannot clip exactly (see :func:`~tfdpmech.mechanisms.dpsgd.paths.check_model`).
+    """
+    if dp.model is not None:
+        raise ValueError("mechanism: this DPSGD run already compiled a model (its budget is spent on it); construct "
+                         "a new DPSGD for another model")
+    if dp.requested_engine == "tensorflow_privacy":
+        raise ValueError(
+            "mechanism: DPSGD(engine='tensorflow_privacy') compiles tensorflow-privacy's own DPModel, not your model; "
+            "make_private trains your model with tfdpmech's engine (pinned equal to tensorflow-privacy's): construct "
+            "DPSGD(...) without engine=, or call dp.compile(model) to get tensorflow-privacy's model"
+        )
+    dp.engine = "tfdpmech"  # "auto" would pick tensorflow-privacy's DPModel where it imports: not this model
+    keras_fit = type(model).fit
+
+    def compile(optimizer="adam", loss=None, metrics=None, **kwargs):
+        if kwargs:
+            raise TypeError(f"a private model's compile takes optimizer, loss and metrics; got {sorted(kwargs)}")
+        if isinstance(optimizer, str):
+            optimizer = _optimizer_from_name(optimizer)
+        dp.compile(model, loss=loss, metrics=metrics or (), optimizer=optimizer)
+        model.fit = fit  # under MultiWorkerMirroredStrategy compile installed its fit: it runs from here
+
+    def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):
+        unsupported = sorted(k for k in kwargs if k in _NOT_FOR_POISSON)
+        if unsupported:
+            raise TypeError(
+                f"{unsupported} do not apply to a DP-SGD model: fit draws Poisson batches of expected size "
+                f"{dp.expected_batch_size:g} from all n={dp.n} records itself; pass x and y only"
+            )
+        if dp.model is None:
+            raise RuntimeError("compile the private model before fit (model.compile(optimizer, loss, metrics))")
+        epochs = dp.epochs if epochs is None else epochs
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or not 1 <= epochs <= dp.epochs:
+            raise ValueError(f"epochs={epochs!r}: the privacy budget covers 1 to {dp.epochs} epochs; pass at most "
+                             f"{dp.epochs} or make the model private again with more epochs (and a larger ε)")
+        if y is None and not isinstance(x, np.ndarray):
+            if not is_run_dataset(x):
+                raise ValueError(
+                    f"fit takes the private records as arrays, fit(x, y), and draws the Poisson batches itself; got "
+                    f"x={type(x).__name__} without y. A dataset of one's own (shuffled batches, whatever its third "
+                    "element) does not have the Poisson ε the ledger records; pass fit(x_private, y_private) or "
+                    "fit(model.dp_sgd.dataset(x_private, y_private))"
+                )
+            data = x
+        else:
+            data = dp.dataset(x, y)
+        callbacks = [*(callbacks or ()), dp.callback(verbose=0)]
+        if dp.multiworker is not None:  # joins the workers, records the release on the chief, then trains
+            return dp.multiworker_fit(data, epochs=int(epochs), callbacks=callbacks, **kwargs)
+        return keras_fit(model, data, epochs=int(epochs), callbacks=callbacks, **kwargs)
+
+    model.compile = compile
+    model.fit = fit
+    model.dp_sgd = dp
+    model.privacy_ledger = dp.ledger
+    return model
+
+
+def _optimizer_from_name(name: str):
+    try:
+        optimizer = keras.optimizers.get(name)
+    except ValueError as exc:
+        raise ValueError(f"optimizer={name!r} is not a Keras optimizer name; pass e.g. 'adam' or an instance") from exc
+    return optimizer

@@ -1,0 +1,161 @@
+"""tfdpmech's DP-SGD train step, installed on an ordinary Keras model (Keras 2.15 and Keras 3).
+
+:func:`install_dp_train_step` replaces ``model.train_step`` so that ``model.fit`` runs, per batch
+(Abadi et al. 2016, Algorithm 1):
+
+1. the per-example clipped gradient sum ``Σ_i w_i clip_C(∇θ ℓ_i)`` (:mod:`.clipping`; ``w_i`` is the
+   Poisson mask: 1 for a sampled record, 0 for a padding row);
+2. ``+ N(0, σ²C²·I)`` drawn **once** per step (line "add noise"), from a secret noise key and the
+   global step (the optimizer's step count): a second ``fit`` continues the noise stream, it never
+   draws a step's noise again;
+3. ``÷ L``, a public divisor fixed in advance (the expected batch size ``q·n`` for Poisson
+   sampling, the batch size for shuffled batches) — never the realised batch size, which depends
+   on the data;
+
+Under ``tf.distribute.MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` (several workers:
+:mod:`.multiworker`) each replica computes step 1 on its slice of the global batch, and only replica 0
+(``replica_id_in_sync_group == 0``, which numbers the replicas of every worker) adds the noise; every
+replica divides by the **global** L. The Keras optimizers of both stacks then all-reduce the gradients with
+``ReduceOp.SUM`` (Keras 2.15 ``Optimizer.aggregate_gradients`` → ``all_reduce_sum_gradients``; Keras 3
+``TFOptimizer._all_reduce_sum_gradients``; the replica scaling of Keras 3's
+``scale_loss_for_distribution`` touches the logged loss only, never these gradients), so the update is
+exactly ``(Σ_all replicas clipped + one N(0, σ²C²I) draw) / L``: the same as on one device. Noise added
+on every replica and averaged would divide its standard deviation by √replicas; that cannot happen here.
+4. plus the gradient of the model's weight regularisers (data-independent), then one step of the
+   compiled Keras optimizer.
+
+A step whose sampled record has a non-finite gradient is refused before the update (padding rows
+never do: they are selected out, :mod:`.clipping`). The logged ``loss`` is the mean loss over the
+batch's real records (padding rows excluded), plus the weight regularisers, as ``model.fit`` logs it
+without DP.
+
+The run objects (:class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD`, :class:`~tfdpmech.mechanisms.dpsgd.DPSGD`) wrap this
+step in their guards (:mod:`.guards`). The model object is the user's own (weights, ``save``,
+``predict`` unchanged); only its training step differs.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import keras
+import tensorflow as tf
+
+from .clipping import clipped_gradient_sum, gradients, per_example_loss
+from .ghost_norms import select_rows
+
+__all__ = ["KERAS_3", "install_dp_train_step", "noise_key", "step_noise", "log_real_record_loss", "check_finite_norms"]
+
+KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
+
+
+def noise_key(seed=None):
+    """The secret noise key (two int64 words) from an int seed, or from OS entropy for None."""
+    if seed is None:
+        return (secrets.randbits(63), secrets.randbits(63))
+    return (int(seed) % (1 << 63), 0x5EED)
+
+
+def step_noise(key, step, shapes_and_dtypes, std: float):
+    """``N(0, std²·I)`` for every shape, a pure function of the secret ``key``, the global ``step`` and the
+    variable's position (one independent draw per variable and step)."""
+    base = tf.random.experimental.stateless_fold_in(tf.constant(key, tf.int64), tf.cast(step, tf.int64))
+    return [tf.random.stateless_normal(shape, seed=tf.random.experimental.stateless_fold_in(base, i), stddev=std,
+                                       dtype=dtype)
+            for i, (shape, dtype) in enumerate(shapes_and_dtypes)]
+
+
+def check_finite_norms(norms, weights):
+    """An assertion that every sampled record (weight > 0) has a finite gradient norm."""
+    return tf.debugging.assert_all_finite(
+        select_rows(tf.cast(weights, tf.float32) > 0, tf.cast(norms, tf.float32)),
+        message=("DP-SGD: the gradient of a sampled record is NaN or inf, so the step was not applied (for instance "
+                 "a record whose every position is masked, Embedding(mask_zero=True), reaching a masked average: "
+                 "0/0). Give every record a finite loss, e.g. at least one unmasked position"))
+
+
+def log_real_record_loss(model, loss_fn, y, y_pred, weights) -> None:
+    """Update the logged ``loss``: the mean per-record loss over the real records (weight > 0), plus the
+    weight regularisers, weighted by the number of real records (an epoch's value is the mean over its
+    records). Padding rows are selected out, never multiplied by 0."""
+    keep = tf.cast(weights, tf.float32) > 0
+    count = tf.reduce_sum(tf.cast(keep, tf.float32))
+    losses = tf.cast(loss_fn(y, y_pred), tf.float32)
+    value = tf.reduce_sum(select_rows(keep, losses)) / tf.maximum(count, 1.0)
+    if model.losses:
+        value += tf.cast(tf.add_n(model.losses), tf.float32)
+    if KERAS_3:
+        tracker = getattr(model, "_loss_tracker", None)
+    else:
+        container = model.compiled_loss
+        if not container._built:  # pylint: disable=protected-access  (built on first use, as Keras's own step)
+            container.build(y_pred)
+        tracker = container._total_loss_mean  # pylint: disable=protected-access
+    if tracker is not None:
+        tracker.update_state(value, sample_weight=count)
+
+
+def _on_first_replica():
+    """True on replica 0 of a ``tf.distribute`` strategy (and without one): the one replica that adds the noise."""
+    context = tf.distribute.get_replica_context()
+    if context is None:  # cross-replica context: not a per-replica step
+        return tf.constant(True)
+    return tf.equal(tf.cast(context.replica_id_in_sync_group, tf.int32), 0)
+
+
+def _log_loss_and_metrics(model, loss_fn, x, y, y_pred, weights):
+    """The logged loss (:func:`log_real_record_loss`) and the compiled metrics (padding rows weighted 0, their
+    outputs selected out)."""
+    log_real_record_loss(model, loss_fn, y, y_pred, weights)
+    keep = tf.cast(weights, tf.float32) > 0
+    y_pred = tf.nest.map_structure(lambda t: select_rows(keep, t), y_pred)
+    return model.compute_metrics(x, y, y_pred, weights)
+
+
+def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier: float, divisor: float,
+                          clipping: str, noise_seed=None, require_mask: bool = False):
+    """Make ``model.fit`` train ``model`` with DP-SGD (see the module docstring).
+
+    Args:
+        model: a compiled ``keras.Model`` (its optimizer, loss and metrics are used).
+        loss: the ``keras.losses.Loss`` the model was compiled with (a per-record copy is made).
+        l2_norm_clip: C. noise_multiplier: σ (0 for the noise-free cross-checks).
+        divisor: the public L the noisy sum is divided by.
+        clipping: ``"fast_clipping"`` or ``"vectorized"`` (see :func:`.clipping.resolve_clipping`).
+        noise_seed: None (OS entropy) or an int (reproducible experiments; keep it secret): the noise key,
+            with the optimizer's step count the noise of each step (:func:`step_noise`).
+        require_mask: batches must be ``(x, y, mask)`` (Poisson batches).
+    """
+    loss_fn = per_example_loss(loss)
+    key = noise_key(noise_seed)
+    std = float(l2_norm_clip) * float(noise_multiplier)
+
+    def train_step(data):
+        x, y, mask = keras.utils.unpack_x_y_sample_weight(data)
+        first = tf.nest.flatten(x)[0]
+        if mask is None:
+            if require_mask:
+                raise ValueError(
+                    "Poisson DP-SGD trains on padded Poisson batches (x, y, mask); got batches without a mask. Fit "
+                    "on DPSGD.dataset(x, y)"
+                )
+            mask = tf.ones(tf.shape(first)[:1], tf.float32)
+        mask = tf.cast(mask, tf.float32)
+        summed, y_pred, norms = clipped_gradient_sum(model, loss_fn, x, y, mask, l2_norm_clip, clipping)
+        first_replica = _on_first_replica()
+        noise = step_noise(key, model.optimizer.iterations, [(tf.shape(g), g.dtype) for g in summed], std)
+        grads = [(g + z * tf.cast(first_replica, g.dtype)) / tf.cast(divisor, g.dtype) for g, z in zip(summed, noise)]
+        if model.losses:  # weight regularisers (activity regularisers are refused by check_model)
+            with tf.GradientTape() as tape:
+                regularisation = tf.add_n(model.losses)
+            # once per global step, like the noise: the optimizer sums the replicas' gradients
+            grads = [g + r * tf.cast(first_replica, r.dtype)
+                     for g, r in zip(grads, gradients(tape, regularisation, model.trainable_variables))]
+        with tf.control_dependencies([check_finite_norms(norms, mask)]):
+            grads = [tf.identity(g) for g in grads]
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return _log_loss_and_metrics(model, loss_fn, x, y, y_pred, mask)
+
+    model.train_step = train_step
+    model.train_function = None  # a compiled train function would still run the old step
+    return model

@@ -1,0 +1,82 @@
+"""A Keras model whose first ``fit(x, y)`` makes a mechanism's once-only release, then trains on it.
+
+What :func:`tfdpmech.make_private` gives for a mechanism that perturbs the data (or the loss) once and
+then trains on the released values (AdLM, ILM, AFRRS): ``compile`` keeps the optimizer and metrics;
+the first ``fit(x, y)`` calls the mechanism's :meth:`~tfdpmech.contract.Mechanism.prepare` (every
+check, then the release, recorded in the mechanism's ledger) and trains on the released data; a later
+``fit()`` without data trains further on the same release (post-processing: no new budget).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+
+__all__ = ["release_on_fit"]
+
+_SET_BY_KERAS = ("model", "x", "y", "optimizer", "metrics", "verbose")
+
+
+def release_on_fit(model, mechanism, options: dict):
+    """``model`` with ``compile`` / ``fit`` that run ``mechanism`` (see the module docstring).
+
+    Args:
+        model: the Keras model the mechanism trains (its ``prepare`` checks the layers it needs).
+        mechanism: a training :class:`~tfdpmech.contract.Mechanism` whose ``prepare(model, x, y,
+            optimizer=, metrics=, verbose=, **options)`` compiles ``model`` with its own loss.
+        options: further keywords of ``prepare`` (e.g. AdLM's ``relevance_model``).
+
+    Returns:
+        ``model`` itself, with ``model.privacy_ledger`` (the mechanism's ledger).
+
+    Raises:
+        TypeError: an option ``prepare`` does not take (naming the ones it does).
+    """
+    accepted = [name for name, p in inspect.signature(mechanism.prepare).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in _SET_BY_KERAS]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise TypeError(f"make_private(model, {type(mechanism).__name__}(...), ...) got the unknown option(s) "
+                        f"{unknown}; it takes {accepted}")
+    state = {"compiled": None, "run": None}
+    name = type(mechanism).__name__
+
+    def compile(optimizer="adam", loss=None, metrics=None, **kwargs):
+        if loss is not None:
+            raise ValueError(f"loss={loss!r}: {name} trains with its own loss (the released coefficients'); "
+                             "compile without loss")
+        if kwargs:
+            raise TypeError(f"a private model's compile takes optimizer and metrics; got {sorted(kwargs)}")
+        state["compiled"] = {"optimizer": optimizer, **({} if metrics is None else {"metrics": tuple(metrics)})}
+
+    def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):
+        if state["compiled"] is None:
+            raise RuntimeError("compile the private model before fit (model.compile(optimizer, metrics=...))")
+        with _keras_methods(model):
+            if state["run"] is None:
+                if x is None or y is None:
+                    raise ValueError(f"x, y: the first fit takes the private records, fit(x, y); {name} releases "
+                                     "from them once")
+                state["run"] = mechanism.prepare(model, x, y, **state["compiled"], **options, verbose=0)
+            elif x is not None or y is not None:
+                raise ValueError(
+                    f"x, y: {name} released once, from the records of the first fit; call model.fit(epochs=...) "
+                    "without data to train further on that release (no new budget), or make_private with a new "
+                    "mechanism (a new budget) for other records"
+                )
+            return state["run"].fit(epochs, tuple(callbacks or ()), **kwargs)
+
+    model.compile = compile
+    model.fit = fit
+    model.privacy_ledger = mechanism.ledger
+    return model
+
+
+@contextlib.contextmanager
+def _keras_methods(model):
+    """The model's own Keras ``compile`` / ``fit`` while ``prepare`` compiles and the prepared run fits."""
+    patched = {key: model.__dict__.pop(key) for key in ("compile", "fit") if key in model.__dict__}
+    try:
+        yield
+    finally:
+        model.__dict__.update(patched)
