@@ -709,8 +709,33 @@ case("random_features-input_shape-neg", "input_shape", lambda led: tfdpmech.rand
      "random_features")
 case("features.split_public-n_public-neg", "n_public",
      lambda led: tfdpmech.features.split_public(data.load("mnist_sample"), -5), "features")
-case("heads.laplace_scale-epsilon-str", "epsilon", lambda led: tfdpmech.accounting.gaussian.laplace_scale(1.0, "1"), "heads")
-case("heads.gaussian_sigma-delta-one", "delta", lambda led: tfdpmech.accounting.gaussian.gaussian_sigma(1.0, 1.0, 1.0), "heads")
+case("accounting.laplace_scale-epsilon-str", "epsilon",
+     lambda led: tfdpmech.accounting.gaussian.laplace_scale(1.0, "1"), "accounting")
+case("accounting.gaussian_sigma-delta-one", "delta",
+     lambda led: tfdpmech.accounting.gaussian.gaussian_sigma(1.0, 1.0, 1.0), "accounting")
+
+
+# the output-perturbation head (an estimator like the functional head)
+def _op_head(**kw):
+    args = dict(epsilon=1.0, delta=1e-5, seed=0)
+    args.update(kw)
+    return tfdpmech.OutputPerturbationHead(_random_feats(), CLASSES, **args)
+
+
+for k, v in BAD_EPSILON.items():
+    case(f"OutputPerturbationHead-epsilon-{k}", "epsilon", lambda led, v=v: _op_head(epsilon=v),
+         "OutputPerturbationHead")
+for k, v in BAD_DELTA.items():
+    case(f"OutputPerturbationHead-delta-{k}", "delta", lambda led, v=v: _op_head(delta=v), "OutputPerturbationHead")
+case("OutputPerturbationHead-delta-gamma", "delta", lambda led: _op_head(mechanism="gamma"), "OutputPerturbationHead")
+case("OutputPerturbationHead-mechanism-unknown", "mechanism", lambda led: _op_head(mechanism="laplace"),
+     "OutputPerturbationHead")
+for k, v in {"one": 1, "str": "3", "bool": True}.items():
+    case(f"OutputPerturbationHead-num_classes-{k}", "num_classes", lambda led, v=v: tfdpmech.OutputPerturbationHead(
+        _random_feats(), v, epsilon=1.0, delta=1e-5), "OutputPerturbationHead")
+case("OutputPerturbationHead-features-model", "features",
+     lambda led: tfdpmech.OutputPerturbationHead(relevance_model(), CLASSES, epsilon=1.0, delta=1e-5),
+     "OutputPerturbationHead")
 
 # layers
 for k, v in {"str": "a", "nan": NAN, "bool": True, "out": 2.0}.items():
@@ -866,7 +891,7 @@ case("validation.check_delta-delta-str", "delta", lambda led: validation.check_d
 # DP-SGD (engine "auto": tensorflow-privacy on TF 2.15, tfdpmech's own on Keras 3): constructor, compile,
 # dataset -- the release is recorded at compile
 def dp_case(case_id, arg, thunk):
-    case(case_id, arg, thunk, "dpsgd")
+    case(case_id, arg, thunk, "DPSGD")
 
 
 def _dpsgd(led, **kw):
@@ -998,6 +1023,29 @@ case("dpsgd.tanh_mlp-input_scaling-unknown", "input_scaling", lambda led: tfdpme
 # --- the mechanism contract: prepare, PreparedFit.fit and the release primitive -------------------------------------
 def _contract_release():
     return _release(component="stat", epsilon_claimed=1.0, epsilon_provable=1.0)
+
+
+# make_private: the one entry point of the training mechanisms
+case("make_private-model-layer", "model",
+     lambda led: tfdpmech.make_private(keras.layers.Dense(3), tfdpmech.DPSGD(1.0, 1e-5, 10, 1, 100, ledger=led)),
+     "make_private")
+case("make_private-mechanism-dict", "mechanism", lambda led: tfdpmech.make_private(private_model(), {"epsilon": 1.0}),
+     "make_private")
+case("make_private-mechanism-head", "mechanism",
+     lambda led: tfdpmech.make_private(private_model(), _fm_head()), "make_private")
+case("make_private-option-unknown", "relevance",
+     lambda led: tfdpmech.make_private(private_model(), _adlm(led), relevance=None), "make_private")
+case("make_private-fit-no-relevance-model", "relevance_model",
+     lambda led: _compiled(tfdpmech.make_private(private_model(), _adlm(led))).fit(_ok_x(), _labels()),
+     "make_private")
+case("make_private-fit-before-compile", "compile",
+     lambda led: tfdpmech.make_private(private_model(), _adlm(led)).fit(_ok_x(), _labels()), "make_private",
+     exc=RuntimeError)
+
+
+def _compiled(model):
+    model.compile()
+    return model
 
 
 case("Mechanism-prepare-no-relevance-model", "relevance_model",

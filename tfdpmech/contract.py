@@ -59,6 +59,8 @@ class PreparedFit:
         custom_fit: for a mechanism that trains with its own loop (the reference modes of the
             authors' code, pCDBN's layer-wise training, DP-ERM's full-batch descent):
             ``custom_fit(epochs, callbacks, **fit_kwargs)``.
+        takes_callbacks: False for a loop of its own that runs no Keras callbacks (pCDBN's layer-wise
+            training): ``fit`` then refuses them.
     """
 
     model: object
@@ -67,6 +69,7 @@ class PreparedFit:
     epochs: int | None = None
     y: object = None
     custom_fit: Callable | None = None
+    takes_callbacks: bool = True
 
     @property
     def trained(self) -> bool:

@@ -41,13 +41,15 @@ def release_on_fit(model, mechanism, options: dict):
     state = {"compiled": None, "run": None}
     name = type(mechanism).__name__
 
-    def compile(optimizer="adam", loss=None, metrics=None, **kwargs):
+    def compile(optimizer=None, loss=None, metrics=None, **kwargs):
         if loss is not None:
             raise ValueError(f"loss={loss!r}: {name} trains with its own loss (the released coefficients'); "
                              "compile without loss")
         if kwargs:
             raise TypeError(f"a private model's compile takes optimizer and metrics; got {sorted(kwargs)}")
-        state["compiled"] = {"optimizer": optimizer, **({} if metrics is None else {"metrics": tuple(metrics)})}
+        # None: the mechanism's own default (prepare's)
+        state["compiled"] = {key: value for key, value in (("optimizer", optimizer), ("metrics", metrics))
+                             if value is not None}
 
     def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):
         if state["compiled"] is None:

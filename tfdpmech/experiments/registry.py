@@ -33,6 +33,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..private_training import make_private
+
 __all__ = ["MODES", "Method", "Prepared", "Build", "METHODS", "register_method", "register_mechanism", "method",
            "available_methods"]
 
@@ -57,6 +59,9 @@ class Prepared:
             the whole ``prepare`` call.
         examples_per_epoch: records seen per epoch (for throughput); None: the private set size.
         notes: facts for the report.
+        seconds_in_fit: for a mechanism that makes its once-only release in the first ``fit`` (through
+            ``make_private``): ``() -> seconds`` of that release, read after training; the runner counts
+            them as preprocessing, not training.
     """
 
     model: object
@@ -70,6 +75,7 @@ class Prepared:
     preprocessing_seconds: float | None = None
     examples_per_epoch: int | None = None
     notes: dict = dataclasses.field(default_factory=dict)
+    seconds_in_fit: Callable | None = None
 
     def probabilities(self, x) -> np.ndarray:
         """Class probabilities for ``x``; a single logit column is read as binary (sigmoid)."""
@@ -152,15 +158,24 @@ def register_method(name: str, prepare: Callable, description: str, *, mode: str
 class Build:
     """What the ``build(ctx, epsilon, seed)`` of :func:`register_mechanism` returns for one run.
 
+    The run goes through the entry point a user calls for the mechanism's shape:
+
+    - ``compile`` given (a training mechanism that trains ``model``): ``make_private(model, mechanism,
+      **options)``, ``model.compile(**compile)``, then ``model.fit(x, y, epochs=..., callbacks=...)``;
+    - a closed-form head (an estimator): ``mechanism.fit(x, y, **options)``, its ``model`` answers;
+    - the rest (a query-time mechanism, a mechanism that builds the network it trains, a DP-SGD run
+      compiled as tensorflow-privacy's model or with shuffled batches):
+      ``mechanism.prepare(model, x, y, **options)``, then the prepared ``fit``.
+
     Attributes:
         mechanism: a :class:`~tfdpmech.contract.Mechanism`, constructed with the run's budget and seed.
-        model, x, y, options: the arguments of ``mechanism.prepare(model, x, y, **options)``.
+        model, x, y: the model it trains (None where it builds its own) and the private records.
+        options: the further keywords of that entry point.
+        compile: ``model.compile`` arguments for the ``make_private`` shape; None for the others.
         notes: facts of the run's set-up that are the method's choice, not the mechanism's (recipe,
             network, public source); reported beside ``mechanism.describe()``.
-        own_loop: the mechanism trains once with its own loop, epochs and no Keras callbacks
-            (``fit()`` as prepared; pCDBN's layer-wise training).
-        prepared: :class:`Prepared` fields that differ from what the contract gives (the model answered
-            with when the mechanism trains a part of it, a per-query ledger, records per epoch).
+        prepared: :class:`Prepared` fields that differ from what the entry point gives (the model answered
+            with when the mechanism trains a part of it, the epochs, a per-query ledger, records per epoch).
     """
 
     mechanism: object
@@ -168,43 +183,55 @@ class Build:
     x: object = None
     y: object = None
     options: dict = dataclasses.field(default_factory=dict)
+    compile: dict | None = None
     notes: dict = dataclasses.field(default_factory=dict)
-    own_loop: bool = False
     prepared: dict = dataclasses.field(default_factory=dict)
 
 
-def _fit(run, own_loop: bool) -> Callable:
-    """``fit(epochs, callbacks)`` of a :class:`~tfdpmech.contract.PreparedFit` for the runner."""
+def _through_entry_point(built: Build) -> dict:
+    """:class:`Prepared` fields of one run, set up through the public entry point of its shape (see :class:`Build`)."""
+    mech = built.mechanism
+    if built.compile is not None:
+        model = make_private(built.model, mech, **built.options)
+        model.compile(**built.compile)
+
+        def fit(epochs, callbacks):  # the mechanism's own callbacks are added by the private model's fit
+            model.fit(built.x, built.y, epochs=epochs, callbacks=callbacks, verbose=0)
+
+        def seconds_in_fit():  # the stages the mechanism timed itself (a release at the first fit)
+            return float(sum((getattr(mech, "seconds", None) or {}).values()))
+        return {"model": model, "fit": fit, "seconds_in_fit": seconds_in_fit}
+    if mech.kind == "closed_form":
+        mech.fit(built.x, built.y, **built.options)
+        return {"model": mech.model, "epochs": 1}
+    run = mech.prepare(built.model, built.x, built.y, **built.options)
+    if run.trained:
+        return {"model": run.model, "epochs": 1}
+
     def fit(epochs, callbacks):
-        if own_loop:
-            run.fit()
-        elif run.custom_fit is not None:
-            run.fit(epochs, callbacks)
-        else:  # model.fit(data, ...) with the mechanism's callbacks first
-            run.fit(epochs, callbacks, verbose=0)
-            return None
-        return run.model  # a custom loop's model exists once it has trained
-    return fit
+        # a run whose budget fixed its epochs trains those; a loop of its own that runs no Keras callbacks gets none
+        run.fit(None if run.epochs is not None else epochs, callbacks if run.takes_callbacks else (),
+                **({} if run.custom_fit is not None else {"verbose": 0}))
+        return run.model if run.custom_fit is not None else None  # a custom loop's model exists once it has trained
+    return {"model": run.model, "fit": fit, "epochs": run.epochs}
 
 
 def mechanism_prepare(build: Callable, mode: str) -> Callable:
-    """The one adapter: ``build``, ``mechanism.prepare``, timed (the public model's training excluded: it is
-    reported beside), turned into a :class:`Prepared` with the mechanism's own ledger and notes."""
+    """The one adapter: ``build``, the run's entry point (see :class:`Build`), timed (the public model's
+    training excluded: it is reported beside), turned into a :class:`Prepared` with the mechanism's own
+    ledger and notes."""
     def prepare(ctx, epsilon, seed) -> Prepared:
         public_before = ctx.public_training_seconds(seed)
         start = time.perf_counter()
         built = build(ctx, epsilon, seed)
-        run = built.mechanism.prepare(built.model, built.x, built.y, **built.options)
+        fields = _through_entry_point(built)
         seconds = time.perf_counter() - start
         public_after = ctx.public_training_seconds(seed)
         if public_before is None and public_after is not None:
             seconds -= public_after
         mech = built.mechanism
-        fields = dict(model=run.model, ledger=None if mode == "none" else mech.ledger,
-                      epochs=1 if run.trained else run.epochs, per="query" if mech.kind == "query" else "training",
+        fields.update(ledger=None if mode == "none" else mech.ledger, per="query" if mech.kind == "query" else "training",
                       preprocessing_seconds=seconds, notes={**mech.describe(), **built.notes})
-        if not run.trained:
-            fields["fit"] = _fit(run, built.own_loop)
         fields.update(built.prepared)
         return Prepared(**fields)
     prepare.build = build

@@ -75,11 +75,11 @@ def per_record(kind: str, noise_mode: str = "per_example_frozen"):
             ctx.require_public(cls.__name__)
             relevance_model = ctx.public_model(seed)
         # batches of exactly |L| (AdLM, ILM): the n mod |L| records left over by each shuffle sit out (in the ledger)
-        options = dict(relevance_model=relevance_model, optimizer=ctx.optimizer(), metrics=(),
-                       drop_remainder=kind != "afrrs", shuffle_seed=seed, verbose=0)
+        options = dict(relevance_model=relevance_model, drop_remainder=kind != "afrrs", shuffle_seed=seed)
         model = ctx.build("private", input_noise=noise_mode == "shared_per_step")
         epochs = _per_kind(ctx, "per_record_epochs", kind, None)
         return Build(mech, model, ctx.x_private, ctx.y_private, options,
+                     compile={"optimizer": ctx.optimizer(), "metrics": ()},
                      prepared={"examples_per_epoch": ctx.n_private // batch * batch,
                                **({"epochs": epochs} if epochs else {})})
     return build

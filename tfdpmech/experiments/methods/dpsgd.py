@@ -59,11 +59,19 @@ def _changed(recipe, published) -> dict:
     return {"recipe_changes": changed} if changed else {}
 
 
-def _build(dp, model, x, y, notes=None, **options) -> Build:
-    """The DP-SGD run ``dp`` on ``model`` and ``(x, y)``; records per epoch from its steps and batch size."""
+def _build(dp, model, x, y, notes=None, *, seed, loss=None, metrics=("accuracy",)) -> Build:
+    """The DP-SGD run ``dp`` on ``model`` and ``(x, y)``; records per epoch from its steps and batch size.
+
+    A Poisson run on tfdpmech's engine trains as a user's model does (``make_private``, ``compile``,
+    ``fit(x, y)``: the batches of the run's own seed); tensorflow-privacy's model and the shuffled run
+    are compiled by the run itself (``prepare``: ``compile`` and the batches of ``seed``).
+    """
     per_epoch = getattr(dp, "steps_per_epoch", dp.steps // dp.epochs) * dp.batch_size
-    return Build(dp, model, x, y, {"seed": options.pop("seed"), "verbose": 0, **options}, notes=notes or {},
-                 prepared={"examples_per_epoch": per_epoch})
+    prepared = {"examples_per_epoch": per_epoch, "epochs": dp.epochs}
+    if isinstance(dp, DPSGD) and dp.engine == "tfdpmech":
+        return Build(dp, model, x, y, compile={"loss": loss, "metrics": metrics}, notes=notes or {}, prepared=prepared)
+    return Build(dp, model, x, y, {"seed": seed, "verbose": 0, "loss": loss, "metrics": metrics}, notes=notes or {},
+                 prepared=prepared)
 
 
 def _tabular(ctx, epsilon, seed, sampling) -> Build:

@@ -20,7 +20,8 @@ def _layers(mode: str):
 
 
 def _pcdbn(mode: str, head_mechanism: str = "laplace"):
-    """``build`` of the CDBN above in ``mode`` (``exact``: no privacy); layer-wise training with its own loop."""
+    """``build`` of the CDBN above in ``mode`` (``exact``: no privacy); layer-wise training with its own loop
+    (one pass of it: the report's one epoch)."""
     def build(ctx, epsilon, seed) -> Build:
         options = ctx.config.options
         kwargs = dict(num_classes=ctx.num_classes, mode=mode, fc_units=25, fc_scale=16.0,
@@ -31,8 +32,7 @@ def _pcdbn(mode: str, head_mechanism: str = "laplace"):
             kwargs.update(epsilon=epsilon, split=(0.125, 0.125, 0.75))  # most of the budget to the head (our choice)
             if head_mechanism == "gaussian":  # the head's one release with Gaussian noise: (ε, δ) in total
                 kwargs.update(head_mechanism="gaussian", head_delta=ctx.config.delta)
-        return Build(PrivateCDBN(_layers(mode), **kwargs), x=ctx.x_private, y=ctx.y_private, own_loop=True,
-                     prepared={"epochs": 1})
+        return Build(PrivateCDBN(_layers(mode), **kwargs), x=ctx.x_private, y=ctx.y_private, prepared={"epochs": 1})
     return build
 
 

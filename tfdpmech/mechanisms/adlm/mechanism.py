@@ -34,6 +34,7 @@ The released data (:class:`PrivateData`) and the training callback (:class:`AdLM
 from __future__ import annotations
 
 import math
+import time
 
 import keras
 import numpy as np
@@ -347,6 +348,7 @@ class AdLM(Mechanism):
                 (before the relevance step spends ε1), and of :meth:`fit_relevance`.
             NotCertifiableError: (a ValueError) see :meth:`certify`; raised before any release.
         """
+        started = time.perf_counter()
         if self.allocation_name != "uniform" and self.relevance is None:
             if relevance_model is None:
                 raise ValueError(f"{type(self).__name__}.prepare needs relevance_model= (a Keras model trained on public "
@@ -358,6 +360,7 @@ class AdLM(Mechanism):
             self.fit_relevance(relevance_model, x, y)
         data = self.perturb(x, y, model, drop_remainder=drop_remainder)
         model.compile(optimizer=optimizer, loss=self.loss(), metrics=list(metrics))
+        self.seconds = {"release": time.perf_counter() - started}  # relevance, perturbation, compile
         return PreparedFit(model, data.to_dataset(seed=shuffle_seed), [self.callback(model, verbose=verbose)])
 
     def report(self, epochs: int | None = None) -> dict:

@@ -226,10 +226,11 @@ class DPSGD(DPSGDRun):
                                                       steps=self.steps, accountant=self.accountant)
         if self.epsilon is None:
             self.epsilon = self.epsilon_achieved
-        seeds = np.random.SeedSequence(seed).spawn(2) if seed is not None else (None, None)
-        self._sampler_seed = seeds[0]
-        self._noise_seed = None if seed is None else int(seeds[1].generate_state(1)[0])
-        # the secret key of the batches (OS entropy without a seed), fixed for the run: batch t = f(key, t)
+        # the secret key of the batches, fixed for the run (batch t = f(key, t)): the seed's own key, so that
+        # dataset(x, y) and dataset(x, y, seed=seed) draw the same batches (OS entropy without a seed); the
+        # noise seed comes from a child of the same seed
+        self._sampler_seed = seed
+        self._noise_seed = None if seed is None else int(np.random.SeedSequence(seed).spawn(2)[1].generate_state(1)[0])
         self._sampling_key = sampling_key(self._sampler_seed)
         self.run_id = secrets.randbits(62)  # tags this run's batches (see _guard_train_step)
 
@@ -373,7 +374,7 @@ class DPSGD(DPSGDRun):
 
         Args:
             x, y: all n private records and their labels.
-            seed: sampling seed; None uses the key from the constructor's ``seed`` (OS entropy without one).
+            seed: sampling seed; None uses the constructor's ``seed`` (the same batches; OS entropy without one).
                 Under ``MultiWorkerMirroredStrategy`` one of the two is required: the secret every worker
                 shares, so that all draw the same global batches (:mod:`tfdpmech.mechanisms.dpsgd.multiworker`).
 

@@ -50,7 +50,7 @@ def private_dpsgd_model(model, dp):
     dp.engine = "tfdpmech"  # "auto" would pick tensorflow-privacy's DPModel where it imports: not this model
     keras_fit = type(model).fit
 
-    def compile(optimizer="adam", loss=None, metrics=None, **kwargs):
+    def compile(optimizer=None, loss=None, metrics=None, **kwargs):  # optimizer None: the run's own settings
         if kwargs:
             raise TypeError(f"a private model's compile takes optimizer, loss and metrics; got {sorted(kwargs)}")
         if isinstance(optimizer, str):

@@ -219,7 +219,9 @@ def public_proxy_accuracy(recipe: Recipe, x_public, y_public, *, n_private: int,
                           optimizer=recipe.optimizer_settings, accountant="rdp", seed=seed * 100 + k)
         model = dp.compile(tanh_mlp(y_public.shape[-1], input_shape=x_public.shape[1:],
                                     activation=recipe.activation, input_scaling=recipe.input_scaling))
-        model.fit(dp.dataset(x_public[train], y_public[train]), epochs=dp.epochs, verbose=verbose)
+        # fold k samples its batches from the first child of its seed, its noise from the second
+        stream = np.random.SeedSequence(seed * 100 + k).spawn(2)[0]
+        model.fit(dp.dataset(x_public[train], y_public[train], seed=stream), epochs=dp.epochs, verbose=verbose)
         pred = model.predict(x_public[val], batch_size=1000, verbose=0).argmax(-1)
         accuracies.append(float(np.mean(pred == y_public[val].argmax(-1))))
     return {"accuracy": float(np.mean(accuracies)), "accuracies": accuracies,

@@ -270,7 +270,7 @@ class PrivateCDBN(Mechanism):
         refuse_model(self, model)
         if x is None or y is None:
             raise ValueError("PrivateCDBN.prepare needs the private images and labels: prepare(x=..., y=...)")
-        prepared = PreparedFit(None, x, y=y, epochs=self.pretrain_epochs)
+        prepared = PreparedFit(None, x, y=y, epochs=self.pretrain_epochs, takes_callbacks=False)
 
         def layerwise(epochs, callbacks, **kwargs):
             if callbacks:
