@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tfdpmech
-from tfdpmech import AdLM, AFRRS, DPSGD, ILM, FunctionalHead, PrivateCDBN, make_private, models
+from tfdpmech import AdLM, AFRRS, DPSGD, ILM, FunctionalHead, InputPerturbation, PrivateCDBN, make_private, models
 from tfdpmech.layers import ConvRBM
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD
 from tfdpmech.mechanisms.output_perturbation import OutputPerturbationHead
@@ -86,6 +86,31 @@ def test_a_later_fit_trains_on_the_same_release_and_other_records_are_refused(im
     with pytest.raises(ValueError, match="released once, from the records of the first fit"):
         model.fit(x, y, epochs=1)
     assert [r.to_dict() for r in mech.ledger.releases] == spent
+
+
+def _unit_ball_rows(n=200, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d))
+    x /= np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True))
+    return x, (x[:, 0] > 0).astype(int)
+
+
+def test_input_perturbation_trains_through_make_private_as_prepare_does():
+    x, y = _unit_ball_rows()
+    ip = InputPerturbation(1.0, 1e-4, epochs=5, seed=0)
+    model = make_private(ip.make_linear_model(x.shape[1]), ip)
+    with pytest.raises(ValueError, match=r"\['optimizer'\]: InputPerturbation sets its own optimizer"):
+        model.compile(optimizer="adam")
+    model.compile()
+    history = model.fit(x, y)
+    assert len(history.history["loss"]) == 5 and "ip_epsilon" in history.history  # the T steps the budget names
+    same = InputPerturbation(1.0, 1e-4, epochs=5, seed=0)
+    run = same.prepare(same.make_linear_model(x.shape[1]), x, y)
+    run.fit()
+    for a, b in zip(model.get_weights(), run.model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert [r.to_dict() for r in ip.ledger.releases] == [r.to_dict() for r in same.ledger.releases]
+    assert ip.ledger.releases[0].guarantee == "proven"
 
 
 def test_unknown_options_and_adlm_without_relevance_model_are_refused_before_any_release(images):

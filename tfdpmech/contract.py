@@ -1,24 +1,24 @@
-"""The contract every mechanism answers: ``prepare`` a Keras model and data, then ``fit``.
+"""The contract every mechanism answers, and the three shapes users meet it in.
 
 Shaped like the libraries it sits beside: constructed with its budget and ``mode`` (as a
-diffprivlib mechanism), it turns an ordinary Keras model and the private data into what Keras
-trains (as Opacus's ``make_private`` returns model, optimizer and loader), and every release is
-recorded through one primitive, :func:`release`, into one :class:`PrivacyLedger` (as a
-tensorflow-privacy ``DPQuery`` yields its ``DpEvent``)::
+diffprivlib mechanism), every release is recorded through one primitive, :func:`release`, into one
+:class:`PrivacyLedger` (as a tensorflow-privacy ``DPQuery`` yields its ``DpEvent``). Users meet it in
+one of three shapes, each with one name:
 
-    mech = AdLM.from_total(1.0, batch_size=100, seed=0)        # any mechanism, any mode
-    run = mech.prepare(model, x_train, y_train, relevance_model=public_model)
-    run.fit(epochs=30)                                         # model.fit(run.data, callbacks=run.callbacks)
-    print(mech.ledger.summary())                               # claimed and provable ε side by side
+- **training** mechanisms that train a given model (DP-SGD, AdLM, ILM, AFRRS, input perturbation):
+  ``tfdpmech.make_private(model, mechanism)`` (:meth:`Mechanism.private_model`), then the user's
+  own ``model.compile`` / ``model.fit(x, y)``;
+- **closed-form** heads (the functional and output-perturbation heads) are estimators:
+  ``head.fit(x, y)`` releases once and solves; ``head.model`` is the trained Keras model;
+- **query-time** mechanisms (:class:`~tfdpmech.mechanisms.DPPredictor`) wrap a trained model and
+  spend budget on every answered batch.
 
-Three kinds of mechanism answer it:
-
-- **training** mechanisms (AdLM, ILM, AFRRS, DP-SGD, input perturbation, pCDBN) return the model
-  compiled with the mechanism's loss and the data and callbacks ``fit`` needs;
-- **closed-form** mechanisms (the functional and output-perturbation heads) release in ``prepare``
-  and return a trained model (``data`` is None: there is nothing left to fit);
-- **query-time** mechanisms (:class:`~tfdpmech.mechanisms.DPPredictor`) return a model wrapping the
-  trained one, which spends budget on every answered batch.
+Underneath, :meth:`Mechanism.prepare` turns a model and the private data into a
+:class:`PreparedFit` (the model compiled with the mechanism's loss, its data and callbacks, as
+Opacus's ``make_private`` returns model, optimizer and loader). ``make_private`` calls it at the
+first ``fit`` for the AdLM family and input perturbation; pCDBN and the reference classes (the
+authors' code paths), which train the network they build, are run through it directly:
+``mechanism.prepare(x=x, y=y).fit()``.
 
 ``mode`` is ``"private"`` (the default everywhere: what is proven) or ``"reference"`` (the paper or
 the authors' code as they ran it: ε claimed, none proven, with the reason in the ledger). Where the

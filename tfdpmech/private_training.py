@@ -31,10 +31,11 @@ def make_private(model, mechanism, **options):
         model: a built ``keras.Model``.
         mechanism: a training mechanism that trains the given model: :class:`~tfdpmech.DPSGD` (its
             ``fit`` draws Poisson batches; ``compile`` records the release), :class:`~tfdpmech.AdLM`,
-            :class:`~tfdpmech.ILM` or :class:`~tfdpmech.AFRRS` (the first ``fit(x, y)`` makes the
-            once-only release, with the mechanism's own loss).
+            :class:`~tfdpmech.ILM`, :class:`~tfdpmech.AFRRS` or :class:`~tfdpmech.InputPerturbation`
+            (the first ``fit(x, y)`` makes the once-only release, then trains on it).
         **options: the mechanism's further inputs that are neither budget nor data (AdLM's and
-            AFRRS's ``relevance_model``, a model trained on public data only).
+            AFRRS's ``relevance_model``, a model trained on public data only; input perturbation's
+            ``learning_rate``).
 
     Returns:
         ``model`` itself, with ``model.privacy_ledger``.

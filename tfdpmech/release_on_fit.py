@@ -1,7 +1,8 @@
 """A Keras model whose first ``fit(x, y)`` makes a mechanism's once-only release, then trains on it.
 
 What :func:`tfdpmech.make_private` gives for a mechanism that perturbs the data (or the loss) once and
-then trains on the released values (AdLM, ILM, AFRRS): ``compile`` keeps the optimizer and metrics;
+then trains on the released values (AdLM, ILM, AFRRS, input perturbation): ``compile`` keeps the
+optimizer and metrics;
 the first ``fit(x, y)`` calls the mechanism's :meth:`~tfdpmech.contract.Mechanism.prepare` (every
 check, then the release, recorded in the mechanism's ledger) and trains on the released data; a later
 ``fit()`` without data trains further on the same release (post-processing: no new budget).
@@ -23,7 +24,9 @@ def release_on_fit(model, mechanism, options: dict):
     Args:
         model: the Keras model the mechanism trains (its ``prepare`` checks the layers it needs).
         mechanism: a training :class:`~tfdpmech.contract.Mechanism` whose ``prepare(model, x, y,
-            optimizer=, metrics=, verbose=, **options)`` compiles ``model`` with its own loss.
+            **options)`` makes the release and returns the :class:`~tfdpmech.contract.PreparedFit`;
+            ``compile``'s ``optimizer`` and ``metrics`` are passed on where ``prepare`` takes them
+            (AdLM's), and refused where the mechanism fixes them (input perturbation's plain SGD).
         options: further keywords of ``prepare`` (e.g. AdLM's ``relevance_model``).
 
     Returns:
@@ -32,34 +35,38 @@ def release_on_fit(model, mechanism, options: dict):
     Raises:
         TypeError: an option ``prepare`` does not take (naming the ones it does).
     """
-    accepted = [name for name, p in inspect.signature(mechanism.prepare).parameters.items()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in _SET_BY_KERAS]
+    name = type(mechanism).__name__
+    takes = [key for key, p in inspect.signature(mechanism.prepare).parameters.items()
+             if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    accepted = [key for key in takes if key not in _SET_BY_KERAS]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise TypeError(f"make_private(model, {type(mechanism).__name__}(...), ...) got the unknown option(s) "
-                        f"{unknown}; it takes {accepted}")
+        raise TypeError(f"make_private(model, {name}(...), ...) got the unknown option(s) {unknown}; it takes "
+                        f"{accepted}")
     state = {"compiled": None, "run": None}
-    name = type(mechanism).__name__
 
     def compile(optimizer=None, loss=None, metrics=None, **kwargs):
-        if loss is not None:
-            raise ValueError(f"loss={loss!r}: {name} trains with its own loss (the released coefficients'); "
-                             "compile without loss")
         if kwargs:
             raise TypeError(f"a private model's compile takes optimizer and metrics; got {sorted(kwargs)}")
-        # None: the mechanism's own default (prepare's)
-        state["compiled"] = {key: value for key, value in (("optimizer", optimizer), ("metrics", metrics))
-                             if value is not None}
+        if loss is not None:
+            raise ValueError(f"loss={loss!r}: {name} trains with its own loss; compile without loss")
+        given = {key: value for key, value in (("optimizer", optimizer), ("metrics", metrics)) if value is not None}
+        fixed = sorted(set(given) - set(takes))
+        if fixed:
+            raise ValueError(f"{fixed}: {name} sets its own {' and '.join(fixed)}; compile without "
+                             f"{'them' if len(fixed) > 1 else 'it'}")
+        state["compiled"] = given  # what is not given: the mechanism's own default (prepare's)
 
     def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):
         if state["compiled"] is None:
-            raise RuntimeError("compile the private model before fit (model.compile(optimizer, metrics=...))")
+            raise RuntimeError("compile the private model before fit (model.compile(...))")
         with _keras_methods(model):
             if state["run"] is None:
                 if x is None or y is None:
                     raise ValueError(f"x, y: the first fit takes the private records, fit(x, y); {name} releases "
                                      "from them once")
-                state["run"] = mechanism.prepare(model, x, y, **state["compiled"], **options, verbose=0)
+                quiet = {"verbose": 0} if "verbose" in takes else {}  # the budget callback's own logging
+                state["run"] = mechanism.prepare(model, x, y, **state["compiled"], **options, **quiet)
             elif x is not None or y is not None:
                 raise ValueError(
                     f"x, y: {name} released once, from the records of the first fit; call model.fit(epochs=...) "

@@ -114,21 +114,19 @@ loose = FunctionalHead(None, 10, mechanism="laplace", epsilon=1.0)  # feature ar
 refused(lambda: loose.fit(np.full((10, 3), 1.5), np.arange(10)))"""),
 md("""## 5. DP-SGD at the same provable ε
 
-DP-SGD (tensorflow-privacy on the TensorFlow 2.15 stack, tfdpmech's own engine elsewhere: `engine="auto"`) trains
-the whole network on the private set, noise at every step. Its target ε is tensorflow-privacy's (it assumes Poisson
-sampling, so the ledger calls it *claimed*); the training that runs uses shuffled fixed-size batches, for which the
-ledger proves the ε of composing one Gaussian mechanism per epoch. Read the rows by the **provable** column; the
-head's provable ε is its one release."""),
+DP-SGD trains the whole network on the private set, noise at every step, through the training shape:
+`tfdpmech.make_private(model, tfdpmech.DPSGD(...))`, then `compile` and `fit(x, y)` (Poisson batches drawn by `fit`,
+tfdpmech's engine on every stack). Its ε is proven (Poisson sampling, `dp_accounting`'s PLD accountant, add/remove
+neighbours); the head's provable ε is its one release (replace-one). Read the rows by the **provable** column."""),
 code("""try:
-    from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, OptimizerSettings
+    from tfdpmech.mechanisms.dpsgd import OptimizerSettings
     for eps in EPSILONS:
         keras.utils.set_random_seed(0)
-        epochs = 5
-        dp = ShuffledDPSGD(eps, DELTA, 250, epochs, len(x_private) // 250 * 250,
-                   optimizer=OptimizerSettings("adam", learning_rate=1e-3), path="vectorized")
-        model = dp.compile(tfdpmech.models.standard_mlp(10))
-        n = len(x_private) // 250 * 250
-        model.fit(dp.dataset(x_private[:n], y_private[:n], seed=0), epochs=epochs, verbose=0)
+        dp = tfdpmech.DPSGD(eps, DELTA, expected_batch_size=250, epochs=5, n=len(x_private), seed=0,
+                            optimizer=OptimizerSettings("adam", learning_rate=1e-3))
+        model = tfdpmech.make_private(tfdpmech.models.standard_mlp(10), dp)
+        model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+        model.fit(x_private, y_private, verbose=0)
         results.append({"method": "DP-SGD (MLP, from scratch)", "eps": eps, "acc": accuracy(model),
                         "claimed": dp.ledger.epsilon_claimed(), "provable": dp.ledger.epsilon_provable()})
 except ImportError as exc:

@@ -3,14 +3,16 @@
 A method is registered once; ``prepare(ctx, epsilon, seed)`` does the method's private work for
 one run and returns a :class:`Prepared` (a model, how to train it, its ledger). A method built on
 a :class:`~tfdpmech.contract.Mechanism` is registered with :func:`register_mechanism` and a
-``build(ctx, epsilon, seed) -> Build`` (the mechanism and what its ``prepare`` takes); the one
-generic adapter calls ``prepare``, times it and reads the notes from the mechanism's
+``build(ctx, epsilon, seed) -> Build`` (the mechanism, the model, the records and the options of its
+entry point); the one generic adapter runs them through the public entry point a user calls
+(:class:`Build`), times it and reads the notes from the mechanism's
 :meth:`~tfdpmech.contract.Mechanism.describe`::
 
     from tfdpmech.experiments import Build, register_mechanism
 
-    def build(ctx, epsilon, seed):
-        return Build(MyMechanism(epsilon, seed=seed), ctx.build("standard"), ctx.x_private, ctx.y_private)
+    def build(ctx, epsilon, seed):   # trained as make_private(model, mechanism); compile(); fit(x, y)
+        return Build(MyMechanism(epsilon, seed=seed), ctx.build("standard"), ctx.x_private, ctx.y_private,
+                     compile={"optimizer": ctx.optimizer()})
 
     register_mechanism("mine", build, "my mechanism (paper §3): proven", mode="private", paper="mine")
 

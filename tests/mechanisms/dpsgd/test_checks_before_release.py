@@ -83,7 +83,7 @@ print(json.dumps({"before_fit": before, "releases": len(model.privacy_ledger), "
 
 @pytest.mark.slow
 def test_make_private_under_a_one_worker_multi_worker_strategy_trains_with_one_release():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, "-c", _ONE_WORKER], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -35,7 +35,7 @@ def _input_perturbation(mode: str):
     def build(ctx, epsilon, seed) -> Build:
         ip = InputPerturbation(epsilon, 1.0 / ctx.n_private**2, ctx.config.epochs, num_classes=ctx.num_classes,
                                l2=ctx.config.l2, feature_norm_bound=1.0, mode=mode, seed=mechanism_seed(seed))
-        return Build(ip, x=ctx.x_private, y=ctx.labels_private)
+        return Build(ip, ip.make_linear_model(ctx.x_private.shape[1]), ctx.x_private, ctx.labels_private, compile={})
     return build
 
 
@@ -53,7 +53,7 @@ def _input_perturbation_on_public_features(mode: str):
             q = feature_map(feats(x), clip_norm=True).astype(np.float32)
             return keras.activations.softmax(model(q, training=False)).numpy()
 
-        return Build(ip, model=model, x=q_private, y=ctx.labels_private,
+        return Build(ip, model=model, x=q_private, y=ctx.labels_private, compile={},
                      notes={"public": ctx.public_source, "features": f"{feats.name}, [f, 1] scaled to norm 1"},
                      prepared={"predict_proba": predict_proba})
     return build

@@ -108,18 +108,14 @@ class AdLM(Mechanism):
 
     Example:
         >>> adlm = AdLM(0.075, 0.075, 0.15, batch_size=100, seed=0)          # doctest: +SKIP
-        >>> model = tfdpmech.models.mnist_cnn()                              # doctest: +SKIP
-        >>> adlm.certify(model)  # per-record ε at |L| = 100: 0.242 (refused above 0.3)  # doctest: +SKIP
-        >>> adlm.fit_relevance(public_model, x_train, y_train)               # doctest: +SKIP
-        >>> data = adlm.perturb(x_train, y_train, model); del x_train, y_train  # doctest: +SKIP
-        >>> model.compile("adam", loss=adlm.loss())                          # doctest: +SKIP
-        >>> model.fit(data.to_dataset(), epochs=30, callbacks=[adlm.callback(model)])  # doctest: +SKIP
+        >>> model = tfdpmech.make_private(tfdpmech.models.mnist_cnn(), adlm,  # doctest: +SKIP
+        ...                               relevance_model=public_model)     # trained on public data only
+        >>> model.compile(optimizer="adam")                                  # doctest: +SKIP
+        >>> model.fit(x_train, y_train, epochs=30)  # relevance, perturbation, then training  # doctest: +SKIP
+        >>> print(adlm.ledger.summary())                                     # doctest: +SKIP
 
-        The same in one call (the mechanism contract, :meth:`prepare`):
-
-        >>> run = AdLM(0.075, 0.075, 0.15, batch_size=100, seed=0).prepare(   # doctest: +SKIP
-        ...     tfdpmech.models.mnist_cnn(), x_train, y_train, relevance_model=public_model)
-        >>> run.fit(epochs=30)                                               # doctest: +SKIP
+        :meth:`certify` gives the per-record ε on a model before anything is spent (at |L| = 100:
+        0.242, refused above 0.3).
     """
 
     name = "adlm"

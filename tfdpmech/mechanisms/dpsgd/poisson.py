@@ -51,9 +51,14 @@ on batches this run drew, each at the step it was drawn for (:mod:`tfdpmech.mech
 
 Example:
     >>> dp = DPSGD(epsilon=1.0, delta=1e-5, expected_batch_size=1750, epochs=40, n=7000)
-    >>> model = dp.compile(tfdpmech.mechanisms.dpsgd.recipe.tanh_mlp())
-    >>> model.fit(dp.dataset(x_private, y_private), epochs=dp.epochs, callbacks=[dp.callback(verbose=0)])
+    >>> model = tfdpmech.make_private(tfdpmech.mechanisms.dpsgd.recipe.tanh_mlp(), dp)
+    >>> model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))  # the run's optimizer
+    >>> model.fit(x_private, y_private)   # Poisson batches, the budget's epochs
     >>> dp.ledger.summary()   # provable ε = claimed ε <= 1
+
+``dp.compile(model)`` and ``model.fit(dp.dataset(x, y), epochs=dp.epochs)`` run the same training
+with tensorflow-privacy's ``DPModel`` (``engine="tensorflow_privacy"``), which ``make_private`` does not
+install on a user's model.
 
 Where the steps live: 1-2 (sampling, padding) in :mod:`tfdpmech.mechanisms.dpsgd.poisson_sampling`, 3-4 (the
 train step of tensorflow-privacy's DP models) in :mod:`tfdpmech.mechanisms.dpsgd.poisson_models` (tfdpmech's

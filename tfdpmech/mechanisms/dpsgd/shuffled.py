@@ -17,6 +17,9 @@ Training paths and model checks: :mod:`tfdpmech.mechanisms.dpsgd.paths` (``"auto
 ``"vectorized"``, ``"microbatch"``). The compiled model refuses any batch that does not hold
 exactly ``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for.
 
+A comparison run, not an entry point: ``tfdpmech.make_private`` trains with :class:`~.poisson.DPSGD`
+(Poisson sampling, ε proven) and refuses this class. It runs as tensorflow-privacy's tutorials do:
+
 Example:
     >>> dp = ShuffledDPSGD(epsilon=1.0, delta=1e-5, batch_size=250, epochs=5, n=8000)
     >>> model = dp.compile(tfdpmech.models.standard_mlp())

@@ -44,6 +44,7 @@ import numpy as np
 from ...accounting.gaussian import ACCOUNTANTS, sigma_local_gaussian
 from ...accounting.ledger import PrivacyLedger, ledger_or_new
 from ...contract import Mechanism, PreparedFit, release
+from ...release_on_fit import release_on_fit
 from .models import linear_model, paper_mlp
 from ...noise import gaussian, make_rng
 from ...released_data import array_fingerprint
@@ -108,9 +109,9 @@ class InputPerturbation(Mechanism):
 
     Example:
         >>> ip = InputPerturbation(epsilon=1.0, delta=1 / n**2, epochs=100, l2=0.01)   # doctest: +SKIP
-        >>> x_priv, y_priv = ip.perturb(x_train, y_train); del x_train                # doctest: +SKIP
-        >>> model = ip.make_linear_model()                                           # doctest: +SKIP
-        >>> ip.fit(model, x_priv, y_priv)                                            # doctest: +SKIP
+        >>> model = tfdpmech.make_private(ip.make_linear_model(x_train.shape[1]), ip)  # doctest: +SKIP
+        >>> model.compile()                             # plain SGD, step 1/β̂ (fit_dp_erm)  # doctest: +SKIP
+        >>> model.fit(x_train, y_train)                 # perturbed once, then T steps  # doctest: +SKIP
         >>> print(ip.ledger.summary())                                               # doctest: +SKIP
 
     Reference: Kang et al., "Input Perturbation: A New Paradigm between Central and Local
@@ -343,6 +344,12 @@ class InputPerturbation(Mechanism):
                 raise ValueError("pass d (the number of features) or call perturb() first")
             return self.d
         return check_positive_int(d, "d")
+
+    def private_model(self, model, **options):
+        """``model`` (logits out, e.g. :meth:`make_linear_model`) whose first ``fit(x, y)`` perturbs the
+        records once and runs the T full-batch steps on them (:func:`tfdpmech.make_private`);
+        ``options`` are :meth:`prepare`'s (``learning_rate``)."""
+        return release_on_fit(model, self, options)
 
     def prepare(self, model=None, x=None, y=None, *, learning_rate=None, charge_new_budget: bool = False) -> PreparedFit:
         """The contract: :meth:`perturb` ``(x, y)``, then ``fit()`` runs :meth:`fit`'s T full-batch steps on
