@@ -56,9 +56,8 @@ Example:
     >>> model.fit(x_private, y_private)   # Poisson batches, the budget's epochs
     >>> dp.ledger.summary()   # provable ε = claimed ε <= 1
 
-``dp.compile(model)`` and ``model.fit(dp.dataset(x, y), epochs=dp.epochs)`` run the same training
-with tensorflow-privacy's ``DPModel`` (``engine="tensorflow_privacy"``), which ``make_private`` does not
-install on a user's model.
+``dp.compile(model)`` and ``model.fit(dp.dataset(x, y), epochs=dp.epochs)`` run it as tensorflow-privacy's
+``DPModel`` (``engine="tensorflow_privacy"``), which ``make_private`` does not install on a user's model.
 
 Where the steps live: 1-2 (sampling, padding) in :mod:`tfdpmech.mechanisms.dpsgd.poisson_sampling`, 3-4 (the
 train step of tensorflow-privacy's DP models) in :mod:`tfdpmech.mechanisms.dpsgd.poisson_models` (tfdpmech's
@@ -286,10 +285,8 @@ class DPSGD(DPSGDRun):
     def private_model(self, model, **options):
         """``model`` whose ``compile`` / ``fit`` train it as this run (:func:`tfdpmech.make_private`).
 
-        Raises:
-            TypeError: any option (a DP-SGD run is set up entirely by its constructor).
-            ValueError: see :func:`~tfdpmech.mechanisms.dpsgd.private_model.private_dpsgd_model`.
-        """
+        Raises: TypeError for any option (the constructor sets up the whole run); ValueError: see
+        :func:`~tfdpmech.mechanisms.dpsgd.private_model.private_dpsgd_model`."""
         if options:
             raise TypeError(f"make_private(model, DPSGD(...)) takes no further options, got {sorted(options)}; every "
                             "setting of a DP-SGD run is an argument of DPSGD(...)")

@@ -346,15 +346,12 @@ class InputPerturbation(Mechanism):
         return check_positive_int(d, "d")
 
     def private_model(self, model, **options):
-        """``model`` (logits out, e.g. :meth:`make_linear_model`) whose first ``fit(x, y)`` perturbs the
-        records once and runs the T full-batch steps on them (:func:`tfdpmech.make_private`);
-        ``options`` are :meth:`prepare`'s (``learning_rate``)."""
+        """``model`` whose first ``fit(x, y)`` perturbs once, then runs T steps (:func:`tfdpmech.make_private`)."""
         return release_on_fit(model, self, options)
 
     def prepare(self, model=None, x=None, y=None, *, learning_rate=None, charge_new_budget: bool = False) -> PreparedFit:
-        """The contract: :meth:`perturb` ``(x, y)``, then ``fit()`` runs :meth:`fit`'s T full-batch steps on
-        ``model`` (a Keras model with logits output; None: :meth:`make_linear_model`). ``learning_rate`` and
-        ``charge_new_budget`` are those of :meth:`fit` and :meth:`perturb`."""
+        """:meth:`perturb` ``(x, y)``, then ``fit()`` runs :meth:`fit`'s T steps on ``model`` (logits out; None:
+        :meth:`make_linear_model`); ``learning_rate``, ``charge_new_budget``: :meth:`fit`'s, :meth:`perturb`'s."""
         if model is not None:
             check_instance(model, "model", keras.Model)  # before perturb spends the budget
         x_noisy, y_train = self.perturb(x, y, charge_new_budget=charge_new_budget)
@@ -371,10 +368,7 @@ class InputPerturbation(Mechanism):
         return InputPerturbationBudget(self, verbose=verbose)
 
     def fit(self, model, x_noisy, y, *, learning_rate=None, callbacks=(), verbose: int = 0, **fit_kwargs):
-        """Compile ``model`` with plain SGD and run the T full-batch steps (Algorithm 1, lines 6-10).
-
-        See :func:`tfdpmech.mechanisms.input_perturbation.training.fit_dp_erm`.
-        """
+        """Plain SGD, T full-batch steps (Algorithm 1, lines 6-10): :func:`.training.fit_dp_erm`."""
         return fit_dp_erm(self, model, x_noisy, y, learning_rate=learning_rate, callbacks=callbacks,
                           verbose=verbose, **fit_kwargs)
 
