@@ -22,6 +22,8 @@ def test_input_perturbation_reference_is_claimed_private_is_proven():
     assert runs["ip_private"]["delta"] == pytest.approx(1 / 108**2)
     # labels are public in ip_private: its ε protects the features only; Kang et al.'s claim, too
     assert {r["protects"] for run in runs.values() for r in run["ledger"]["releases"]} == {"features"}
+    # the release is made by the first fit (make_private): the notes still hold what it calibrated
+    assert runs["ip_private"]["notes"]["sigma"] > runs["ip_reference"]["notes"]["sigma"] > 0
 
 
 @pytest.mark.dpsgd

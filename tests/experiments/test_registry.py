@@ -102,3 +102,56 @@ def test_names_follow_one_scheme():
         for word in ("private", "reference"):
             if f"_{word}" in name:
                 assert m.mode == word and m.paper, name
+
+
+def test_the_adapter_runs_the_make_private_shape_as_a_user_would():
+    import keras
+
+    from tfdpmech.accounting.ledger import PrivacyLedger
+    from tfdpmech.contract import Mechanism
+
+    calls = []
+
+    class Stub:  # a training mechanism whose release happens in the first fit (as AdLM's)
+        kind = "training"
+        described = {"noise_scale": "scale"}
+        scale = None
+        describe = Mechanism.describe
+
+        def __init__(self):
+            self.ledger = PrivacyLedger()
+
+        def private_model(self, model, **options):
+            def compile(**kwargs):
+                calls.append(("compile", kwargs))
+
+            def fit(x, y, **kwargs):
+                calls.append(("fit", x, y, kwargs["epochs"], kwargs["callbacks"]))
+                self.scale, self.seconds = 2.5, {"release": 0.25}  # known once released
+            model.compile, model.fit = compile, fit
+            calls.append(("make_private", options))
+            return model
+
+    Mechanism.register(Stub)  # a virtual subclass: make_private takes it, the walks over subclasses do not see it
+
+    class Ctx:
+        def public_training_seconds(self, seed):
+            return None
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+
+    def build(ctx, epsilon, seed):
+        return Build(Stub(), model, "x", "y", {"relevance_model": None}, compile={"optimizer": "adam"},
+                     notes={"recipe": "r"})
+
+    register_mechanism("x_stub_private_model", build, "a stub", mode="private")
+    try:
+        prepared = METHODS["x_stub_private_model"].prepare(Ctx(), 1.0, 4)
+    finally:
+        del METHODS["x_stub_private_model"]
+    assert calls == [("make_private", {"relevance_model": None}), ("compile", {"optimizer": "adam"})]
+    assert prepared.model is model and prepared.notes == {"recipe": "r"}  # nothing released yet
+    prepared.train_for(3, ["recorder"])
+    assert calls[-1] == ("fit", "x", "y", 3, ["recorder"])  # fit(x, y) with the runner's epochs and callbacks
+    assert prepared.notes_after_fit() == {"noise_scale": 2.5, "release_seconds": 0.25, "recipe": "r"}
+    assert prepared.seconds_in_fit() == 0.25  # moved from training to preprocessing by the runner

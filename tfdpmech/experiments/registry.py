@@ -61,9 +61,10 @@ class Prepared:
             the whole ``prepare`` call.
         examples_per_epoch: records seen per epoch (for throughput); None: the private set size.
         notes: facts for the report.
-        seconds_in_fit: for a mechanism that makes its once-only release in the first ``fit`` (through
-            ``make_private``): ``() -> seconds`` of that release, read after training; the runner counts
-            them as preprocessing, not training.
+        seconds_in_fit, notes_after_fit: for a mechanism that makes its once-only release in the first
+            ``fit`` (through ``make_private``), read after training: ``() -> seconds`` of that release (the
+            runner counts them as preprocessing, not training) and ``() -> notes`` (what the mechanism
+            knows once it has released, e.g. its noise scale).
     """
 
     model: object
@@ -78,6 +79,7 @@ class Prepared:
     examples_per_epoch: int | None = None
     notes: dict = dataclasses.field(default_factory=dict)
     seconds_in_fit: Callable | None = None
+    notes_after_fit: Callable | None = None
 
     def probabilities(self, x) -> np.ndarray:
         """Class probabilities for ``x``; a single logit column is read as binary (sigmoid)."""
@@ -202,7 +204,8 @@ def _through_entry_point(built: Build) -> dict:
 
         def seconds_in_fit():  # the stages the mechanism timed itself (a release at the first fit)
             return float(sum((getattr(mech, "seconds", None) or {}).values()))
-        return {"model": model, "fit": fit, "seconds_in_fit": seconds_in_fit}
+        return {"model": model, "fit": fit, "seconds_in_fit": seconds_in_fit,
+                "notes_after_fit": lambda: {**mech.describe(), **built.notes}}
     if mech.kind == "closed_form":
         mech.fit(built.x, built.y, **built.options)
         return {"model": mech.model, "epochs": 1}

@@ -180,7 +180,7 @@ def _epsilon_words(result: RunResult) -> str:
 
 
 def _notes(prepared: Prepared, ctx: Context, method: Method, seed: int) -> dict:
-    notes = dict(prepared.notes)
+    notes = dict(prepared.notes if prepared.notes_after_fit is None else prepared.notes_after_fit())
     public_seconds = ctx.public_training_seconds(seed) if method.uses_public else None
     if public_seconds is not None:  # the one-off public pre-training, outside the method's own time
         notes.setdefault("public_training_seconds", public_seconds)
