@@ -227,3 +227,28 @@ def test_query_time_mechanism_returns_the_wrapping_predictor():
     assert pred.accountant.remaining_queries == 1 and len(pred.ledger) == 1
     with pytest.raises(ValueError, match="constructor"):
         pred.prepare(convexified_mlp(6, 3, hidden_units=16))
+
+
+# -- a mechanism is its own validated config: its settings are frozen once constructed ------------------------------
+@pytest.mark.parametrize("make", [
+    lambda: DPSGD(1.0, 1e-5, expected_batch_size=10, epochs=1, n=100),
+    lambda: ShuffledDPSGD(1.0, 1e-5, 10, 1, 100),
+    lambda: AdLM.from_total(1.0, 10), lambda: ILM.from_total(1.0, 10), lambda: tfdpmech.AFRRS.from_total(1.0, 10),
+    lambda: FunctionalHead(None, 3, epsilon=1.0, delta=1e-5),
+    lambda: OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5),
+    lambda: InputPerturbation(1.0, 1e-5, 10),
+    lambda: PrivateCDBN([ConvRBM(2, 3)], epsilon=1.0),
+    lambda: AdLMReference.from_total(1.0, 10), lambda: PCDBNReference(1.0, batch_size=10),
+], ids=["DPSGD", "ShuffledDPSGD", "AdLM", "ILM", "AFRRS", "FunctionalHead", "OutputPerturbationHead",
+        "InputPerturbation", "PrivateCDBN", "AdLMReference", "PCDBNReference"])
+def test_the_settings_a_mechanism_was_calibrated_from_cannot_change_after_construction(make):
+    import dataclasses
+
+    mech = make()
+    assert "mode" in type(mech).settings and len(type(mech).settings) >= 4
+    for name in type(mech).settings:
+        before = getattr(mech, name)
+        with pytest.raises(dataclasses.FrozenInstanceError, match=rf"field '{name}'.*construct a new"):
+            setattr(mech, name, 0.5)
+        assert getattr(mech, name) == before
+    mech.anything_else = 1  # run state is not a setting

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from typing import Callable, ClassVar
 
 import numpy as np
@@ -147,6 +148,11 @@ class Mechanism(abc.ABC):
 
     Subclasses set :attr:`paper` and :attr:`kind`, hold ``self.mode`` (one of :attr:`modes`) and
     ``self.ledger`` (a :class:`PrivacyLedger`), and implement :meth:`prepare`.
+
+    A mechanism is its own validated config: the attributes its class names in :attr:`settings` (the
+    budget and what the noise was calibrated from) are checked by the constructor and frozen once it
+    returns, as the fields of a frozen dataclass; assigning one raises
+    ``dataclasses.FrozenInstanceError`` naming the field and the fix (construct a new mechanism).
     """
 
     paper: ClassVar[str] = ""
@@ -156,6 +162,30 @@ class Mechanism(abc.ABC):
     ledger: PrivacyLedger
     # note name -> attribute (dotted) that :meth:`describe` reports: what the mechanism already knows
     described: ClassVar[dict[str, str]] = {}
+    # the constructor's settings, read-only once it returns
+    settings: ClassVar[tuple[str, ...]] = ("mode",)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:  # the settings may be assigned while any constructor of the chain runs
+            @functools.wraps(init)
+            def constructing(self, *args, **kw):
+                depth = self.__dict__.get("_constructing", 0)
+                object.__setattr__(self, "_constructing", depth + 1)
+                try:
+                    init(self, *args, **kw)
+                finally:
+                    object.__setattr__(self, "_constructing", depth)
+            cls.__init__ = constructing
+
+    def __setattr__(self, name, value):
+        if name in type(self).settings and not self.__dict__.get("_constructing", 0):
+            raise dataclasses.FrozenInstanceError(
+                f"cannot assign to field {name!r}: {type(self).__name__}'s settings are fixed once it is constructed "
+                f"(the noise and the ledger's records are computed from them); construct a new "
+                f"{type(self).__name__}(..., {name}=...) instead")
+        super().__setattr__(name, value)
 
     def describe(self) -> dict:
         """Facts about this mechanism's calibration for a report, read after :meth:`prepare`: the

@@ -118,6 +118,7 @@ class AdLM(Mechanism):
         0.242, refused above 0.3).
     """
 
+    settings = ("mode", "eps1", "eps2", "eps3", "batch_size", "noise_mode")
     name = "adlm"
     paper = "Phan et al. 2017, Adaptive Laplace Mechanism (ICDM)"
     modes = MODES

@@ -98,6 +98,7 @@ class AdLMReference(Mechanism):
         >>> hist = ref.fit(x_priv, y_priv, steps=3000, x_test=x_te, y_test=y_te)  # doctest: +SKIP
     """
 
+    settings = ("mode", "eps1", "eps2", "eps3", "batch_size")
     name = "adlm"
     paper = "Phan et al. 2017, Adaptive Laplace Mechanism (ICDM): the authors' MNIST code"
     mode = "reference"

@@ -59,6 +59,7 @@ class DPSGDRun(RunEngines, Mechanism):
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (a new one if None).
     """
 
+    settings = ("mode", "epsilon", "delta", "n", "epochs", "batch_size", "l2_norm_clip", "noise_multiplier", "steps")
     paper = "Abadi et al. 2016, Deep Learning with Differential Privacy (CCS)"
     sampling = ""  # "poisson" or "shuffled": set by each sampling scheme
     described = {"engine": "engine", "path": "path", "sampling": "sampling", "noise_multiplier": "noise_multiplier",

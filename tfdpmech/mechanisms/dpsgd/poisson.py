@@ -172,6 +172,8 @@ class DPSGD(DPSGDRun):
             cannot train (subclassed, batch-mixing layers, unbuilt, softmax output with the
             default loss).
     """
+
+    settings = (*DPSGDRun.settings, "sampling_probability", "expected_batch_size", "accountant")
     sampling = "poisson"
 
     def __init__(self, epsilon: float | None, delta: float, expected_batch_size: int | None = None, epochs: int = 1,
@@ -283,10 +285,8 @@ class DPSGD(DPSGDRun):
         return self._noise_seed
 
     def private_model(self, model, **options):
-        """``model`` whose ``compile`` / ``fit`` train it as this run (:func:`tfdpmech.make_private`).
-
-        Raises: TypeError for any option (the constructor sets up the whole run); ValueError: see
-        :func:`~tfdpmech.mechanisms.dpsgd.private_model.private_dpsgd_model`."""
+        """``model`` whose ``compile`` / ``fit`` train it as this run (:func:`tfdpmech.make_private`); any
+        option is a TypeError (the constructor sets up the whole run), see also :func:`.private_dpsgd_model`."""
         if options:
             raise TypeError(f"make_private(model, DPSGD(...)) takes no further options, got {sorted(options)}; every "
                             "setting of a DP-SGD run is an argument of DPSGD(...)")

@@ -112,6 +112,8 @@ class ShuffledDPSGD(DPSGDRun):
 
     Reference: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
     """
+
+    settings = (*DPSGDRun.settings, "sampling_probability")
     sampling = "shuffled"
 
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,

@@ -114,6 +114,7 @@ class FunctionalHead(ClosedFormMechanism):
     (ICDM 2017) Algorithm 1 lines 16–19 and Eq. 25 (Taylor coefficients ``½ − y`` and ``⅛``).
     """
 
+    settings = ("mode", "epsilon", "delta", "mechanism", "num_classes")
     paper = "Zhang et al. 2012, functional mechanism (PVLDB), on features that never saw the private data"
     described = {"noise_scale": "release.noise_scale", "sensitivity": "release.sensitivity", "ridge": "ridge"}
 

@@ -118,6 +118,7 @@ class InputPerturbation(Mechanism):
     Differential Privacy", arXiv:2002.08570, Algorithm 1.
     """
 
+    settings = ("mode", "epsilon", "delta", "epochs", "n", "batch_size", "accountant", "num_classes")
     paper = "Kang et al. 2020, Input Perturbation (arXiv:2002.08570)"
     modes = ("private", "reference")
     described = {"sigma": "release.noise_scale", "delta": "delta"}
@@ -363,8 +364,7 @@ class InputPerturbation(Mechanism):
 
         return PreparedFit(model, x_noisy, epochs=self.epochs, y=y_train, custom_fit=full_batch_descent)
 
-    def callback(self, verbose: int = 0):
-        """An :class:`~tfdpmech.mechanisms.input_perturbation.training.InputPerturbationBudget` for this mechanism."""
+    def callback(self, verbose: int = 0):  # the Keras callback that logs this mechanism's ε
         return InputPerturbationBudget(self, verbose=verbose)
 
     def fit(self, model, x_noisy, y, *, learning_rate=None, callbacks=(), verbose: int = 0, **fit_kwargs):

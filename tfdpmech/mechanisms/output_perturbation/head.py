@@ -186,6 +186,7 @@ class OutputPerturbationHead(ClosedFormMechanism):
     Corollary 8; the Gaussian variant as in Wu et al. (SIGMOD 2017, "bolt-on" output perturbation).
     """
 
+    settings = ("mode", "epsilon", "delta", "mechanism", "num_classes")
     paper = "Chaudhuri, Monteleoni & Sarwate 2011, output perturbation of regularised ERM (JMLR)"
     described = {"noise_scale": "noise_scale", "sensitivity": "sensitivity", "l2": "l2"}
 

@@ -90,6 +90,7 @@ class PrivateCDBN(Mechanism):
         >>> print(cdbn.ledger.summary())  # doctest: +SKIP
     """
 
+    settings = ("mode", "epsilon", "pretrain_epochs", "batch_size", "num_classes")
     paper = "Phan et al. 2016, Private Convolutional Deep Belief Network (pCDBN)"
     described = {"pretrain_epochs": "pretrain_epochs"}
     modes = ENERGY_MODES

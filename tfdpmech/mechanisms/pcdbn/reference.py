@@ -63,6 +63,7 @@ class PCDBNReference(Mechanism):
         ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into.
     """
 
+    settings = ("mode", "epsilon", "batch_size", "pretrain_epochs")
     name = "pcdbn"
     paper = "Phan et al. 2016, Private Convolutional Deep Belief Network (pCDBN): the authors' code"
     mode = "reference"
