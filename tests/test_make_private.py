@@ -139,6 +139,21 @@ def test_mechanisms_of_another_shape_are_refused_naming_their_own(make, fix):
     assert len(mech.ledger) == 0
 
 
+def test_a_query_time_mechanism_is_refused_naming_its_shape():
+    import warnings
+
+    from tfdpmech.accounting.query_budget import QueryBudgetAccountant
+    from tfdpmech.mechanisms.output_perturbation import DPPredictor, compute_bounds
+
+    trained = models.convexified_mlp(6, 3, hidden_units=8)
+    with warnings.catch_warnings():  # its ε is none proven, and it says so once per process
+        warnings.simplefilter("ignore")
+        predictor = DPPredictor(trained, compute_bounds(trained, n_train=200), QueryBudgetAccountant(4.0, max_queries=4))
+    with pytest.raises(TypeError, match=r"DPPredictor\(trained_model, \.\.\.\) answers queries"):
+        make_private(models.standard_mlp(), predictor)
+    assert len(predictor.ledger) == 0
+
+
 def test_what_is_not_a_model_or_not_a_mechanism_is_a_type_error_naming_it():
     dp = DPSGD(1.0, 1e-5, expected_batch_size=10, epochs=1, n=1000)
     with pytest.raises(TypeError, match="model must be a built keras.Model, got Dense"):

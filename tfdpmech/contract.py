@@ -215,7 +215,7 @@ class Mechanism(abc.ABC):
         if self.kind == "closed_form":
             fix = f"it is an estimator: {name}(...).fit(x, y) releases once and returns the trained Keras model"
         elif self.kind == "query":
-            fix = f"it answers queries of a trained model: {name}(...).prepare(trained_model) wraps it"
+            fix = f"it wraps a trained model: {name}(trained_model, ...) answers queries and charges each one"
         else:
             fix = f"it trains the network it builds itself: {name}(...).prepare(x=x, y=y).fit()"
         raise TypeError(f"mechanism: make_private(model, {name}(...)) does not apply to {name}; {fix}")
