@@ -13,23 +13,7 @@ from tfdpmech.layers import ConvRBM
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD
 from tfdpmech.mechanisms.output_perturbation import OutputPerturbationHead
 
-N, L = 240, 40
-
-
-@pytest.fixture(scope="module")
-def images(mnist_sample):
-    ds = mnist_sample
-    return ds.x_train[:N], ds.y_train[:N], ds.x_train[N:N + 200], ds.y_train[N:N + 200]
-
-
-@pytest.fixture(scope="module")
-def public_model(images):
-    _, _, x_pub, y_pub = images
-    keras.utils.set_random_seed(1)
-    model = models.mlp(first_units=16, hidden_units=8)
-    model.compile("adam", loss=tfdpmech.TaylorCrossEntropy())
-    model.fit(x_pub, y_pub, epochs=1, batch_size=50, verbose=0)
-    return model
+from .test_mechanism_contract import L, images, public_model, unit_ball_rows  # noqa: F401  (shared fixtures)
 
 
 def _weights_after(train):
@@ -88,15 +72,8 @@ def test_a_later_fit_trains_on_the_same_release_and_other_records_are_refused(im
     assert [r.to_dict() for r in mech.ledger.releases] == spent
 
 
-def _unit_ball_rows(n=200, d=5, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, d))
-    x /= np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True))
-    return x, (x[:, 0] > 0).astype(int)
-
-
 def test_input_perturbation_trains_through_make_private_as_prepare_does():
-    x, y = _unit_ball_rows()
+    x, y = unit_ball_rows()
     ip = InputPerturbation(1.0, 1e-4, epochs=5, seed=0)
     model = make_private(ip.make_linear_model(x.shape[1]), ip)
     with pytest.raises(ValueError, match=r"\['optimizer'\]: InputPerturbation sets its own optimizer"):
