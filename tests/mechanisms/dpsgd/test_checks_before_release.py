@@ -71,8 +71,8 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
 rng = np.random.default_rng(0)
 x, y = rng.random((64, 4)).astype(np.float32), keras.utils.to_categorical(rng.integers(0, 3, 64), 3)
 with strategy.scope():
-    model = make_private(keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)]), epsilon=2.0, delta=1e-3,
-                         n=64, expected_batch_size=16, epochs=1, seed=7)
+    model = make_private(keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)]),
+                         DPSGD(epsilon=2.0, delta=1e-3, n=64, expected_batch_size=16, epochs=1, seed=7))
     model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))
 before = len(model.privacy_ledger)
 model.fit(x, y, verbose=0)
