@@ -2,10 +2,10 @@
 
 What :func:`tfdpmech.make_private` gives for a mechanism that perturbs the data (or the loss) once and
 then trains on the released values (AdLM, ILM, AFRRS, input perturbation): ``compile`` keeps the
-optimizer and metrics;
-the first ``fit(x, y)`` calls the mechanism's :meth:`~tfdpmech.contract.Mechanism.prepare` (every
-check, then the release, recorded in the mechanism's ledger) and trains on the released data; a later
-``fit()`` without data trains further on the same release (post-processing: no new budget).
+optimizer and metrics; the first ``fit(x, y)`` calls the mechanism's
+:meth:`~tfdpmech.contract.Mechanism.prepare` (every check, then the release, recorded in the
+mechanism's ledger) and trains on the released data; a later ``fit()`` without data trains further on
+the same release (post-processing: no new budget).
 """
 
 from __future__ import annotations
