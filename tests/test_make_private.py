@@ -140,6 +140,10 @@ def test_what_is_not_a_model_or_not_a_mechanism_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match=r"takes no further options, got \['seed'\]"):
         make_private(models.standard_mlp(), dp, seed=0)
     assert len(dp.ledger) == 0
+    make_private(models.standard_mlp(), dp).compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    with pytest.raises(ValueError, match="already compiled a model"):  # one run, one model, one release
+        make_private(models.standard_mlp(), dp)
+    assert len(dp.ledger) == 1
 
 
 @pytest.mark.skipif(not tfdpmech.mechanisms.dpsgd.tf_privacy_available(), reason="needs tensorflow-privacy")
