@@ -13,7 +13,7 @@ from tfdpmech.layers import ConvRBM
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD
 from tfdpmech.mechanisms.output_perturbation import OutputPerturbationHead
 
-from .test_mechanism_contract import L, images, public_model, unit_ball_rows  # noqa: F401  (shared fixtures)
+from .test_mechanism_contract import L, N, images, public_model, unit_ball_rows  # noqa: F401  (shared fixtures)
 
 
 def _weights_after(train):
@@ -63,6 +63,10 @@ def test_a_later_fit_trains_on_the_same_release_and_other_records_are_refused(im
     with pytest.raises(ValueError, match=r"x, y: the first fit takes the private records"):
         model.fit(epochs=1)
     assert len(mech.ledger) == 0
+    for keras_argument in ({"batch_size": 32}, {"shuffle": False}, {"sample_weight": np.ones(N)}):
+        with pytest.raises(TypeError, match=rf"\['{next(iter(keras_argument))}'\] do not apply to a private model"):
+            model.fit(x, y, epochs=1, **keras_argument)  # refused before the release, not after it
+    assert len(mech.ledger) == 0
     model.fit(x, y, epochs=1, verbose=0)
     spent = [r.to_dict() for r in mech.ledger.releases]
     model.fit(epochs=1, verbose=0)  # post-processing of the release: nothing new in the ledger
@@ -79,6 +83,9 @@ def test_input_perturbation_trains_through_make_private_as_prepare_does():
     with pytest.raises(ValueError, match=r"\['optimizer'\]: InputPerturbation sets its own optimizer"):
         model.compile(optimizer="adam")
     model.compile()
+    with pytest.raises(ValueError, match=r"epochs=6: InputPerturbation's budget was computed for epochs=5"):
+        model.fit(x, y, epochs=6)  # refused before the features are perturbed
+    assert len(ip.ledger) == 0 and ip.sigma is None
     history = model.fit(x, y)
     assert len(history.history["loss"]) == 5 and "ip_epsilon" in history.history  # the T steps the budget names
     same = InputPerturbation(1.0, 1e-4, epochs=5, seed=0)

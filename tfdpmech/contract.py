@@ -39,10 +39,14 @@ import numpy as np
 from .accounting.ledger import PrivacyLedger, Release
 from .validation import check_choice
 
-__all__ = ["Mechanism", "ClosedFormMechanism", "PreparedFit", "release", "MECHANISM_MODES", "KINDS"]
+__all__ = ["Mechanism", "ClosedFormMechanism", "PreparedFit", "release", "MECHANISM_MODES", "KINDS",
+           "FIT_ARGUMENTS_FIXED_BY_THE_RELEASE"]
 
 MECHANISM_MODES = ("private", "reference")
 KINDS = ("training", "closed_form", "query")
+# model.fit arguments that change which records a step sees, or their weights: a private model's accounting fixes them
+FIT_ARGUMENTS_FIXED_BY_THE_RELEASE = (
+    "batch_size", "shuffle", "steps_per_epoch", "sample_weight", "class_weight", "validation_split")
 
 
 @dataclasses.dataclass

@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import inspect
 
+from .contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
+
 __all__ = ["release_on_fit"]
 
 _SET_BY_KERAS = ("model", "x", "y", "optimizer", "metrics", "verbose")
 
 
-def release_on_fit(model, mechanism, options: dict):
+def release_on_fit(model, mechanism, options: dict, *, epochs: int | None = None):
     """``model`` with ``compile`` / ``fit`` that run ``mechanism`` (see the module docstring).
 
     Args:
@@ -28,6 +30,8 @@ def release_on_fit(model, mechanism, options: dict):
             ``compile``'s ``optimizer`` and ``metrics`` are passed on where ``prepare`` takes them
             (AdLM's), and refused where the mechanism fixes them (input perturbation's plain SGD).
         options: further keywords of ``prepare`` (e.g. AdLM's ``relevance_model``).
+        epochs: the number of epochs the mechanism's budget covers (input perturbation's T), or None
+            when training on the release may run any number.
 
     Returns:
         ``model`` itself, with ``model.privacy_ledger`` (the mechanism's ledger).
@@ -44,6 +48,7 @@ def release_on_fit(model, mechanism, options: dict):
         raise TypeError(f"make_private(model, {name}(...), ...) got the unknown option(s) {unknown}; it takes "
                         f"{accepted}")
     state = {"compiled": None, "run": None}
+    budget_epochs = epochs
 
     def compile(optimizer=None, loss=None, metrics=None, **kwargs):
         if kwargs:
@@ -60,6 +65,14 @@ def release_on_fit(model, mechanism, options: dict):
     def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):
         if state["compiled"] is None:
             raise RuntimeError("compile the private model before fit (model.compile(...))")
+        # refused before the first fit makes the release: what the accounting fixes
+        fixed = sorted(set(kwargs) & set(FIT_ARGUMENTS_FIXED_BY_THE_RELEASE))
+        if fixed:
+            raise TypeError(f"{fixed} do not apply to a private model: {name} fixes the records and batches each "
+                            "step sees (its accounting assumes them); pass x and y only")
+        if budget_epochs is not None and epochs is not None and epochs != budget_epochs:
+            raise ValueError(f"epochs={epochs!r}: {name}'s budget was computed for epochs={budget_epochs}; pass "
+                             f"{budget_epochs} or leave epochs out, or construct it for {epochs} epochs")
         with _keras_methods(model):
             if state["run"] is None:
                 if x is None or y is None:

@@ -15,12 +15,10 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from ...contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
 from .poisson_sampling import is_run_dataset
 
 __all__ = ["private_dpsgd_model"]
-
-_NOT_FOR_POISSON = ("batch_size", "shuffle", "steps_per_epoch", "sample_weight", "class_weight", "validation_split")
-
 
 def private_dpsgd_model(model, dp):
     """Make ``model``'s ``compile`` / ``fit`` train it as the Poisson DP-SGD run ``dp``.
@@ -59,7 +57,7 @@ def private_dpsgd_model(model, dp):
         model.fit = fit  # under MultiWorkerMirroredStrategy compile installed its fit: it runs from here
 
     def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):
-        unsupported = sorted(k for k in kwargs if k in _NOT_FOR_POISSON)
+        unsupported = sorted(k for k in kwargs if k in FIT_ARGUMENTS_FIXED_BY_THE_RELEASE)
         if unsupported:
             raise TypeError(
                 f"{unsupported} do not apply to a DP-SGD model: fit draws Poisson batches of expected size "

@@ -348,7 +348,7 @@ class InputPerturbation(Mechanism):
 
     def private_model(self, model, **options):
         """``model`` whose first ``fit(x, y)`` perturbs once, then runs T steps (:func:`tfdpmech.make_private`)."""
-        return release_on_fit(model, self, options)
+        return release_on_fit(model, self, options, epochs=self.epochs)
 
     def prepare(self, model=None, x=None, y=None, *, learning_rate=None, charge_new_budget: bool = False) -> PreparedFit:
         """:meth:`perturb` ``(x, y)``, then ``fit()`` runs :meth:`fit`'s T steps on ``model`` (logits out; None:
