@@ -559,13 +559,20 @@ def _cdbn(led, **kw):
     args = dict(num_classes=CLASSES, mode="private", epsilon=2.0, pretrain_epochs=1, batch_size=20, seed=0,
                 ledger=led)
     args.update(kw)
-    layers = args.pop("layers", None) or [ConvRBM(2, 3, degree=3)]
-    return PrivateCDBN(layers, **args)
+    return PrivateCDBN(**args)
+
+
+def _cdbn_model(led, model=None, **kw):
+    """make_private(a one-layer cdbn_network, PrivateCDBN(...)), compiled."""
+    network = model if model is not None else tfdpmech.cdbn_network([ConvRBM(2, 3, degree=3)], SHAPE, CLASSES)
+    private = tfdpmech.make_private(network, _cdbn(led, **kw))
+    private.compile()
+    return private
 
 
 for k, v in BAD_EPSILON.items():
     case(f"PrivateCDBN-epsilon-{k}", "epsilon", lambda led, v=v: _cdbn(led, epsilon=v), "PrivateCDBN")
-for name in ("pretrain_epochs", "batch_size", "head_epochs", "num_classes", "fc_units", "neg_chains", "gibbs_steps",
+for name in ("pretrain_epochs", "batch_size", "head_epochs", "num_classes", "neg_chains", "gibbs_steps",
              "max_monomials"):
     for k in ("zero", "float", "str", "bool"):
         case(f"PrivateCDBN-{name}-{k}", name, lambda led, name=name, k=k: _cdbn(led, **{name: BAD_INT[k]}),
@@ -575,18 +582,30 @@ for name in ("learning_rate", "head_learning_rate", "fc_scale", "head_ridge", "l
         case(f"PrivateCDBN-{name}-{k}", name, lambda led, name=name, k=k: _cdbn(led, **{name: BAD_POSITIVE[k]}),
              "PrivateCDBN")
 for k, v in {"over": (0.9, 0.9), "short": (1.0,), "neg": (-0.5, 1.5), "str": "half", "nan": (NAN, 0.5),
-             "dict_keys": {"a": 1.0}, "dict_sum": {"crbm_layer_1": 5.0, "output_layer": 5.0}}.items():
-    case(f"PrivateCDBN-split-{k}", "split", lambda led, v=v: _cdbn(led, split=v), "PrivateCDBN")
+             "number": 0.5, "dict_keys": {"a": 1.0}, "dict_sum": {"crbm_layer_1": 5.0, "output_layer": 5.0}}.items():
+    case(f"PrivateCDBN-split-{k}", "split", lambda led, v=v: _cdbn_model(led, split=v), "PrivateCDBN")
 case("PrivateCDBN-mode", "mode", lambda led: _cdbn(led, mode="functional"), "PrivateCDBN")
-case("PrivateCDBN-layers-empty", "layers", lambda led: _cdbn(led, layers=["x"]), "PrivateCDBN")
+case("PrivateCDBN-head_mechanism", "head_mechanism", lambda led: _cdbn(led, head_mechanism="gauss"), "PrivateCDBN")
+for k, network in {"no_convrbm": lambda: keras.Sequential([keras.Input(SHAPE), keras.layers.Flatten(),
+                                                           keras.layers.Dense(CLASSES)]),
+                   "mlp": private_model, "unbuilt": lambda: keras.Sequential([ConvRBM(2, 3), keras.layers.Flatten(),
+                                                                                keras.layers.Dense(CLASSES)])}.items():
+    case(f"PrivateCDBN-model-{k}", "model", lambda led, network=network: _cdbn_model(led, network()), "PrivateCDBN")
 for k, v in {"str": "ledger", "duck": NotALedger()}.items():
     case(f"PrivateCDBN-ledger-{k}", "ledger", lambda led, v=v: _cdbn(None, ledger=v), "PrivateCDBN")
 for kind in ("nan", "inf", "complex", "object", "str", "empty", "out_of_range", "none", "flat"):
-    case(f"PrivateCDBN.fit-x-{kind}", "x", lambda led, kind=kind: _cdbn(led).fit(_features(kind), _labels()),
+    case(f"PrivateCDBN.fit-x-{kind}", "x", lambda led, kind=kind: _cdbn_model(led).fit(_features(kind), _labels()),
          "PrivateCDBN")
 for kind in ("nan", "soft", "short", "classes", "str", "complex"):
-    case(f"PrivateCDBN.fit-y-{kind}", "y", lambda led, kind=kind: _cdbn(led).fit(_ok_x(), _labels(kind)),
+    case(f"PrivateCDBN.fit-y-{kind}", "y", lambda led, kind=kind: _cdbn_model(led).fit(_ok_x(), _labels(kind)),
          "PrivateCDBN")
+case("PrivateCDBN.fit-epochs", "epochs", lambda led: _cdbn_model(led).fit(_ok_x(), _labels(), epochs=2), "PrivateCDBN")
+for k, kw in {"fc_units-zero": {"fc_units": 0}, "fc_units-float": {"fc_units": 2.5}, "num_classes-one": {"num_classes": 1},
+              "head_mechanism": {"head_mechanism": "gauss"}, "input_shape": {"input_shape": "28x28"},
+              "layers": {"layers": ["conv"]}}.items():
+    args = dict(layers=[ConvRBM(2, 3)], input_shape=SHAPE, num_classes=CLASSES)
+    case(f"cdbn_network-{k}", k.split("-")[0], lambda led, args={**args, **kw}: tfdpmech.cdbn_network(**args),
+         "cdbn_network")
 
 
 def _energy(led=None, **kw):
@@ -1055,9 +1074,8 @@ case("Mechanism-prepare-head-with-model", "model",
                                                                                        _labels()), "Mechanism")
 case("Mechanism-prepare-head-no-data", "x",
      lambda led: tfdpmech.FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0).prepare(), "Mechanism")
-case("Mechanism-prepare-cdbn-with-model", "model",
-     lambda led: tfdpmech.PrivateCDBN([tfdpmech.ConvRBM(2, 3)], epsilon=1.0, ledger=led).prepare(private_model()),
-     "Mechanism")
+case("Mechanism-prepare-cdbn-without-model", "model",
+     lambda led: tfdpmech.PrivateCDBN(epsilon=1.0, ledger=led).prepare(x=_ok_x(), y=_labels()), "Mechanism")
 case("PrivateCDBN-mode-reference", "mode", lambda led: tfdpmech.PrivateCDBN(mode="reference", epsilon=1.0),
      "PrivateCDBN")
 case("PreparedFit-fit-other-epochs", "epochs",

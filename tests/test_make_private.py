@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import tfdpmech
-from tfdpmech import AdLM, AFRRS, DPSGD, ILM, FunctionalHead, InputPerturbation, PrivateCDBN, make_private, models
-from tfdpmech.layers import ConvRBM
+from tfdpmech import AdLM, AFRRS, DPSGD, ILM, FunctionalHead, InputPerturbation, PCDBNReference, make_private, models
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD
 from tfdpmech.mechanisms.output_perturbation import OutputPerturbationHead
 
@@ -109,11 +108,23 @@ def test_unknown_options_and_adlm_without_relevance_model_are_refused_before_any
     assert len(mech.ledger) == 0
 
 
+@pytest.mark.parametrize("make", [
+    lambda: FunctionalHead(None, 2, mechanism="gaussian", epsilon=1.0, delta=1e-5, seed=0),
+    lambda: OutputPerturbationHead(None, 2, epsilon=1.0, delta=1e-5, seed=0),
+], ids=["FunctionalHead", "OutputPerturbationHead"])
+def test_a_head_is_fitted_in_one_line_that_returns_the_trained_keras_model_with_its_ledger(make):
+    x, y = unit_ball_rows()
+    head = make()
+    model = head.fit(x, y)
+    assert isinstance(model, keras.Model) and model is head.model
+    assert model.privacy_ledger is head.ledger and head.ledger.epsilon_provable() == pytest.approx(1.0)
+    assert model.predict(x[:5], verbose=0).shape == (5, 2)  # logits of the released head
+
+
 @pytest.mark.parametrize("make, fix", [
     (lambda: FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0, seed=0), r"FunctionalHead\(...\)\.fit\(x, y\)"),
     (lambda: OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, seed=0), r"estimator"),
-    (lambda: PrivateCDBN([ConvRBM(4, 5, degree=3)], epsilon=2.0, pretrain_epochs=1, seed=0),
-     r"trains the network it builds itself"),
+    (lambda: PCDBNReference(0.5, batch_size=100, seed=0), r"trains the network it builds itself"),
     (lambda: ShuffledDPSGD(1.0, 1e-5, 10, 1, 1000), r"Poisson-sampled DP-SGD \(tfdpmech\.DPSGD\)"),
 ])
 def test_mechanisms_of_another_shape_are_refused_naming_their_own(make, fix):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tfdpmech
-from tfdpmech import AdLM, FunctionalHead, ILM, InputPerturbation, PrivateCDBN, models
+from tfdpmech import AdLM, FunctionalHead, ILM, InputPerturbation, PrivateCDBN, cdbn_network, models
 from tfdpmech.accounting.ledger import PrivacyLedger, Release
 from tfdpmech.accounting.query_budget import QueryBudgetAccountant
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, DPSGD
@@ -159,13 +159,14 @@ def test_input_perturbation_prepare_then_fit():
 
 def test_pcdbn_prepare_then_fit_and_its_reference_mode(images):
     x, y, _, _ = images
-    cdbn = PrivateCDBN([ConvRBM(4, 5, degree=3)], epsilon=2.0, pretrain_epochs=1, batch_size=120, seed=0)
-    run = cdbn.prepare(x=x, y=y)
-    assert run.epochs == 1 and len(cdbn.ledger) == 0  # the layer-wise releases happen in fit
-    with pytest.raises(ValueError, match="callbacks"):
-        run.fit(callbacks=[keras.callbacks.History()])
-    model = run.fit()
-    assert model is run.model and model.output_shape == (None, 10)
+    cdbn = PrivateCDBN(epsilon=2.0, pretrain_epochs=1, batch_size=120, seed=0)
+    with pytest.raises(TypeError, match=r"model: .*cdbn_network"):
+        cdbn.prepare(x=x, y=y)
+    model = cdbn_network([ConvRBM(4, 5, degree=3)], x.shape[1:], 10)
+    run = cdbn.prepare(model, x, y)
+    assert run.epochs == 1 and run.model is model and len(cdbn.ledger) == 0  # the layer-wise releases happen in fit
+    history = run.fit()
+    assert history.epoch == [0] and model.output_shape == (None, 10)
     assert cdbn.ledger.epsilon_provable() == pytest.approx(2.0)
     ref = PCDBNReference(0.5, batch_size=100)
     assert ref.mode == "reference"
@@ -237,7 +238,7 @@ def test_query_time_mechanism_returns_the_wrapping_predictor():
     lambda: FunctionalHead(None, 3, epsilon=1.0, delta=1e-5),
     lambda: OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5),
     lambda: InputPerturbation(1.0, 1e-5, 10),
-    lambda: PrivateCDBN([ConvRBM(2, 3)], epsilon=1.0),
+    lambda: PrivateCDBN(epsilon=1.0),
     lambda: AdLMReference.from_total(1.0, 10), lambda: PCDBNReference(1.0, batch_size=10),
 ], ids=["DPSGD", "ShuffledDPSGD", "AdLM", "ILM", "AFRRS", "FunctionalHead", "OutputPerturbationHead",
         "InputPerturbation", "PrivateCDBN", "AdLMReference", "PCDBNReference"])

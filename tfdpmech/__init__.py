@@ -14,7 +14,7 @@ from .accounting import (
 from .layers import BatchMinMax, BatchStatisticsNormalization, BoundedLRN, ConvRBM, InputNoise, NoisyOutputNeuron, PerturbedBias, UnitClip
 from .features import public_features, random_features
 from .mechanisms.functional_head import FunctionalHead
-from .mechanisms.pcdbn import FunctionalSoftmaxHead
+from .mechanisms.pcdbn import FunctionalSoftmaxHead, cdbn_network
 from .losses import ConvexifiedCrossEntropy, TaylorCrossEntropy
 from .mechanisms import (
     AFRRS, ILM, AdLM, AdLMReference, AFRRSReference, ChebyshevEnergy, DPPredictor, ILMReference, InputPerturbation,
@@ -33,7 +33,7 @@ __all__ = [
     "make_private", "DPSGD", "Mechanism", "PreparedFit",
     # mechanisms (one per paper) and the authors' code paths (the reference modes with a class of their own)
     "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation",
-    "InputPerturbationAssumptions", "OutputPerturbationHead", "PrivateCDBN", "AdLMReference", "ILMReference", "AFRRSReference", "PCDBNReference",
+    "InputPerturbationAssumptions", "OutputPerturbationHead", "PrivateCDBN", "cdbn_network", "AdLMReference", "ILMReference", "AFRRSReference", "PCDBNReference",
     # the functional-mechanism head and its feature extractors
     "FunctionalHead", "public_features", "random_features",
     # layers, losses, metrics

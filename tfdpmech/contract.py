@@ -5,18 +5,19 @@ diffprivlib mechanism), every release is recorded through one primitive, :func:`
 :class:`PrivacyLedger` (as a tensorflow-privacy ``DPQuery`` yields its ``DpEvent``). Users meet it in
 one of three shapes, each with one name:
 
-- **training** mechanisms that train a given model (DP-SGD, AdLM, ILM, AFRRS, input perturbation):
+- **training** mechanisms that train a given model (DP-SGD, AdLM, ILM, AFRRS, input perturbation,
+  pCDBN on a CDBN model):
   ``tfdpmech.make_private(model, mechanism)`` (:meth:`Mechanism.private_model`), then the user's
   own ``model.compile`` / ``model.fit(x, y)``;
 - **closed-form** heads (the functional and output-perturbation heads) are estimators:
-  ``head.fit(x, y)`` releases once and solves; ``head.model`` is the trained Keras model;
+  ``head.fit(x, y)`` releases once, solves and returns the trained Keras model;
 - **query-time** mechanisms (:class:`~tfdpmech.mechanisms.DPPredictor`) wrap a trained model and
   spend budget on every answered batch.
 
 Underneath, :meth:`Mechanism.prepare` turns a model and the private data into a
 :class:`PreparedFit` (the model compiled with the mechanism's loss, its data and callbacks, as
 Opacus's ``make_private`` returns model, optimizer and loader). ``make_private`` calls it at the
-first ``fit`` for the AdLM family and input perturbation; pCDBN and the reference classes (the
+first ``fit`` for the AdLM family, input perturbation and pCDBN; the reference classes (the
 authors' code paths), which train the network they build, are run through it directly:
 ``mechanism.prepare(x=x, y=y).fit()``.
 
@@ -64,8 +65,6 @@ class PreparedFit:
         custom_fit: for a mechanism that trains with its own loop (the reference modes of the
             authors' code, pCDBN's layer-wise training, DP-ERM's full-batch descent):
             ``custom_fit(epochs, callbacks, **fit_kwargs)``.
-        takes_callbacks: False for a loop of its own that runs no Keras callbacks (pCDBN's layer-wise
-            training): ``fit`` then refuses them.
     """
 
     model: object
@@ -74,7 +73,6 @@ class PreparedFit:
     epochs: int | None = None
     y: object = None
     custom_fit: Callable | None = None
-    takes_callbacks: bool = True
 
     @property
     def trained(self) -> bool:
@@ -235,8 +233,9 @@ class Mechanism(abc.ABC):
 
 class ClosedFormMechanism(Mechanism):
     """A mechanism whose one release is its trained model: ``fit(x, y)`` solves on the released
-    statistics and sets ``self.model`` (the functional and output-perturbation heads, built on a
-    feature extractor given to the constructor)."""
+    statistics and returns the trained Keras model (also ``self.model``, with ``privacy_ledger``), as a
+    scikit-learn estimator's ``fit`` trains it (the functional and output-perturbation heads, built on
+    a feature extractor given to the constructor)."""
 
     kind: ClassVar[str] = "closed_form"
 
@@ -255,9 +254,14 @@ class ClosedFormMechanism(Mechanism):
         self.fit(x, y, **fit_options)
         return PreparedFit(self.model)
 
+    def _trained_model(self):
+        """What ``fit`` returns: the trained Keras model with ``privacy_ledger``, as ``make_private``'s model."""
+        self.model.privacy_ledger = self.ledger
+        return self.model
+
 
 def refuse_model(mechanism: Mechanism, model) -> None:
-    """For mechanisms that build their own network (the authors' code paths, pCDBN): no ``model``."""
+    """For mechanisms that build their own network (the authors' code paths): no ``model``."""
     if model is not None:
         raise ValueError(f"model: {type(mechanism).__name__} trains the network it builds itself; call "
                          "prepare(x=..., y=...) without a model")

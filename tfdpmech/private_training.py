@@ -11,7 +11,7 @@ argument checked), get back the same model object, then use Keras as usual::
     print(model.privacy_ledger.summary())     # claimed and provable ε side by side
 
 The other two shapes are not trained this way: a closed-form head is an estimator
-(``FunctionalHead(...).fit(x, y)`` returns the trained model) and a query-time mechanism wraps a
+(``FunctionalHead(...).fit(x, y)`` returns the trained Keras model) and a query-time mechanism wraps a
 trained model (``DPPredictor``); ``make_private`` refuses them naming their shape.
 """
 
@@ -32,7 +32,9 @@ def make_private(model, mechanism, **options):
         mechanism: a training mechanism that trains the given model: :class:`~tfdpmech.DPSGD` (its
             ``fit`` draws Poisson batches; ``compile`` records the release), :class:`~tfdpmech.AdLM`,
             :class:`~tfdpmech.ILM`, :class:`~tfdpmech.AFRRS` or :class:`~tfdpmech.InputPerturbation`
-            (the first ``fit(x, y)`` makes the once-only release, then trains on it).
+            (the first ``fit(x, y)`` makes the once-only release, then trains on it), or
+            :class:`~tfdpmech.PrivateCDBN` on a :func:`~tfdpmech.cdbn_network` (the first ``fit(x, y)``
+            trains every layer and the head, each released once).
         **options: the mechanism's further inputs that are neither budget nor data (AdLM's and
             AFRRS's ``relevance_model``, a model trained on public data only; input perturbation's
             ``learning_rate``).

@@ -1,7 +1,8 @@
 """A Keras model whose first ``fit(x, y)`` makes a mechanism's once-only release, then trains on it.
 
 What :func:`tfdpmech.make_private` gives for a mechanism that perturbs the data (or the loss) once and
-then trains on the released values (AdLM, ILM, AFRRS, input perturbation): ``compile`` keeps the
+then trains on the released values (AdLM, ILM, AFRRS, input perturbation), or releases as it trains
+(pCDBN's layer-wise training, one epoch): ``compile`` keeps the
 optimizer and metrics; the first ``fit(x, y)`` calls the mechanism's
 :meth:`~tfdpmech.contract.Mechanism.prepare` (every check, then the release, recorded in the
 mechanism's ledger) and trains on the released data; a later ``fit()`` without data trains further on
@@ -20,7 +21,7 @@ __all__ = ["release_on_fit"]
 _SET_BY_KERAS = ("model", "x", "y", "optimizer", "metrics", "verbose")
 
 
-def release_on_fit(model, mechanism, options: dict, *, epochs: int | None = None):
+def release_on_fit(model, mechanism, options: dict, *, epochs: int | None = None, epochs_fix: str | None = None):
     """``model`` with ``compile`` / ``fit`` that run ``mechanism`` (see the module docstring).
 
     Args:
@@ -32,6 +33,7 @@ def release_on_fit(model, mechanism, options: dict, *, epochs: int | None = None
         options: further keywords of ``prepare`` (e.g. AdLM's ``relevance_model``).
         epochs: the number of epochs the mechanism's budget covers (input perturbation's T), or None
             when training on the release may run any number.
+        epochs_fix: what to do instead of passing other epochs (default: construct the mechanism for them).
 
     Returns:
         ``model`` itself, with ``model.privacy_ledger`` (the mechanism's ledger).
@@ -72,14 +74,22 @@ def release_on_fit(model, mechanism, options: dict, *, epochs: int | None = None
                             "step sees (its accounting assumes them); pass x and y only")
         if budget_epochs is not None and epochs is not None and epochs != budget_epochs:
             raise ValueError(f"epochs={epochs!r}: {name}'s budget was computed for epochs={budget_epochs}; pass "
-                             f"{budget_epochs} or leave epochs out, or construct it for {epochs} epochs")
+                             f"{budget_epochs} or leave epochs out"
+                             f"{'; ' + epochs_fix if epochs_fix else f', or construct it for {epochs} epochs'}")
         with _keras_methods(model):
             if state["run"] is None:
                 if x is None or y is None:
                     raise ValueError(f"x, y: the first fit takes the private records, fit(x, y); {name} releases "
                                      "from them once")
                 quiet = {"verbose": 0} if "verbose" in takes else {}  # the budget callback's own logging
-                state["run"] = mechanism.prepare(model, x, y, **state["compiled"], **options, **quiet)
+                released = len(mechanism.ledger)
+                try:
+                    state["run"] = mechanism.prepare(model, x, y, **state["compiled"], **options, **quiet)
+                    return state["run"].fit(epochs, tuple(callbacks or ()), **kwargs)
+                except Exception:
+                    if len(mechanism.ledger) == released:  # refused before anything was released: fit may be retried
+                        state["run"] = None
+                    raise
             elif x is not None or y is not None:
                 raise ValueError(
                     f"x, y: {name} released once, from the records of the first fit; call model.fit(epochs=...) "

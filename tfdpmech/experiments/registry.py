@@ -214,8 +214,8 @@ def _through_entry_point(built: Build) -> dict:
         return {"model": run.model, "epochs": 1}
 
     def fit(epochs, callbacks):
-        # a run whose budget fixed its epochs trains those; a loop of its own that runs no Keras callbacks gets none
-        run.fit(None if run.epochs is not None else epochs, callbacks if run.takes_callbacks else (),
+        # a run whose budget fixed its epochs trains those
+        run.fit(None if run.epochs is not None else epochs, callbacks,
                 **({} if run.custom_fit is not None else {"verbose": 0}))
         return run.model if run.custom_fit is not None else None  # a custom loop's model exists once it has trained
     return {"model": run.model, "fit": fit, "epochs": run.epochs}

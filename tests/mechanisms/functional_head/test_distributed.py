@@ -33,7 +33,9 @@ def _data(n=2500, d=6, c=4, seed=0):  # the worker's data (same seeds)
 def _reference(mechanism):
     x, y = _data()
     kwargs = dict(delta=1e-5) if mechanism == "gaussian" else {}
-    return FunctionalHead(None, 4, mechanism=mechanism, epsilon=1.0, seed=7, **kwargs).fit(x, y)
+    head = FunctionalHead(None, 4, mechanism=mechanism, epsilon=1.0, seed=7, **kwargs)
+    head.fit(x, y)
+    return head
 
 
 def _free_port():

@@ -46,7 +46,8 @@ def test_released_noise_has_the_calibrated_scale(mechanism):
     y = rng.integers(c, size=n)
     lam = 0.5
     kwargs = dict(delta=1e-5) if mechanism == "gaussian" else {}
-    head = FunctionalHead(None, c, mechanism=mechanism, epsilon=1.0, quadratic_weight=lam, seed=11, **kwargs).fit(x, y)
+    head = FunctionalHead(None, c, mechanism=mechanism, epsilon=1.0, quadratic_weight=lam, seed=11, **kwargs)
+    head.fit(x, y)
     s1, s2 = functional_statistics(feature_map(x, clip_norm=mechanism == "gaussian"), np.eye(c)[y])
     released = head.statistics()
     iu = np.triu_indices(d + 1)
@@ -107,9 +108,12 @@ def test_ledger_is_proven_and_noise_is_drawn_once(mechanism):
 
 def test_same_seed_same_release_other_seed_other_noise():
     x, labels = blobs()
-    a = FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0, seed=5).fit(x, labels)
-    b = FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0, seed=5).fit(x, labels)
-    c = FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0, seed=6).fit(x, labels)
+    a = FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0, seed=5)
+    a.fit(x, labels)
+    b = FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0, seed=5)
+    b.fit(x, labels)
+    c = FunctionalHead(None, 3, mechanism="laplace", epsilon=1.0, seed=6)
+    c.fit(x, labels)
     np.testing.assert_array_equal(a.statistics()["s2_bar"], b.statistics()["s2_bar"])
     assert not np.allclose(a.statistics()["s2_bar"], c.statistics()["s2_bar"])
     assert np.allclose(a.statistics()["s2_bar"], a.statistics()["s2_bar"].T)  # one triangle, mirrored
@@ -118,7 +122,8 @@ def test_same_seed_same_release_other_seed_other_noise():
 # -- what is solved --------------------------------------------------------------------------------
 def test_closed_form_minimises_the_released_objective_and_model_fit_agrees():
     x, labels = blobs(n=400)
-    head = FunctionalHead(None, 3, mechanism="gaussian", epsilon=4.0, delta=1e-5, seed=1).fit(x, labels)
+    head = FunctionalHead(None, 3, mechanism="gaussian", epsilon=4.0, delta=1e-5, seed=1)
+    head.fit(x, labels)
     w = head.kernel
     base = head.objective(w)
     rng = np.random.default_rng(0)
@@ -145,7 +150,8 @@ def test_closed_form_minimises_the_released_objective_and_model_fit_agrees():
 def test_head_learns_with_modest_noise(mechanism):
     x, labels = blobs(n=3000, seed=2)
     kwargs = dict(delta=1e-5) if mechanism == "gaussian" else {}
-    head = FunctionalHead(None, 3, mechanism=mechanism, epsilon=4.0, seed=0, **kwargs).fit(x, labels)
+    head = FunctionalHead(None, 3, mechanism=mechanism, epsilon=4.0, seed=0, **kwargs)
+    head.fit(x, labels)
     x_test, y_test = blobs(n=500, seed=2)
     assert np.mean(head.predict(x_test).argmax(1) == y_test) > 0.9
 
@@ -153,7 +159,8 @@ def test_head_learns_with_modest_noise(mechanism):
 def test_keras_round_trip_identical_predictions(tmp_path):
     x, labels = blobs()
     x6 = np.pad(x, ((0, 0), (0, 2))).astype(np.float32)
-    head = FunctionalHead(tiny_extractor(), 3, mechanism="gaussian", epsilon=1.0, delta=1e-5, seed=0).fit(x6, labels)
+    head = FunctionalHead(tiny_extractor(), 3, mechanism="gaussian", epsilon=1.0, delta=1e-5, seed=0)
+    head.fit(x6, labels)
     path = str(tmp_path / "head.keras")
     head.model.save(path)
     loaded = keras.models.load_model(path)
@@ -237,7 +244,8 @@ def test_extractor_changed_before_or_after_the_release():
         head.fit(x6, labels)
     assert not head.released
     feats = tiny_extractor()
-    head = FunctionalHead(feats, 3, mechanism="laplace", epsilon=1.0).fit(x6, labels)
+    head = FunctionalHead(feats, 3, mechanism="laplace", epsilon=1.0)
+    head.fit(x6, labels)
     feats.model.layers[-1].bias.assign_add(tf.ones_like(feats.model.layers[-1].bias))  # after the release
     with pytest.raises(ValueError, match="weights changed"):
         head.predict(x6)

@@ -30,8 +30,10 @@ def _head(mechanism, features=None, c=3, **kwargs):
 @pytest.mark.parametrize("batch", [1, 77, 5000])
 def test_a_dataset_releases_the_statistics_of_the_same_arrays(mechanism, batch):
     x, y = _data()
-    on_arrays = _head(mechanism).fit(x, y)
-    streamed = _head(mechanism).fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch))
+    on_arrays = _head(mechanism)
+    on_arrays.fit(x, y)
+    streamed = _head(mechanism)
+    streamed.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch))
     for key in ("s1_bar", "s2_bar"):
         assert _relative(streamed.statistics()[key], on_arrays.statistics()[key]) <= 1e-9
     assert streamed.release.details["n"] == on_arrays.release.details["n"] == 1000
@@ -43,8 +45,10 @@ def test_a_dataset_releases_the_statistics_of_the_same_arrays(mechanism, batch):
 def test_a_dataset_through_an_extractor_matches_the_arrays():
     rng = np.random.default_rng(1)
     x, y = rng.uniform(0, 1, (600, 6)), rng.integers(3, size=600)
-    on_arrays = _head("gaussian", tiny_extractor()).fit(x, y)
-    streamed = _head("gaussian", tiny_extractor()).fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(64))
+    on_arrays = _head("gaussian", tiny_extractor())
+    on_arrays.fit(x, y)
+    streamed = _head("gaussian", tiny_extractor())
+    streamed.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(64))
     for key in ("s1_bar", "s2_bar"):  # float32 forward passes of different batch sizes, then float64 sums
         assert _relative(streamed.statistics()[key], on_arrays.statistics()[key]) <= 1e-6
     assert [r.component for r in streamed.ledger.releases] == ["features:tiny", "functional_head"]
@@ -54,7 +58,8 @@ def test_an_unknown_cardinality_is_counted_in_the_pass():
     x, y = _data()
     ds = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: b >= 0).batch(100)
     assert int(ds.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
-    head = _head("gaussian").fit(ds)
+    head = _head("gaussian")
+    head.fit(ds)
     assert head.release.details["n"] == 1000
 
 
@@ -90,7 +95,9 @@ def test_an_endless_repeat_below_a_filter_is_refused_before_anything_is_read():
         head.fit(ds)
     assert reads == [] and not head.released and not head.ledger.releases
     finite = tf.data.Dataset.from_tensor_slices((x, y)).repeat(2).filter(lambda a, b: b >= 0).batch(100)
-    assert _head("gaussian").fit(finite).release.details["n"] == 2000  # a counted repeat is finite
+    head = _head("gaussian")
+    head.fit(finite)
+    assert head.release.details["n"] == 2000  # a counted repeat is finite
 
 
 def test_an_endless_generator_stops_at_the_stated_cap_with_nothing_released():
@@ -168,9 +175,11 @@ def test_an_unsupported_strategy_is_refused_before_any_release():
 def test_one_device_mirrored_pass_matches_the_arrays(mechanism):
     """The distributed pass (indexed stream, per-replica float64 sums, SUM reduce) on one device."""
     x, y = _data()
-    on_arrays = _head(mechanism).fit(x, y)
+    on_arrays = _head(mechanism)
+    on_arrays.fit(x, y)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
-    head = _head(mechanism).fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(33), strategy=strategy)
+    head = _head(mechanism)
+    head.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(33), strategy=strategy)
     for key in ("s1_bar", "s2_bar"):
         assert _relative(head.statistics()[key], on_arrays.statistics()[key]) <= 1e-9
     assert head.n == 1000 and len(head.ledger.releases) == 1

@@ -94,7 +94,8 @@ def _data(n=600, d=8, k=3, seed=0):
 def test_gaussian_release_is_one_k_fold_composed_event_at_the_target():
     dp_accounting = pytest.importorskip("dp_accounting")
     x, labels = _data()
-    head = OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, l2=0.05, seed=0).fit(x, labels)
+    head = OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, l2=0.05, seed=0)
+    head.fit(x, labels)
     (release,) = head.ledger.releases
     sens = erm_sensitivity(600, 0.05, 1e-6 / 600)
     assert release.sensitivity == pytest.approx(sens) and sens == pytest.approx(2 / (600 * 0.05) * (1 + 1e-6))
@@ -111,7 +112,8 @@ def test_gaussian_release_is_one_k_fold_composed_event_at_the_target():
 
 def test_gamma_release_is_k_pure_releases_adding_up_to_epsilon():
     x, labels = _data()
-    head = OutputPerturbationHead(None, 3, epsilon=2.0, mechanism="gamma", l2=0.05, seed=1).fit(x, labels)
+    head = OutputPerturbationHead(None, 3, epsilon=2.0, mechanism="gamma", l2=0.05, seed=1)
+    head.fit(x, labels)
     assert len(head.ledger) == 3 and all(r.delta == 0 and r.epsilon_provable == pytest.approx(2 / 3)
                                          for r in head.ledger.releases)
     assert head.ledger.epsilon_provable() == pytest.approx(2.0) and head.ledger.delta() == 0.0
@@ -120,9 +122,12 @@ def test_gamma_release_is_k_pure_releases_adding_up_to_epsilon():
 
 def test_noise_is_drawn_once_seeded_and_the_weights_are_released_once():
     x, labels = _data()
-    a = OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, seed=7).fit(x, labels)
-    b = OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, seed=7).fit(x, labels)
-    c = OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, seed=8).fit(x, labels)
+    a = OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, seed=7)
+    a.fit(x, labels)
+    b = OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, seed=7)
+    b.fit(x, labels)
+    c = OutputPerturbationHead(None, 3, epsilon=1.0, delta=1e-5, seed=8)
+    c.fit(x, labels)
     np.testing.assert_array_equal(a.kernel, b.kernel)
     assert not np.allclose(a.kernel, c.kernel)
     with pytest.raises(ValueError, match="already released once"):
@@ -135,7 +140,8 @@ def test_with_an_extractor_the_inputs_are_mapped_to_the_unit_sphere():
     feats = random_features((4,), units=16, gamma=0.5, seed=0)
     rng = np.random.default_rng(3)
     x, labels = rng.uniform(size=(300, 4)).astype(np.float32), rng.integers(0, 2, 300)
-    head = OutputPerturbationHead(feats, 2, epsilon=1.0, delta=1e-5, seed=0).fit(x, labels)
+    head = OutputPerturbationHead(feats, 2, epsilon=1.0, delta=1e-5, seed=0)
+    head.fit(x, labels)
     assert head.ledger.releases[0].epsilon_provable == 0.0 and head.ledger.releases[0].component.startswith("features")
     q = feature_map(feats(x), clip_norm=True)
     np.testing.assert_allclose(np.linalg.norm(q, axis=1), 1.0)

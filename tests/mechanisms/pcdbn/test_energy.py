@@ -131,7 +131,7 @@ def test_bad_epsilon(eps):
     with pytest.raises(ValueError, match="epsilon"):
         FunctionalSoftmaxHead(10, epsilon=eps)
     with pytest.raises(ValueError, match="epsilon"):
-        PrivateCDBN([ConvRBM(2, 3)], epsilon=eps)
+        PrivateCDBN(epsilon=eps)
 
 
 def test_inputs_outside_domain():
@@ -153,11 +153,11 @@ def test_private_needs_constant_normalizer_and_mode_epsilon_pairing():
 
 def test_split_must_add_up():
     with pytest.raises(ValueError, match="does not add up"):
-        PrivateCDBN([ConvRBM(2, 3)], epsilon=1.0, split=(0.5, 0.6))
+        PrivateCDBN(epsilon=1.0, split=(0.5, 0.6))
     with pytest.raises(ValueError, match="does not add up"):
-        PrivateCDBN([ConvRBM(2, 3)], epsilon=1.0, split={"crbm_layer_1": 0.5, "output_layer": 0.6})
-    with pytest.raises(ValueError, match="components"):
-        PrivateCDBN([ConvRBM(2, 3)], epsilon=1.0, split=(1.0,))
+        PrivateCDBN(epsilon=1.0, split={"crbm_layer_1": 0.5, "output_layer": 0.6})
+    with pytest.raises(TypeError, match="sequence of fractions"):
+        PrivateCDBN(epsilon=1.0, split=0.5)
 
 
 def test_noise_free_export_refused():

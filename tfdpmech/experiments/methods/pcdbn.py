@@ -9,7 +9,7 @@ network (32/64 maps, 2,400 epochs) is far larger (docs/mechanisms/pcdbn.md lists
 from __future__ import annotations
 
 from ...mechanisms.pcdbn.conv_rbm import ConvRBM
-from ...mechanisms.pcdbn import PCDBNReference, PrivateCDBN
+from ...mechanisms.pcdbn import PCDBNReference, PrivateCDBN, cdbn_network
 from ..registry import Build, register_mechanism
 
 
@@ -20,11 +20,11 @@ def _layers(mode: str):
 
 
 def _pcdbn(mode: str, head_mechanism: str = "laplace"):
-    """``build`` of the CDBN above in ``mode`` (``exact``: no privacy); layer-wise training with its own loop
-    (one pass of it: the report's one epoch)."""
+    """``build`` of the CDBN above in ``mode`` (``exact``: no privacy): ``make_private``, ``compile``, ``fit``; the
+    layer-wise training is one epoch of ``fit``."""
     def build(ctx, epsilon, seed) -> Build:
         options = ctx.config.options
-        kwargs = dict(num_classes=ctx.num_classes, mode=mode, fc_units=25, fc_scale=16.0,
+        kwargs = dict(num_classes=ctx.num_classes, mode=mode, fc_scale=16.0,
                       pretrain_epochs=options.get("pretrain_epochs", 3), batch_size=ctx.config.batch_size,
                       learning_rate=0.01, head_epochs=options.get("head_epochs", ctx.config.epochs),
                       head_learning_rate=0.05, head_ridge=1e-2, seed=seed)
@@ -32,7 +32,10 @@ def _pcdbn(mode: str, head_mechanism: str = "laplace"):
             kwargs.update(epsilon=epsilon, split=(0.125, 0.125, 0.75))  # most of the budget to the head (our choice)
             if head_mechanism == "gaussian":  # the head's one release with Gaussian noise: (ε, δ) in total
                 kwargs.update(head_mechanism="gaussian", head_delta=ctx.config.delta)
-        return Build(PrivateCDBN(_layers(mode), **kwargs), x=ctx.x_private, y=ctx.y_private, prepared={"epochs": 1})
+        model = cdbn_network(_layers(mode), ctx.x_private.shape[1:], ctx.num_classes, fc_units=25,
+                             head_mechanism=head_mechanism)
+        return Build(PrivateCDBN(**kwargs), model=model, x=ctx.x_private, y=ctx.y_private, compile={},
+                     prepared={"epochs": 1})
     return build
 
 

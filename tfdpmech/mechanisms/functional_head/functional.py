@@ -81,7 +81,7 @@ class FunctionalHead(ClosedFormMechanism):
     Example:
         >>> feats = tfdpmech.features.public_features(public_model, "hidden_clip", trained_on=x_public)
         >>> head = FunctionalHead(feats, 10, mechanism="gaussian", epsilon=0.5, delta=1e-5, seed=0)
-        >>> model = head.fit(x_private, y_private).model      # an ordinary Keras model (logits)
+        >>> model = head.fit(x_private, y_private)      # an ordinary Keras model (logits)
         >>> print(head.ledger.summary())
 
     Args:
@@ -182,7 +182,7 @@ class FunctionalHead(ClosedFormMechanism):
         self.features.check_disjoint(x, "x")
         return self.features(x, batch_size=self.batch_size, name="x")  # frozen weights, per-record features checked
 
-    def fit(self, x, y=None, *, strategy=None, max_records: int | None = None) -> "FunctionalHead":
+    def fit(self, x, y=None, *, strategy=None, max_records: int | None = None) -> keras.Model:
         """Compute (S1, S2) over the private set, release them once with noise, and solve for W.
 
         ``x`` may be a ``tf.data.Dataset`` of ``(x, y)`` batches of any length (``y=None`` then): the
@@ -203,8 +203,8 @@ class FunctionalHead(ClosedFormMechanism):
             max_records: the cap of a dataset pass (None: ``streaming.DEFAULT_MAX_RECORDS``, 10⁸).
 
         Returns:
-            self, with :attr:`model` (a Keras model, logits), :attr:`kernel`, :attr:`release` and
-            :attr:`ledger` set.
+            the trained Keras model (logits; also :attr:`model`), with ``privacy_ledger``; the head
+            keeps :attr:`kernel`, :attr:`release` and :attr:`ledger`.
 
         Raises:
             StatisticsReleasedError (a ValueError): called a second time; the statistics are released
@@ -223,7 +223,8 @@ class FunctionalHead(ClosedFormMechanism):
         strategy = streaming.check_strategy(strategy)
         if isinstance(x, tf.data.Dataset) or strategy is not None:
             cap = streaming.DEFAULT_MAX_RECORDS if max_records is None else check_positive_int(max_records, "max_records")
-            return streaming.fit_stream(self, x, y, strategy, cap)
+            streaming.fit_stream(self, x, y, strategy, cap)
+            return self._trained_model()
         y = check_labels(y, "y", num_classes=self.num_classes).astype(np.float64)
         x_arr = check_array(x, "x", ndim_min=2)
         if len(x_arr) != len(y):
@@ -247,7 +248,8 @@ class FunctionalHead(ClosedFormMechanism):
         del f, x_arr
         s1, s2 = functional_statistics(p, y)
         del p, y
-        return self._release_and_solve(s1, s2, n, d_real, started, features_done)
+        self._release_and_solve(s1, s2, n, d_real, started, features_done)
+        return self._trained_model()
 
     def _ridge_for(self, noise_std: float, d: int, n: int) -> float:
         """ρ from public quantities: the given ridge, ``ridge_per_record·n``, or the default rule."""

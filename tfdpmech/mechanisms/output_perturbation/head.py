@@ -159,9 +159,9 @@ class OutputPerturbationHead(ClosedFormMechanism):
 
     Example:
         >>> feats = tfdpmech.features.public_features(public_model, "hidden_clip", trained_on=x_public)
-        >>> head = OutputPerturbationHead(feats, 10, epsilon=1.0, delta=1e-5, seed=0).fit(x_private, y_private)
-        >>> head.model.predict(x_query)        # any number of queries: post-processing of the release
-        >>> print(head.ledger.summary())
+        >>> model = OutputPerturbationHead(feats, 10, epsilon=1.0, delta=1e-5, seed=0).fit(x_private, y_private)
+        >>> model.predict(x_query)        # any number of queries: post-processing of the release
+        >>> print(model.privacy_ledger.summary())
 
     Args:
         features: a :class:`~tfdpmech.features.FeatureExtractor` that never saw the private data, or
@@ -241,7 +241,7 @@ class OutputPerturbationHead(ClosedFormMechanism):
             )
         return q
 
-    def fit(self, x, y) -> "OutputPerturbationHead":
+    def fit(self, x, y) -> keras.Model:
         """Solve the K regularised problems on the private set, add noise to the weights once.
 
         Args:
@@ -249,7 +249,8 @@ class OutputPerturbationHead(ClosedFormMechanism):
             y: labels, one-hot ``(n, K)`` or integer ``(n,)``.
 
         Returns:
-            self, with :attr:`kernel` ``(d, K)``, :attr:`model`, :attr:`releases` and :attr:`ledger` set.
+            the trained Keras model (also :attr:`model`), with ``privacy_ledger``; the head keeps
+            :attr:`kernel` ``(d, K)``, :attr:`releases` and :attr:`ledger`.
 
         Raises:
             ValueError / TypeError: a second call (one release per budget), bad labels, lengths that
@@ -320,7 +321,7 @@ class OutputPerturbationHead(ClosedFormMechanism):
         del w, noise
         self.seconds = {"features": features_done - started, "solve_release": time.perf_counter() - features_done}
         self.model = self.to_keras()
-        return self
+        return self._trained_model()
 
     def to_keras(self, name: str = "outpert_head_model") -> keras.Model:
         """extractor (frozen) → :class:`FeatureMap` (bias, unit norm) → ``Dense(K)`` with the released weights."""

@@ -134,7 +134,8 @@ class FunctionalSoftmaxHead:
         n = len(p)
         if self.mode == "functional":
             ridge = None if self.ridge is None else self.ridge * n
-            self.head = FunctionalHead(None, self.num_classes, ridge=ridge, **self._head_args).fit(p, y)
+            self.head = FunctionalHead(None, self.num_classes, ridge=ridge, **self._head_args)
+            self.head.fit(p, y)
             self.release = self.head.release
             w = self.head.kernel
         else:
