@@ -1082,11 +1082,11 @@ case("PreparedFit-fit-other-epochs", "epochs",
      lambda led: tfdpmech.PreparedFit(private_model(), [0.0], epochs=2).fit(epochs=3), "PreparedFit")
 case("PreparedFit-fit-batch-size", "batch_size",
      lambda led: tfdpmech.PreparedFit(private_model(), [0.0], epochs=2).fit(batch_size=7), "PreparedFit")
-case("contract.release-noise-shape", "noise",
-     lambda led: tfdpmech.contract.release(led, _contract_release(), value=np.zeros(3), noise=np.zeros(2)),
+case("contract.release-value-without-rng", "value",
+     lambda led: tfdpmech.contract.release(led, _contract_release(), value=np.zeros(3)),
      "contract")
-case("contract.release-noise-without-value", "value",
-     lambda led: tfdpmech.contract.release(led, _contract_release(), noise=np.zeros(2)), "contract")
+case("contract.release-rng-without-value", "value",
+     lambda led: tfdpmech.contract.release(led, _contract_release(), rng=np.random.default_rng(0)), "contract")
 
 
 def _names_argument(message: str, arg: str) -> bool:

@@ -58,21 +58,33 @@ def _laplace_release(eps=1.0):
                    noise_scale=1.0 / eps)
 
 
-def test_release_adds_the_noise_and_records_once():
+def test_release_draws_the_noise_its_record_states_and_records_it_in_one_call():
     ledger = PrivacyLedger()
-    noisy, rec = release(ledger, _laplace_release(), value=[1.0, 2.0], noise=lambda shape: np.full(shape, 0.5))
-    np.testing.assert_array_equal(noisy, [1.5, 2.5])
-    assert ledger.releases == (rec,) and ledger.epsilon_provable() == 1.0
-    noisy, _ = release(ledger, _laplace_release(0.5))  # noise added elsewhere (a layer, a train step)
-    assert noisy is None and len(ledger) == 2 and ledger.epsilon_claimed() == pytest.approx(1.5)
+    noisy, noise, rec = release(ledger, _laplace_release(0.5), value=[1.0, 2.0], rng=np.random.default_rng(3),
+                                details_of=lambda noisy, noise: {"sum": float(noisy.sum())})
+    expected = np.random.default_rng(3).laplace(0.0, 1.0, 2) * 2.0  # Lap(b) with b = the record's noise_scale
+    np.testing.assert_array_equal(noise, expected)
+    np.testing.assert_array_equal(noisy, np.array([1.0, 2.0]) + expected)
+    assert ledger.releases == (rec,) and rec.details["sum"] == float(noisy.sum())
+    gauss = Release("stats", "gaussian", 1.0, 1.0, "Gaussian mechanism", delta=1e-5, sensitivity=1.0, noise_scale=4.0)
+    noisy, noise, _ = release(ledger, gauss, value={"a": np.zeros(2), "b": np.ones(3)}, rng=np.random.default_rng(5))
+    drawn = np.random.default_rng(5).normal(0.0, 1.0, 5) * 4.0  # one draw per number, in the dict's order
+    np.testing.assert_array_equal(np.concatenate([noise["a"], noise["b"]]), drawn)
+    np.testing.assert_array_equal(noisy["b"], 1.0 + drawn[2:])
+    noisy, noise, _ = release(ledger, _laplace_release(0.25))  # noise drawn elsewhere (a layer, a train step)
+    assert noisy is None and noise is None and len(ledger) == 3 and ledger.epsilon_claimed() == pytest.approx(1.75)
 
 
-def test_release_refuses_mismatched_noise_before_recording():
+def test_release_refuses_a_draw_it_cannot_make_before_recording():
     ledger = PrivacyLedger()
-    with pytest.raises(ValueError, match="shape"):
-        release(ledger, _laplace_release(), value=np.zeros(3), noise=np.zeros(2))
-    with pytest.raises(ValueError, match="without a value"):
-        release(ledger, _laplace_release(), noise=np.zeros(2))
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="value: release draws"):
+        release(ledger, Release("w", "gamma", 1.0, 1.0, "sphere", sensitivity=1.0, noise_scale=1.0), value=[0.0],
+                rng=rng)
+    with pytest.raises(ValueError, match="rng=None"):
+        release(ledger, _laplace_release(), value=np.zeros(3))
+    with pytest.raises(ValueError, match="pass the exact statistic as value="):
+        release(ledger, _laplace_release(), rng=rng)
     assert len(ledger) == 0
 
 

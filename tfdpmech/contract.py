@@ -33,14 +33,15 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, NamedTuple
 
 import numpy as np
 
 from .accounting.ledger import PrivacyLedger, Release
+from .noise import gaussian, laplace
 from .validation import check_choice
 
-__all__ = ["Mechanism", "ClosedFormMechanism", "PreparedFit", "release", "MECHANISM_MODES", "KINDS",
+__all__ = ["Mechanism", "ClosedFormMechanism", "PreparedFit", "release", "Released", "MECHANISM_MODES", "KINDS",
            "FIT_ARGUMENTS_FIXED_BY_THE_RELEASE"]
 
 MECHANISM_MODES = ("private", "reference")
@@ -112,37 +113,66 @@ class PreparedFit:
         return self.model.fit(self.data, self.y, epochs=epochs, callbacks=all_callbacks, **kwargs)
 
 
-def release(ledger: PrivacyLedger, record: Release, *, value=None, noise=None) -> tuple[object, Release]:
-    """The one primitive every release is recorded through (adding ``noise`` to ``value`` when given).
+class Released(NamedTuple):
+    """What :func:`release` returns: the released value, the noise drawn for it, and the recorded :class:`Release`."""
 
-    The package's mechanisms draw their noise where the statistic is computed (a Keras layer, the
-    DP-SGD train step, the head's solve) and pass only ``record``; ``value`` and ``noise`` serve a
-    mechanism written against the contract that releases a statistic it holds.
+    value: object
+    noise: object
+    record: Release
+
+
+_DRAWS = {"laplace": laplace, "gaussian": gaussian}  # the record's mechanism -> numpy draw of its noise_scale
+
+
+def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, details_of=None) -> Released:
+    """Calibrate, draw, record: the one call every release goes through, as a tensorflow-privacy
+    ``DPQuery`` returns the noised result and its ``DpEvent`` together.
+
+    With ``value`` (the exact statistic), the noise is the record's own calibration: for
+    ``record.mechanism`` ``"laplace"`` Lap(b), for ``"gaussian"`` N(0, σ²), with b or σ =
+    ``record.noise_scale``, one independent draw from ``rng`` per number of ``value`` (a dict of
+    arrays is drawn in its order). The noise added is therefore the noise the ledger states. Without
+    ``value``, a release whose noise is drawn where the statistic lives (a Keras layer or the DP-SGD
+    train step, a per-feature or a sphere-direction draw) or that adds none is recorded as it is.
 
     Args:
         ledger: the mechanism's :class:`PrivacyLedger`.
-        record: the :class:`Release` describing this draw (claimed and provable ε, basis, event);
-            it is validated (its constructor) before anything is added.
-        value: the exact statistic (array-like), or None for a release whose noise is added
-            elsewhere (inside a Keras layer or train step, or already added) and only needs recording.
-        noise: an array of ``value``'s shape, or a callable ``shape -> array`` drawing it.
+        record: the :class:`Release` (claimed and provable ε, basis, sensitivity, noise scale, event);
+            validated by its constructor before anything is drawn.
+        value: an array, a dict of arrays, or None.
+        rng: the numpy ``Generator`` the noise is drawn from (required with ``value``).
+        details_of: ``(noisy, noise) -> dict`` of facts about what was released (its fingerprint),
+            added to the record's details before it is recorded.
 
     Returns:
-        ``(value + noise, the recorded Release)``; the first is None when ``value`` is None.
+        :class:`Released` ``(value + noise, noise, the recorded Release)``; the first two are None
+        without ``value``.
 
     Raises:
-        ValueError: noise of another shape than ``value``, or noise without a value (nothing is recorded).
+        ValueError: ``value`` for a record whose mechanism is not drawn here, or without its noise
+            scale or ``rng``; ``rng`` or ``details_of`` without ``value`` (nothing is drawn or recorded).
     """
-    noisy = None
-    if value is not None:
-        value = np.asarray(value)
-        drawn = np.asarray(noise(value.shape) if callable(noise) else noise)
-        if drawn.shape != value.shape:
-            raise ValueError(f"noise has shape {drawn.shape} but the released value has {value.shape}")
-        noisy = value + drawn
-    elif noise is not None:
-        raise ValueError("noise was given without a value to add it to; pass value=")
-    return noisy, ledger.record(record)
+    noisy = noise = None
+    if value is None:
+        if rng is not None or details_of is not None:
+            raise ValueError("value: rng and details_of describe a draw; pass the exact statistic as value=")
+    else:
+        draw = _DRAWS.get(record.mechanism)
+        if draw is None or record.noise_scale is None or rng is None:
+            raise ValueError(
+                f"value: release draws {sorted(_DRAWS)} noise of the record's noise_scale from rng; got "
+                f"mechanism={record.mechanism!r}, noise_scale={record.noise_scale!r}, rng={rng!r:.40}; draw other "
+                "noise where the statistic lives and record it without value")
+        exact = value if isinstance(value, dict) else {None: value}
+        exact = {key: np.asarray(v, dtype=np.float64) for key, v in exact.items()}
+        noise = {key: draw(record.noise_scale, v.shape, rng) for key, v in exact.items()}  # in the value's order
+        noisy = {key: v + noise[key] for key, v in exact.items()}
+        if details_of is not None:
+            record = dataclasses.replace(record, details={**record.details, **details_of(
+                *((noisy, noise) if isinstance(value, dict) else (noisy[None], noise[None])))})
+        if not isinstance(value, dict):
+            noisy, noise = noisy[None], noise[None]
+    return Released(noisy, noise, ledger.record(record))
 
 
 class Mechanism(abc.ABC):

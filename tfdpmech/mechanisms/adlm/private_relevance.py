@@ -16,7 +16,7 @@ import numpy as np
 
 from ...accounting.ledger import Release, ledger_or_new
 from ...contract import release as record_release
-from ...noise import laplace, make_rng
+from ...noise import make_rng
 from ...released_data import array_fingerprint
 from ...validation import check_array, check_epsilon, check_positive_int
 from .lrp import lrp_batches, prepare_lrp
@@ -104,7 +104,8 @@ def private_relevance(
         rng_or_seed: None (OS entropy), an int seed or a numpy Generator.
         mu, start, batch_size: as for :func:`lrp_relevance`.
         model_trained_on_private_data: True when the model was trained on (part of) x.
-        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record the release in, or None.
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record the release in (a new one
+            if None: the release is recorded there).
 
     Returns:
         ``(r_bar, release)``: float64 array of shape ``input_shape`` and the recorded Release.
@@ -117,7 +118,7 @@ def private_relevance(
     epsilon = check_epsilon(epsilon)
     if not isinstance(model_trained_on_private_data, bool):
         raise TypeError(f"model_trained_on_private_data must be True or False, got {model_trained_on_private_data!r}")
-    ledger = None if ledger is None else ledger_or_new(ledger)  # type check before any budget is spent
+    ledger = ledger_or_new(ledger)  # type check before any budget is spent
     rng = make_rng(rng_or_seed)
     plan, x, y1h, mu, start, batch_size = prepare_lrp(model, x, y, mu, start, batch_size)
     n, d = len(x), int(np.prod(x.shape[1:]))
@@ -128,15 +129,15 @@ def private_relevance(
     del x, y1h  # nothing below needs the private records
     sensitivity = relevance_sensitivity(d, n)  # Lemma 1, Eq. 13
     scale = sensitivity / epsilon
-    noise = laplace(scale, d, rng)  # Eq. 12, independent per feature, drawn once
-    r_bar = (total / n + noise).reshape(input_shape)  # Eqs. 10–11
-    release = _relevance_release(epsilon, sensitivity, scale, model_trained_on_private_data, noise, n, d, mu, start)
-    if ledger is not None:
-        record_release(ledger, release)
-    return r_bar, release
+    # Eqs. 10–12: the mean plus Laplace noise, independent per feature, drawn once by the release that records it
+    released = record_release(ledger, _relevance_release(epsilon, sensitivity, scale, model_trained_on_private_data,
+                                                         n, d, mu, start),
+                              value=total / n, rng=rng,
+                              details_of=lambda noisy, noise: {"noise_fingerprint": array_fingerprint(noise)})
+    return released.value.reshape(input_shape), released.record
 
 
-def _relevance_release(epsilon, sensitivity, scale, trained_on_private, noise, n, d, mu, start) -> Release:
+def _relevance_release(epsilon, sensitivity, scale, trained_on_private, n, d, mu, start) -> Release:
     return Release(
         component="relevance",
         neighbours="replace_one",
@@ -153,6 +154,6 @@ def _relevance_release(epsilon, sensitivity, scale, trained_on_private, noise, n
             "mu": mu,
             "start": start,
             "relevance_model_public": not trained_on_private,
-            "noise_fingerprint": array_fingerprint(noise),
+            "noise_fingerprint": None,  # set by the release that draws it
         },
     )

@@ -251,7 +251,7 @@ class DPSGDRun(RunEngines, Mechanism):
 
     def _record_release(self) -> None:
         """Record the release (before the first noisy step) and let the ledger follow the steps taken."""
-        self.release = release(self.ledger, self._make_release())[1]
+        self.release = release(self.ledger, self._make_release()).record
         self.ledger.record_progress(self.release, 0, reader=self.steps_taken)
 
     def global_step(self) -> int:

@@ -44,10 +44,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...accounting.ledger import PrivacyLedger, Release
+from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import ClosedFormMechanism, release
 from ..adlm.taylor_cross_entropy import PHI2
-from ...noise import gaussian, laplace, make_rng
+from ...noise import make_rng
 from ...released_data import array_fingerprint
 from ...validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
@@ -106,6 +106,7 @@ class FunctionalHead(ClosedFormMechanism):
         batch_size: records per forward pass of the extractor (no effect on privacy); None: the
             extractor's memory-bounded :attr:`~tfdpmech.features.FeatureExtractor.auto_batch_size`.
         component: name of the release in the ledger.
+        ledger: a :class:`~tfdpmech.accounting.ledger.PrivacyLedger` to record into (new if None).
 
     Raises:
         TypeError / ValueError: bad arguments, with the fix; raised before any release.
@@ -120,7 +121,8 @@ class FunctionalHead(ClosedFormMechanism):
 
     def __init__(self, features, num_classes: int, *, mechanism: str = "gaussian", epsilon, delta=None,
                  ridge=None, ridge_factor: float = 1.0, quadratic_weight=None, nonnegative=None,
-                 seed=None, batch_size: int | None = None, component: str = "functional_head"):
+                 seed=None, batch_size: int | None = None, component: str = "functional_head",
+                 ledger: PrivacyLedger | None = None):
         self.features = check_extractor_or_none(features)
         self.num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
         self.mechanism = check_choice(mechanism, "mechanism", MECHANISMS)
@@ -161,7 +163,7 @@ class FunctionalHead(ClosedFormMechanism):
         self._rng = make_rng(seed)
         self.batch_size = None if batch_size is None else check_positive_int(batch_size, "batch_size")
         self.component = str(component)
-        self.ledger = PrivacyLedger()
+        self.ledger = ledger_or_new(ledger)
         if features is not None:
             release(self.ledger, features.release)
         self.release: Release | None = None
@@ -270,28 +272,34 @@ class FunctionalHead(ClosedFormMechanism):
         d = d_real + 1
         tri = np.triu_indices(d)
         sens, scale, noise_std, basis = self._calibration(d_real)
-        draw = laplace if self.mechanism == "laplace" else gaussian
-        noise1 = draw(scale, s1.shape, self._rng)  # drawn once, here only
-        noise2 = draw(scale, (len(tri[0]),), self._rng)
         lam = self.quadratic_weight
-        s1_bar = s1 + noise1
-        s2_bar = (lam * s2 + symmetric_from_triangle(noise2, d)) / lam  # released λ·S2, rescaled (post-processing)
-        del s1, s2, noise1, noise2
         ridge = self._ridge_for(noise_std, d, n)
-        self._s1_bar, self._s2_bar, self.n, self.num_features, self.ridge = s1_bar, s2_bar, n, d, ridge
-        self.release = Release(
+        record = Release(
             component=self.component, mechanism=self.mechanism, epsilon_claimed=self.epsilon,
             epsilon_provable=self.epsilon, delta=self.delta, sensitivity=sens, noise_scale=scale, basis=basis,
             neighbours="replace_one", protects="record",  # (S1, S2) sensitivities are for replacing one record
             details={
-                "n": n, "features": d_real, "classes": self.num_classes, "released_numbers": int(s1_bar.size + len(tri[0])),
+                "n": n, "features": d_real, "classes": self.num_classes, "released_numbers": int(s1.size + len(tri[0])),
                 "ridge": ridge, "quadratic_weight": lam,
                 "ridge_rule": (f"{self.ridge_factor:g}·max(½·√d·(S2 noise std), 1e-3·n)" if self._ridge_arg is None else "given"),
-                "statistics_fingerprint": array_fingerprint(np.concatenate([s1_bar.ravel(), s2_bar[tri]])),
+                "statistics_fingerprint": None,  # of the released statistics, set by the release
                 "features_fingerprint": None if self.features is None else self.features.fingerprint,
             },
         )
-        release(self.ledger, self.release)
+
+        def s2_bar_of(noise):  # the released λ·S2 (its upper triangle noised, mirrored), rescaled: post-processing
+            return (lam * s2 + symmetric_from_triangle(noise["s2"], d)) / lam
+
+        def fingerprint(noisy, noise):
+            return {"statistics_fingerprint": array_fingerprint(np.concatenate([noisy["s1"].ravel(),
+                                                                                s2_bar_of(noise)[tri]]))}
+
+        # the one release: S1 and the upper triangle of λ·S2, noise drawn once, here only
+        released = release(self.ledger, record, value={"s1": s1, "s2": (lam * s2)[tri]}, rng=self._rng,
+                           details_of=fingerprint)
+        s1_bar, s2_bar, self.release = released.value["s1"], s2_bar_of(released.noise), released.record
+        del s1, s2, released
+        self._s1_bar, self._s2_bar, self.n, self.num_features, self.ridge = s1_bar, s2_bar, n, d, ridge
         return self._solve_and_build(started, features_done) if finish else self
 
     def _solve_and_build(self, started: float, features_done: float):

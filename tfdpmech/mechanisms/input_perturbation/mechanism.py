@@ -300,7 +300,7 @@ class InputPerturbation(Mechanism):
         # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy
         top = float(np.linalg.eigvalsh(x_noisy.T.astype(np.float64) @ x_noisy / n)[-1])
         self.learning_rate_hint = 1.0 / (self.constants.phi2 * top + self.constants.l2)
-        self.release = release(self.ledger, feature_release(self, n, d, clipped, charge_new_budget))[1]
+        self.release = release(self.ledger, feature_release(self, n, d, clipped, charge_new_budget)).record
         return x_noisy, y_out
 
     # -- the recipe (Algorithm 1, lines 6-10) ---------------------------------------------------------

@@ -49,7 +49,7 @@ import numpy as np
 from ...accounting.ledger import PrivacyLedger, Release
 from ...contract import ClosedFormMechanism, release
 from ...features.extractor import check_extractor_or_none
-from ...noise import gaussian, make_rng
+from ...noise import make_rng
 from ...released_data import array_fingerprint
 from ...validation import (
     check_array, check_choice, check_delta, check_epsilon, check_labels, check_positive_int, check_positive_real,
@@ -295,10 +295,14 @@ class OutputPerturbationHead(ClosedFormMechanism):
                        f"inputs; {solve}; noise density ∝ exp(−ε_k‖b‖/Δ), ε_k = ε/K = {eps_k:.6g}; the K releases "
                        "add up to ε (basic composition)"),
                 details={**base, "class": c}, neighbours="replace_one", protects="record") for c in range(k)]
+            w_bar = w + noise  # a sphere-direction draw per class, not elementwise: recorded below as it is
+            fingerprint = array_fingerprint(w_bar)
+            for one in releases:
+                one.details["weights_fingerprint"] = fingerprint
+                release(self.ledger, one)
         else:
             joint = math.sqrt(k) * sens
             scale = gaussian_sigma(joint, self.epsilon, self.delta)  # dp_accounting, for the K classes together
-            noise = gaussian(scale, (d, k), self._rng)  # drawn once, here only
             # the K classes are K Gaussian mechanisms of sensitivity Δ and noise σ: dp_accounting composes them
             event = _gaussian_events(scale / sens, k)
             releases = [Release(
@@ -310,15 +314,14 @@ class OutputPerturbationHead(ClosedFormMechanism):
                        f"{solve}; σ = {scale:.6g} from dp_accounting's Gaussian privacy curve for the joint L2 "
                        f"sensitivity √K·Δ at (ε={self.epsilon:g}, δ={self.delta:g}); the event is the K-fold "
                        "composition, which the ledger re-checks with dp_accounting"),
-                details={**base, "classes_composed": k}, neighbours="replace_one", protects="record")]
-        w_bar = w + noise
-        fingerprint = array_fingerprint(w_bar)
-        for one in releases:
-            one.details["weights_fingerprint"] = fingerprint
-            release(self.ledger, one)
+                details={**base, "classes_composed": k, "weights_fingerprint": None}, neighbours="replace_one",
+                protects="record")]
+            released = release(self.ledger, releases[0], value=w, rng=self._rng,  # drawn once, here only
+                               details_of=lambda noisy, noise: {"weights_fingerprint": array_fingerprint(noisy)})
+            w_bar, releases = released.value, [released.record]
         self.releases = releases
         self.kernel, self.noise_scale, self.sensitivity, self.n = w_bar, scale, sens, n
-        del w, noise
+        del w
         self.seconds = {"features": features_done - started, "solve_release": time.perf_counter() - features_done}
         self.model = self.to_keras()
         return self._trained_model()

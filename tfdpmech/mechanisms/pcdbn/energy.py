@@ -27,9 +27,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...accounting.ledger import Release
+from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ...contract import release
 from .conv_rbm import ConvRBM
-from ...noise import laplace, make_rng
+from ...noise import make_rng
 from ...released_data import array_fingerprint
 from ...validation import check_array, check_batch_size, check_choice, check_epsilon, check_positive_int, check_real
 from .monomials import (
@@ -101,6 +102,8 @@ class ChebyshevEnergy:
         l1: L1 weight penalty (paper: unspecified).
         max_monomials: refuse monomial expansions (private mode) larger than this.
         component: name of the release in the ledger.
+        ledger: the :class:`~tfdpmech.accounting.ledger.PrivacyLedger` the release is recorded in
+            (pCDBN's; a new one if None).
 
     Raises:
         ValueError / TypeError: unknown mode, ε <= 0 or missing for a private mode, ε given for a
@@ -111,7 +114,7 @@ class ChebyshevEnergy:
 
     def __init__(self, layer: ConvRBM, mode: str = "private", *, epsilon: float | None = None, seed=None,
                  neg_chains: int = 32, gibbs_steps: int = 1, l1: float = 0.0, max_monomials: int = MAX_MONOMIALS,
-                 component: str = "crbm_energy"):
+                 component: str = "crbm_energy", ledger: PrivacyLedger | None = None):
         if not isinstance(layer, ConvRBM):
             raise TypeError(f"layer must be a tfdpmech ConvRBM, got {type(layer).__name__}")
         self.layer = layer
@@ -140,6 +143,7 @@ class ChebyshevEnergy:
         self.l1 = check_real(l1, "l1", minimum=0.0)
         self.max_monomials = check_positive_int(max_monomials, "max_monomials")
         self.component = component
+        self.ledger = ledger_or_new(ledger)
         self.release: Release | None = None
         self.n: int | None = None
         self.sensitivity: float | None = None
@@ -183,16 +187,7 @@ class ChebyshevEnergy:
         d = layer.patch_dim
         self.orders = energy_orders(layer.alpha)
         self._tables = {m: tf.constant(monomial_table(d, m)) for m in self.orders}
-        noisy = {}
-        for key, lam in coeffs.items():  # Lap(Δ/ε) once per coefficient (Lemma 1)
-            lam = np.asarray(lam, dtype=np.float64)
-            noisy[key] = lam + laplace(scale, lam.shape, self._rng)
-        del coeffs  # raw λ and S are not kept
-        self._lambda_bar = {m: tf.Variable(noisy[m].astype(np.float32), trainable=False, name=f"lambda_bar_{m}")
-                            for m in self.orders}
-        self._lambda_c = tf.Variable(np.float32(noisy["c"]), trainable=False, name="lambda_bar_c")
-        fingerprint = array_fingerprint(np.concatenate([np.ravel(noisy[k]) for k in noisy]))
-        self.release = Release(
+        record = Release(
             component=self.component, mechanism="laplace", epsilon_claimed=self.epsilon,
             neighbours="replace_one", protects="record",
             epsilon_provable=self.epsilon,
@@ -203,8 +198,18 @@ class ChebyshevEnergy:
                    "training with data-free negative chains is post-processing"),
             sensitivity=self.sensitivity, noise_scale=scale,
             details={"n": self.n, "monomials": count + int(layer.visible_bias_enabled), "orders": self.orders,
-                     "z": layer.z, "approx": layer.approx, "degree": layer.degree, "fingerprint": fingerprint},
+                     "z": layer.z, "approx": layer.approx, "degree": layer.degree, "fingerprint": None},
         )
+        # Lap(Δ/ε) once per coefficient (Lemma 1), recorded in the release that draws it
+        released = release(self.ledger, record, value={key: np.asarray(lam, dtype=np.float64)
+                                                           for key, lam in coeffs.items()}, rng=self._rng,
+                           details_of=lambda noisy, noise: {
+                               "fingerprint": array_fingerprint(np.concatenate([np.ravel(noisy[k]) for k in noisy]))})
+        del coeffs  # raw λ and S are not kept
+        noisy, self.release = released.value, released.record
+        self._lambda_bar = {m: tf.Variable(noisy[m].astype(np.float32), trainable=False, name=f"lambda_bar_{m}")
+                            for m in self.orders}
+        self._lambda_c = tf.Variable(np.float32(noisy["c"]), trainable=False, name="lambda_bar_c")
 
     # -- the objective ------------------------------------------------------------------------
     def polynomial_energy(self):

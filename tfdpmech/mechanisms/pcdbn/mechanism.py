@@ -243,11 +243,9 @@ class PrivateCDBN(Mechanism):
             layer.kernel.assign(np.clip(init, -layer.weight_bound, layer.weight_bound).astype(np.float32))
             obj = ChebyshevEnergy(layer, self.mode, epsilon=self.budget[name], seed=int(self._rng.integers(2**31)),
                                   neg_chains=self.neg_chains, gibbs_steps=self.gibbs_steps, l1=self.l1,
-                                  max_monomials=self.max_monomials, component=name)
+                                  max_monomials=self.max_monomials, component=name, ledger=self.ledger)
             self.history[name] = obj.fit(feats, epochs=self.pretrain_epochs, batch_size=self.batch_size,
                                          learning_rate=self.learning_rate, verbose=verbose)
-            if obj.release is not None:
-                release(self.ledger, obj.release)
             self.objectives.append(obj)
             feats = _predict(layer, feats)  # step 2: frozen layer + pooling (post-processing)
         del x
@@ -276,9 +274,8 @@ class PrivateCDBN(Mechanism):
             head_mode = "functional" if self.mode == "private" else "noiseless"  # the head's own words
             extra = dict(mechanism=self.head_mechanism, delta=self.head_delta) if self.mode == "private" else {}
             head = FunctionalSoftmaxHead(self.num_classes, head_mode, epsilon=eps, ridge=self.head_ridge, **extra,
-                                         seed=int(self._rng.integers(2**31)), component=name).fit(flat, y)
-            if head.release is not None:
-                release(self.ledger, head.release)
+                                         seed=int(self._rng.integers(2**31)), component=name,
+                                         ledger=self.ledger).fit(flat, y)  # recorded in this ledger by the release
             self.head = head
             layer = head.dense_layer()
             return layer.layers[-1] if isinstance(layer, keras.Sequential) else layer  # the Gaussian head's Dense

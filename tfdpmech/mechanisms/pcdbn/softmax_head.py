@@ -61,6 +61,8 @@ class FunctionalSoftmaxHead:
             (noiseless mode: 10⁻³).
         seed: seed of the once-only noise draw (None: OS entropy).
         component: name of the release in the ledger.
+        ledger: the :class:`~tfdpmech.accounting.ledger.PrivacyLedger` the release is recorded in
+            (pCDBN's; the functional head's own new one if None).
 
     Raises:
         ValueError / TypeError: unknown mode, ε missing/<= 0 in functional mode or given in noiseless
@@ -71,7 +73,7 @@ class FunctionalSoftmaxHead:
 
     def __init__(self, num_classes: int, mode: str = "functional", *, epsilon: float | None = None,
                  mechanism: str = "laplace", delta: float | None = None, ridge: float | None = 1e-3, seed=None,
-                 component: str = "output_layer"):
+                 component: str = "output_layer", ledger=None):
         self.num_classes = check_positive_int(num_classes, "num_classes")
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
@@ -88,7 +90,7 @@ class FunctionalSoftmaxHead:
                 raise ValueError("mode='functional' needs epsilon > 0 for the output layer")
             self.epsilon = check_epsilon(epsilon)
             self._head_args = dict(mechanism=mechanism, epsilon=self.epsilon, delta=delta, seed=seed,
-                                   component=component)
+                                   component=component, ledger=ledger)
             FunctionalHead(None, self.num_classes, **self._head_args)  # argument checks, before any release
         else:
             if epsilon is not None:
