@@ -121,7 +121,7 @@ def test_split_length_and_a_second_model_are_checked_before_any_release():
     rng = np.random.default_rng(0)
     x, y = rng.uniform(0, 1, (40, 8, 8, 1)).astype(np.float32), rng.integers(3, size=40)
     with pytest.raises(ValueError, match=r"2 fractions for the model's 3 components"):
-        make_private(cdbn_network([ConvRBM(2, 3), ConvRBM(2, 3)], (8, 8, 1), 3),
+        make_private(cdbn_network([ConvRBM(2, 3), ConvRBM(2, 3)], (16, 16, 1), 3),
                      PrivateCDBN(num_classes=3, epsilon=1.0, split=(0.5, 0.5)))
     with pytest.raises(ValueError, match=r"exactly the model's components"):
         make_private(cdbn_network([ConvRBM(2, 3)], (8, 8, 1), 3),
