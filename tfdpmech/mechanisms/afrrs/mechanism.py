@@ -48,8 +48,11 @@ class AFRRS(AdLM):
 
     Example:
         >>> afrrs = AFRRS.from_total(0.6, batch_size=50, gamma=0.1, seed=0)        # doctest: +SKIP
-        >>> afrrs.fit_relevance(public_model, x_train, y_train)                  # doctest: +SKIP
-        >>> data = afrrs.perturb(x_train, y_train, model)                        # doctest: +SKIP
+        >>> model = tfdpmech.make_private(afrrs_mnist_model(private=True), afrrs,  # doctest: +SKIP
+        ...                               relevance_model=public_model)          # trained on public data only
+        >>> model.compile(optimizer="adam")                                       # doctest: +SKIP
+        >>> model.fit(x_train, y_train, epochs=10)  # relevance, regions, perturbation, then training  # doctest: +SKIP
+        >>> print(afrrs.ledger.summary())                                         # doctest: +SKIP
     """
 
     name = "afrrs"

@@ -287,16 +287,12 @@ class FunctionalHead(ClosedFormMechanism):
             },
         )
 
-        def s2_bar_of(noise):  # the released λ·S2 (its upper triangle noised, mirrored), rescaled: post-processing
-            return (lam * s2 + symmetric_from_triangle(noise["s2"], d)) / lam
-
-        def fingerprint(noisy, noise):
-            return {"statistics_fingerprint": array_fingerprint(np.concatenate([noisy["s1"].ravel(),
-                                                                                s2_bar_of(noise)[tri]]))}
-
+        # the released λ·S2 (its upper triangle noised, mirrored), rescaled: post-processing
+        s2_bar_of = lambda noise: (lam * s2 + symmetric_from_triangle(noise["s2"], d)) / lam  # noqa: E731
         # the one release: S1 and the upper triangle of λ·S2, noise drawn once, here only
         released = release(self.ledger, record, value={"s1": s1, "s2": (lam * s2)[tri]}, rng=self._rng,
-                           details_of=fingerprint)
+                           details_of=lambda noisy, noise: {"statistics_fingerprint": array_fingerprint(
+                               np.concatenate([noisy["s1"].ravel(), s2_bar_of(noise)[tri]]))})
         s1_bar, s2_bar, self.release = released.value["s1"], s2_bar_of(released.noise), released.record
         del s1, s2, released
         self._s1_bar, self._s2_bar, self.n, self.num_features, self.ridge = s1_bar, s2_bar, n, d, ridge
