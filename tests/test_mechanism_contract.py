@@ -71,8 +71,12 @@ def test_release_draws_the_noise_its_record_states_and_records_it_in_one_call():
     drawn = np.random.default_rng(5).normal(0.0, 1.0, 5) * 4.0  # one draw per number, in the dict's order
     np.testing.assert_array_equal(np.concatenate([noise["a"], noise["b"]]), drawn)
     np.testing.assert_array_equal(noisy["b"], 1.0 + drawn[2:])
+    noisy, noise, _ = release(ledger, _laplace_release(1.0), value=np.ones((4, 3)), rng=np.random.default_rng(7),
+                              shape=(3,))  # one draw shared by the rows
+    np.testing.assert_array_equal(noise, np.random.default_rng(7).laplace(0.0, 1.0, 3))
+    np.testing.assert_array_equal(noisy, np.ones((4, 3)) + noise)
     noisy, noise, _ = release(ledger, _laplace_release(0.25))  # noise drawn elsewhere (a layer, a train step)
-    assert noisy is None and noise is None and len(ledger) == 3 and ledger.epsilon_claimed() == pytest.approx(1.75)
+    assert noisy is None and noise is None and len(ledger) == 4 and ledger.epsilon_claimed() == pytest.approx(2.75)
 
 
 def test_release_refuses_a_draw_it_cannot_make_before_recording():
@@ -83,6 +87,8 @@ def test_release_refuses_a_draw_it_cannot_make_before_recording():
                 rng=rng)
     with pytest.raises(ValueError, match="rng=None"):
         release(ledger, _laplace_release(), value=np.zeros(3))
+    with pytest.raises(ValueError, match=r"shape=\(4,\): the noise must broadcast"):
+        release(ledger, _laplace_release(), value=np.zeros((2, 3)), rng=rng, shape=(4,))
     with pytest.raises(ValueError, match="pass the exact statistic as value="):
         release(ledger, _laplace_release(), rng=rng)
     assert len(ledger) == 0

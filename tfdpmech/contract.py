@@ -124,7 +124,8 @@ class Released(NamedTuple):
 _DRAWS = {"laplace": laplace, "gaussian": gaussian}  # the record's mechanism -> numpy draw of its noise_scale
 
 
-def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, details_of=None) -> Released:
+def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, shape=None,
+            details_of=None) -> Released:
     """Calibrate, draw, record: the one call every release goes through, as a tensorflow-privacy
     ``DPQuery`` returns the noised result and its ``DpEvent`` together.
 
@@ -141,6 +142,8 @@ def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, det
             validated by its constructor before anything is drawn.
         value: an array, a dict of arrays, or None.
         rng: the numpy ``Generator`` the noise is drawn from (required with ``value``).
+        shape: the noise's shape where one draw is shared by the rows of an array ``value`` (broadcast
+            over them, e.g. input perturbation's ``"shared"`` noise); None: ``value``'s shape.
         details_of: ``(noisy, noise) -> dict`` of facts about what was released (its fingerprint),
             added to the record's details before it is recorded.
 
@@ -154,7 +157,7 @@ def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, det
     """
     noisy = noise = None
     if value is None:
-        if rng is not None or details_of is not None:
+        if rng is not None or shape is not None or details_of is not None:
             raise ValueError("value: rng and details_of describe a draw; pass the exact statistic as value=")
     else:
         draw = _DRAWS.get(record.mechanism)
@@ -165,7 +168,11 @@ def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, det
                 "noise where the statistic lives and record it without value")
         exact = value if isinstance(value, dict) else {None: value}
         exact = {key: np.asarray(v, dtype=np.float64) for key, v in exact.items()}
-        noise = {key: draw(record.noise_scale, v.shape, rng) for key, v in exact.items()}  # in the value's order
+        if shape is not None and (isinstance(value, dict) or not _broadcasts(shape, exact[None].shape)):
+            raise ValueError(f"shape={shape!r}: the noise must broadcast over an array value's shape "
+                             f"{getattr(exact.get(None), 'shape', None)}")
+        noise = {key: draw(record.noise_scale, v.shape if shape is None else shape, rng)  # in the value's order
+                 for key, v in exact.items()}
         noisy = {key: v + noise[key] for key, v in exact.items()}
         if details_of is not None:
             record = dataclasses.replace(record, details={**record.details, **details_of(
@@ -173,6 +180,13 @@ def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, det
         if not isinstance(value, dict):
             noisy, noise = noisy[None], noise[None]
     return Released(noisy, noise, ledger.record(record))
+
+
+def _broadcasts(shape, onto) -> bool:
+    try:
+        return np.broadcast_shapes(tuple(shape), onto) == onto
+    except (TypeError, ValueError):
+        return False
 
 
 class Mechanism(abc.ABC):

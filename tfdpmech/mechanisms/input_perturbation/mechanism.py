@@ -46,7 +46,7 @@ from ...accounting.ledger import PrivacyLedger, ledger_or_new
 from ...contract import Mechanism, PreparedFit, release
 from ...release_on_fit import release_on_fit
 from .models import linear_model, paper_mlp
-from ...noise import gaussian, make_rng
+from ...noise import make_rng
 from ...released_data import array_fingerprint
 from ...validation import (
     ReleasedData,
@@ -281,18 +281,18 @@ class InputPerturbation(Mechanism):
                 "per-record protection (one known record reveals it, and x̃_i − x̃_j = x_i − x_j exactly); use "
                 "'per_record' outside reproduction runs", UserWarning, stacklevel=2,
             )
-        shape = (n, d) if self.noise_structure == "per_record" else (d,)
-        x += gaussian(self.sigma, shape, self._rng)  # float64 noise, then cast
-        x_noisy = x.astype(np.float32)
-        del x
+        self.d, self.rows_clipped, self.steps_taken = d, over if clipped else 0, 0
+        self.perturbations += 1
+        released = release(  # N(0, σ²) float64 noise (one row shared by all records in "shared"), then cast
+            self.ledger, feature_release(self, n, d, clipped, charge_new_budget), value=x, rng=self._rng,
+            shape=None if self.noise_structure == "per_record" else (d,),
+            details_of=lambda noisy, noise: {"fingerprint": array_fingerprint(noisy.astype(np.float32))})
+        x_noisy, self.release = released.value.astype(np.float32), released.record
+        self.fingerprint = self.release.details["fingerprint"]
+        del x, released
         if self.label_epsilon is not None:
             labels = randomized_response(labels, self.label_epsilon, self.num_classes, self._rng)
         y_out = labels.astype(np.float32) if self.num_classes == 2 else labels.astype(np.int32)
-        self.d = d
-        self.rows_clipped = over if clipped else 0
-        self.perturbations += 1
-        self.steps_taken = 0
-        self.fingerprint = array_fingerprint(x_noisy)
         self.released = ReleasedData(
             (x_noisy, y_out), source="InputPerturbation.perturb",
             fix="train on the (x_noisy, y) arrays perturb returned, unmodified (InputPerturbation.fit does)",
@@ -300,7 +300,6 @@ class InputPerturbation(Mechanism):
         # smoothness of the noisy full-batch objective: post-processing of x̃, costs no privacy
         top = float(np.linalg.eigvalsh(x_noisy.T.astype(np.float64) @ x_noisy / n)[-1])
         self.learning_rate_hint = 1.0 / (self.constants.phi2 * top + self.constants.l2)
-        self.release = release(self.ledger, feature_release(self, n, d, clipped, charge_new_budget)).record
         return x_noisy, y_out
 
     # -- the recipe (Algorithm 1, lines 6-10) ---------------------------------------------------------
