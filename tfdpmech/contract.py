@@ -155,30 +155,28 @@ def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, sha
         ValueError: ``value`` for a record whose mechanism is not drawn here, or without its noise
             scale or ``rng``; ``rng`` or ``details_of`` without ``value`` (nothing is drawn or recorded).
     """
-    noisy = noise = None
     if value is None:
         if rng is not None or shape is not None or details_of is not None:
-            raise ValueError("value: rng and details_of describe a draw; pass the exact statistic as value=")
-    else:
-        draw = _DRAWS.get(record.mechanism)
-        if draw is None or record.noise_scale is None or rng is None:
-            raise ValueError(
-                f"value: release draws {sorted(_DRAWS)} noise of the record's noise_scale from rng; got "
-                f"mechanism={record.mechanism!r}, noise_scale={record.noise_scale!r}, rng={rng!r:.40}; draw other "
-                "noise where the statistic lives and record it without value")
-        exact = value if isinstance(value, dict) else {None: value}
-        exact = {key: np.asarray(v, dtype=np.float64) for key, v in exact.items()}
-        if shape is not None and (isinstance(value, dict) or not _broadcasts(shape, exact[None].shape)):
-            raise ValueError(f"shape={shape!r}: the noise must broadcast over an array value's shape "
-                             f"{getattr(exact.get(None), 'shape', None)}")
-        noise = {key: draw(record.noise_scale, v.shape if shape is None else shape, rng)  # in the value's order
-                 for key, v in exact.items()}
-        noisy = {key: v + noise[key] for key, v in exact.items()}
-        if details_of is not None:
-            record = dataclasses.replace(record, details={**record.details, **details_of(
-                *((noisy, noise) if isinstance(value, dict) else (noisy[None], noise[None])))})
-        if not isinstance(value, dict):
-            noisy, noise = noisy[None], noise[None]
+            raise ValueError("value: rng, shape and details_of describe a draw; pass the exact statistic as value=")
+        return Released(None, None, ledger.record(record))
+    draw = _DRAWS.get(record.mechanism)
+    if draw is None or record.noise_scale is None or rng is None:
+        raise ValueError(
+            f"value: release draws {sorted(_DRAWS)} noise of the record's noise_scale from rng; got "
+            f"mechanism={record.mechanism!r}, noise_scale={record.noise_scale!r}, rng={rng!r:.40}; draw other "
+            "noise where the statistic lives and record it without value")
+    single = not isinstance(value, dict)
+    exact = {key: np.asarray(v, dtype=np.float64) for key, v in ({None: value} if single else value).items()}
+    if shape is not None and not (single and _broadcasts(shape, exact[None].shape)):
+        raise ValueError(f"shape={shape!r}: the noise must broadcast over an array value's shape "
+                         f"{exact[None].shape if single else '(a dict value is drawn entry by entry)'}")
+    noise = {key: draw(record.noise_scale, v.shape if shape is None else shape, rng)  # in the value's order
+             for key, v in exact.items()}
+    noisy = {key: v + noise[key] for key, v in exact.items()}
+    if single:
+        noisy, noise = noisy[None], noise[None]
+    if details_of is not None:
+        record = dataclasses.replace(record, details={**record.details, **details_of(noisy, noise)})
     return Released(noisy, noise, ledger.record(record))
 
 

@@ -213,14 +213,14 @@ class PrivateCDBN(Mechanism):
         prepared = PreparedFit(model, x, y=y, epochs=1)
 
         def layerwise(epochs, callbacks, **kwargs):
-            quiet = kwargs.pop("verbose", verbose)
+            verbosity = kwargs.pop("verbose", verbose)
             if kwargs:
                 raise ValueError(f"PrivateCDBN's layer-wise training takes no {sorted(kwargs)}")
             history = keras.callbacks.History()
             every = keras.callbacks.CallbackList([*callbacks, history], model=model)
             every.on_train_begin()
             every.on_epoch_begin(0)
-            logs = self._train(x, y, quiet)
+            logs = self._train(x, y, verbosity)
             model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True), metrics=metrics)
             every.on_epoch_end(0, logs)
             every.on_train_end(logs)
