@@ -153,7 +153,8 @@ def release(ledger: PrivacyLedger, record: Release, *, value=None, rng=None, sha
 
     Raises:
         ValueError: ``value`` for a record whose mechanism is not drawn here, or without its noise
-            scale or ``rng``; ``rng`` or ``details_of`` without ``value`` (nothing is drawn or recorded).
+            scale or ``rng``; a ``shape`` that does not broadcast over ``value``; ``rng``, ``shape`` or
+            ``details_of`` without ``value`` (nothing is drawn or recorded).
     """
     if value is None:
         if rng is not None or shape is not None or details_of is not None:
