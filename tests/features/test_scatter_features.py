@@ -47,8 +47,11 @@ def test_bad_arguments():
         ScatteringProjection(2, 8, None)
     with pytest.raises(TypeError, match="input_shape"):
         scatter_features((16, 16))
-    with pytest.raises(ValueError, match=r"\(batch, H, W, 1\)"):
+    with pytest.raises(ValueError, match=r"input_shape must be \(H, W, 1\): the scattering transform takes one"):
         scatter_features((16, 16, 3))
+    layer = ScatteringProjection(2, 8, 0)
+    with pytest.raises(ValueError, match=r"ScatteringProjection's input shape must be \(H, W, 1\).*2\*\*J = 4"):
+        layer.build((None, 4, 4, 1))
 
 
 def test_coefficients_are_per_record_and_kept_for_the_same_images(monkeypatch):

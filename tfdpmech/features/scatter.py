@@ -24,7 +24,7 @@ from ..validation import check_positive_int
 from .extractor import FeatureExtractor
 from .seeded_layer import SeededFeatureLayer
 
-__all__ = ["ScatteringProjection", "scatter_features", "scattering_coefficients"]
+__all__ = ["ScatteringProjection", "check_scattering_shape", "scatter_features", "scattering_coefficients"]
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
@@ -46,8 +46,9 @@ class ScatteringProjection(SeededFeatureLayer):
         self.J = check_positive_int(J, "J")
 
     def build(self, input_shape):
-        if len(input_shape) != 4 or input_shape[-1] != 1:
+        if len(input_shape) != 4:
             raise ValueError(f"ScatteringProjection needs (batch, H, W, 1) images, got {tuple(input_shape)}")
+        check_scattering_shape(tuple(input_shape[1:]), self.J, "ScatteringProjection's input shape")
         height, width = int(input_shape[1]), int(input_shape[2])
         from .kymatio_compat import kymatio_tensorflow  # ImportError naming the extra when kymatio is missing
 
@@ -69,14 +70,21 @@ def scatter_features(input_shape=(28, 28, 1), *, J: int = 2, units: int = 512, s
     them with the Gaussian calibration of :class:`~tfdpmech.mechanisms.functional_head.FunctionalHead`.
 
     Args:
-        input_shape: shape of one image, ``(H, W, 1)``.
+        input_shape: shape of one image, ``(H, W, 1)`` with ``H`` and ``W`` greater than ``2**J``.
         J: scattering scale.
         units: projection dimension.
         seed: projection seed (recorded in the ledger).
+
+    Raises:
+        TypeError: ``input_shape`` is not three integers.
+        ValueError: ``input_shape`` has more than one channel, or a side of at most ``2**J`` pixels
+            (:func:`check_scattering_shape`); ``J`` or ``units`` below 1.
     """
     if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__") or len(input_shape) != 3:
         raise TypeError(f"input_shape must be the shape of one image, e.g. (28, 28, 1), got {input_shape!r}")
-    inp = keras.Input(tuple(check_positive_int(s, f"input_shape[{i}]") for i, s in enumerate(input_shape)))
+    shape = tuple(check_positive_int(s, f"input_shape[{i}]") for i, s in enumerate(input_shape))
+    check_scattering_shape(shape, check_positive_int(J, "J"), "input_shape")
+    inp = keras.Input(shape)
     layer = ScatteringProjection(J, units, seed, name="scattering_projection")
     model = keras.Model(inp, layer(inp), name=f"scatter_J{J}_{units}")
     provenance = (f"2-D scattering transform (kymatio, J={J}, Morlet filters fixed by the image shape) and a "
@@ -99,8 +107,9 @@ def scattering_coefficients(x, *, J: int = 2, groups: int = 27, batch_size: int 
     each call returns its own copy.
     """
     x = np.asarray(x, dtype=np.float32)
-    if x.ndim != 4 or x.shape[-1] != 1:
+    if x.ndim != 4:
         raise ValueError(f"x must be (n, H, W, 1) images, got shape {x.shape}")
+    check_scattering_shape(x.shape[1:], check_positive_int(J, "J"), "x's image shape")
     key = (hashlib.sha1(np.ascontiguousarray(x).data).hexdigest(), x.shape, J, groups)
     if key not in _COEFFICIENTS:
         _COEFFICIENTS[key] = _coefficients(x, J, groups, batch_size)
@@ -108,6 +117,32 @@ def scattering_coefficients(x, *, J: int = 2, groups: int = 27, batch_size: int 
             _COEFFICIENTS.popitem(last=False)
     _COEFFICIENTS.move_to_end(key)
     return _COEFFICIENTS[key].copy()
+
+
+def check_scattering_shape(shape, J: int, name: str) -> None:
+    """Check ``shape`` = ``(H, W, C)`` is an image the 2-D scattering transform at scale ``J`` takes.
+
+    kymatio's ``Scattering2D`` transforms one channel and pads each side of an image by up to
+    ``2**J`` pixels by reflection, which needs more than ``2**J`` pixels per side: ``H > 2**J`` and
+    ``W > 2**J`` (``(28, 28, 1)`` at the default ``J = 2``; ``(5, 5, 1)`` is the smallest there).
+
+    Raises:
+        ValueError: naming ``name``, the shape and what it must be.
+    """
+    height, width, channels = (int(s) for s in shape)
+    if channels != 1:
+        raise ValueError(
+            f"{name} must be (H, W, 1): the scattering transform takes one-channel images, got {tuple(shape)} "
+            f"with {channels} channels; convert colour images to grey first, e.g. x.mean(axis=-1, keepdims=True), "
+            f"and pass ({height}, {width}, 1)"
+        )
+    side = 2 ** J
+    if min(height, width) <= side:
+        raise ValueError(
+            f"{name} must be (H, W, 1) with H and W greater than 2**J = {side} (J={J}: the transform pads each "
+            f"side by up to {side} pixels by reflection), got {tuple(shape)}; use a smaller J (J=1 takes sides of "
+            f"3 pixels and more) or larger images, e.g. ({max(height, side + 1)}, {max(width, side + 1)}, 1)"
+        )
 
 
 _COEFFICIENTS: collections.OrderedDict = collections.OrderedDict()
