@@ -232,7 +232,7 @@ def test_mnist_from_data_dir(offline, tmp_path, gz):
     assert s.x_train.shape == (30, 28, 28, 1) and s.x_test.shape == (20, 28, 28, 1)
     np.testing.assert_allclose(s.x_test[..., 0] * 255, arrays["t10k-images-idx3-ubyte"], atol=1e-4)
     np.testing.assert_array_equal(s.y_train.argmax(1), arrays["train-labels-idx1-ubyte"])
-    assert str(tmp_path) in s.source
+    assert s.source.startswith("local files in <data_dir>; ") and str(tmp_path) not in s.source
 
 
 def test_data_dir_without_files_is_an_error(offline, tmp_path):
@@ -254,6 +254,21 @@ def test_env_var_uses_dataset_subfolder_only(offline, monkeypatch, tmp_path):
     write_idx_set(tmp_path / "fashion_mnist", n_train=10, n_test=10)
     s = data.load("fashion_mnist")
     assert len(s.x_train) == 10 and "TFDPMECH_DATA_DIR" in s.source
+
+
+@pytest.mark.parametrize("sub", ["fashion_mnist", "fashion-mnist"])
+def test_sources_name_folders_from_their_root_never_the_machine_s_directories(offline, monkeypatch, tmp_path, sub):
+    """A committed report states ``$TFDPMECH_DATA_DIR/<name>``, not where that variable pointed on the machine."""
+    root = tmp_path / "machine" / "datasets"
+    write_idx_set(root / sub, n_train=10, n_test=10)
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(root))
+    s = data.load("fashion_mnist")
+    assert s.source.startswith(f"local files in $TFDPMECH_DATA_DIR/{sub}; Fashion-MNIST by Han Xiao")
+    assert str(tmp_path) not in s.source
+    monkeypatch.delenv(data.DATA_DIR_ENV)
+    given = data.load("fashion_mnist", data_dir=root)  # data_dir= is stated as <data_dir>, its sub-folder kept
+    assert given.source.startswith(f"local files in <data_dir>/{sub}; ") and str(tmp_path) not in given.source
+    assert "(tfdpmech/datasets, 10000 images)" in data.load("mnist_sample").source  # the embedded set
 
 
 def test_cifar10_binary_from_data_dir(offline, tmp_path):

@@ -128,7 +128,9 @@ class DataSplits:
         y_test: one-hot float32 array (n_test, num_classes).
         num_classes: number of classes.
         name: dataset name, one of ``KNOWN_DATASETS``.
-        source: where the data came from, with the dataset's credit.
+        source: where the data came from, with the dataset's credit; a folder is named from its root
+            (``$TFDPMECH_DATA_DIR/mnist``, ``<data_dir>/mnist``, ``tfdpmech/datasets``), never by
+            the machine's own directories, so a committed report reads the same wherever it ran.
 
     Raises:
         ValueError: on construction, if the arrays do not match the description above.
@@ -234,6 +236,13 @@ def _load_mnist_sample(seed, test_size) -> DataSplits:
     )
 
 
+def _shown(folder: Path, root: Path, label: str) -> str:
+    """``folder`` as the source of a :class:`DataSplits` states it: ``label`` in place of ``root``
+    (``$TFDPMECH_DATA_DIR/mnist``), so that a report never carries the machine's own directories."""
+    relative = folder.relative_to(root).as_posix()
+    return label if relative == "." else f"{label}/{relative}"
+
+
 def _candidates(name: str, root: Path, *, flat: bool):
     dirs = [root / sub for sub in _SUBDIRS[name]]
     return dirs + [root] if flat else dirs
@@ -278,7 +287,8 @@ def _load_named(name: str, data_dir) -> DataSplits:
         for folder in _candidates(name, root, flat=True):
             arrays = read_dataset_folder(name, folder)
             if arrays is not None:
-                return _to_splits(*arrays, name=name, source=f"local files in {folder}; {credit}")
+                return _to_splits(*arrays, name=name, source=f"local files in {_shown(folder, root, '<data_dir>')}; "
+                                                             f"{credit}")
         raise ValueError(
             f"data_dir={str(root)!r} holds no complete {name} files (looked in {root} and its "
             f"{'/'.join(_SUBDIRS[name])} sub-folder); fix: {_FIXES[name]}"
@@ -291,7 +301,8 @@ def _load_named(name: str, data_dir) -> DataSplits:
         for folder in _candidates(name, Path(env), flat=False):
             arrays = read_dataset_folder(name, folder)
             if arrays is not None:
-                return _to_splits(*arrays, name=name, source=f"local files in {folder} (${DATA_DIR_ENV}); {credit}")
+                return _to_splits(*arrays, name=name,
+                                  source=f"local files in {_shown(folder, Path(env), '$' + DATA_DIR_ENV)}; {credit}")
         tried.append(f"no files in ${DATA_DIR_ENV}/{_SUBDIRS[name][0]}")
 
     try:  # data tfds already has on disk: no network
