@@ -14,6 +14,9 @@
 - :mod:`.recipe`: the stated recipe (:data:`RECIPE`, :func:`tanh_mlp`, :func:`make_dpsgd`).
 - :mod:`.paths`: the engines (``engine="auto"``: tensorflow-privacy where it imports, else
   tfdpmech's own), the training paths and the model checks.
+- :mod:`.run_state` and :mod:`.resume`: a compiled run travels with its model (``model.save``, checkpoints)
+  in its optimizer; :func:`resume` continues a loaded one, a new run composes with it.
+- :mod:`.chunked_clipping`: ``physical_batch_size``, a Poisson batch clipped in chunks.
 - :mod:`.private_model`: what :func:`tfdpmech.make_private` does with a :class:`DPSGD` run: an
   ordinary Keras model then trains with Poisson DP-SGD through its own ``compile`` / ``fit``, on every stack.
 - :mod:`.train_step` and :mod:`.clipping`: tfdpmech's own engine, the train step installed on the
@@ -34,10 +37,11 @@ from .shuffled import ShuffledDPSGD
 from .optimizer_settings import OptimizerSettings
 from .paths import ENGINES, PATHS, fast_clipping_layers, resolve_engine, supports_fast_clipping, tf_privacy_available
 from .poisson import DPSGD
+from .resume import resume
 from .poisson_sampling import PoissonSampler, padded_batch_size, poisson_dataset
 from .recipe import FINETUNE_RECIPE, HEAD_RECIPE, RECIPE, SAMPLINGS, Recipe, make_dpsgd, tanh_mlp
 
-__all__ = ["DPSGD", "ShuffledDPSGD", "DPSGDRun", "DPSGDBudget", "OPTIMIZERS", "OptimizerSettings", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
+__all__ = ["DPSGD", "resume", "ShuffledDPSGD", "DPSGDRun", "DPSGDBudget", "OPTIMIZERS", "OptimizerSettings", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
            "ghost_unsupported_layers", "resolve_engine", "tf_privacy_available", "fast_clipping_layers",
            "supports_fast_clipping",
            "PoissonSampler", "padded_batch_size", "poisson_dataset", "RECIPE", "HEAD_RECIPE",

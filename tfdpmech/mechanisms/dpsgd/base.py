@@ -22,9 +22,10 @@ from ...validation import check_array, check_choice, check_instance, check_label
 from .callback import DPSGDBudget
 from .model_probe import batch_dependence
 from .multiworker import install_multiworker_fit
-from .optimizer_settings import DEFAULT_LEARNING_RATES, OPTIMIZERS, OptimizerSettings
+from .optimizer_settings import DEFAULT_LEARNING_RATES, OPTIMIZERS, OptimizerSettings, check_keras_optimizer_options
 from .paths import PATHS, check_logits, check_model, require_tf_privacy
 from .run_engines import RunEngines
+from .run_state import adopt_carried_releases, bind_run, carried_run
 
 __all__ = ["DPSGDRun", "OPTIMIZERS", "MAX_STEPS", "DEFAULT_LEARNING_RATES"]
 
@@ -186,8 +187,16 @@ class DPSGDRun(RunEngines, Mechanism):
         self._refuse_second_compile()
         return self._compile_checked(self._checked_model(model, loss), loss, metrics, optimizer)
 
-    def _compile_checked(self, model, loss, metrics, optimizer) -> keras.Model:
-        """:meth:`compile` of a model :meth:`_checked_model` passed."""
+    carries_run = False  # the Poisson run's optimizer carries it through save and load (run_state.py)
+
+    def _compile_checked(self, model, loss, metrics, optimizer, *, resumed: bool = False) -> keras.Model:
+        """:meth:`compile` of a model :meth:`_checked_model` passed (``resumed``: the run's release is already in
+        its ledger and its first step set, :mod:`.resume`)."""
+        carried = None if resumed else carried_run(model)  # read before compile replaces the optimizer
+        check_keras_optimizer_options(optimizer)
+        if getattr(self, "physical_batch_size", None) is not None and self.engine != "tfdpmech":
+            raise ValueError(f"physical_batch_size={self.physical_batch_size} chunks batches in tfdpmech's train step; "
+                             f"engine={self.engine!r} has its own. Pass engine='tfdpmech' or drop physical_batch_size")
         if optimizer is not None:
             if not isinstance(optimizer, keras.optimizers.Optimizer) or self.requested_path == "microbatch":
                 raise TypeError(
@@ -209,14 +218,28 @@ class DPSGDRun(RunEngines, Mechanism):
             model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
                           loss=self._loss(loss, reduction), metrics=list(metrics) if metrics else None,
                           jit_compile=False)  # XLA would drop the guards' assertions (guards.py)
-        self.first_step = int(model.optimizer.iterations.numpy())
+        if not resumed:
+            self.first_step = int(model.optimizer.iterations.numpy())
         self._guard_train_step(model)
         self.model = model
+        if self.carries_run and self.engine == "tfdpmech":
+            bind_run(model.optimizer, self)
+        if resumed:
+            self.ledger.record_progress(self.release, self.steps_taken(), reader=self.steps_taken)
+            return model
+        if carried is not None:  # the steps this model already took under another run count in this ledger
+            adopt_carried_releases(self.ledger, carried)
         if self.multiworker is not None:  # recorded by fit, on the chief, once every worker has joined
             install_multiworker_fit(self, model, self.multiworker)
             return model
         self._record_release()
         return model
+
+    def resume_compiled(self, model, *, loss, metrics) -> keras.Model:
+        """Compile a loaded ``model`` for this run, restored by :func:`.resume.run_from_state`: the same
+        optimizer (its step count), no new release."""
+        model = self._checked_model(model, loss, keep_label_form=True)
+        return self._compile_checked(model, loss, metrics, model.optimizer, resumed=True)
 
     def _refuse_second_compile(self) -> None:
         if self.model is not None:
@@ -226,7 +249,7 @@ class DPSGDRun(RunEngines, Mechanism):
                 "(its ε composes with the first run in a shared ledger) to train another model"
             )
 
-    def _checked_model(self, model, loss):
+    def _checked_model(self, model, loss, *, keep_label_form: bool = False):
         """``model`` (built from a builder) after every check that needs no data, in order (before any release)."""
         if not isinstance(model, keras.Model) and callable(model) and not isinstance(model, keras.layers.Layer):
             model = model()
@@ -241,8 +264,9 @@ class DPSGDRun(RunEngines, Mechanism):
                 "(use LayerNormalization or GroupNormalization instead of batch statistics)"
             )
         self._check_distribution(model)
-        self._one_hot_labels, self._loss_known = loss is None, True
-        self._sparse_labels = isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
+        if not keep_label_form:
+            self._one_hot_labels, self._loss_known = loss is None, True
+            self._sparse_labels = isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
         try:
             self.num_classes = int(model.output_shape[-1])
         except (AttributeError, TypeError, ValueError):  # a subclassed model that has not been called

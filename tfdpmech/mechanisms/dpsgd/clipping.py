@@ -51,6 +51,7 @@ from .ghost_norms import (
     ghost_clipped_sum,
     ghost_unsupported_layers,
     gradients,
+    leaf_layers,
     select_rows,
 )
 from .model_probe import probe_inputs
@@ -59,7 +60,15 @@ __all__ = ["CLIPPING_METHODS", "GHOST_LAYERS", "clipped_gradient_sum", "ghost_un
            "per_example_loss", "resolve_clipping", "ghost_norms_mismatch"]
 
 CLIPPING_METHODS = ("auto", "fast_clipping", "vectorized")
-_PROBE_RTOL = 1e-3  # float32 ghost norms agree with the loop to ~1e-6; an unseen use of a weight is off by far more
+# float32 ghost norms agree with the loop to ~1e-6; an unseen use of a weight is off by far more. Under a
+# mixed-precision policy the loop's own gradients are float16 / bfloat16 (about 3 and 2 significant digits)
+_PROBE_RTOL = {"float16": 1e-2, "bfloat16": 5e-2}
+_PROBE_RTOL_DEFAULT = 1e-3
+
+
+def _probe_rtol(model) -> float:
+    dtypes = {str(getattr(layer, "compute_dtype", "float32")) for layer in leaf_layers(model)}
+    return max([_PROBE_RTOL.get(d, _PROBE_RTOL_DEFAULT) for d in dtypes] or [_PROBE_RTOL_DEFAULT])
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,6 +109,7 @@ def _ghost_norms_mismatch(model, x=None) -> str | None:
         outputs = model(x, training=False)
     except Exception as exc:  # pylint: disable=broad-except  (the exact path is taken; its own errors are the model's)
         return f"model {model.name!r} did not run on a probe batch ({type(exc).__name__})"
+    rtol = _probe_rtol(model)
     rng = np.random.default_rng(0)
     r = tf.nest.map_structure(lambda o: tf.constant(rng.normal(size=o.shape).astype(np.float32)), outputs)
     rows = int(tf.shape(tf.nest.flatten(outputs)[0])[0])
@@ -114,12 +124,12 @@ def _ghost_norms_mismatch(model, x=None) -> str | None:
             loss = tf.reduce_sum(_probe_loss(_rows(r, i), model(_rows(x, i), training=False)))
         grads = [g.numpy().astype(np.float64) for g in gradients(tape, loss, variables)]
         norm = np.sqrt(sum(float(np.sum(g * g)) for g in grads))
-        if abs(float(norms[i]) - norm) > _PROBE_RTOL * max(norm, 1e-6):
+        if abs(float(norms[i]) - norm) > rtol * max(norm, 1e-6):
             return (f"the ghost norm of a probe record is {float(norms[i]):.6g}, its gradient's norm is {norm:.6g}: "
                     "some use of a trainable weight happens outside the layer that owns it")
         reference = [a + g for a, g in zip(reference, grads)]
     unseen = [v.name for v, got, want in zip(variables, summed, reference)
-              if np.linalg.norm(got.numpy() - want) > _PROBE_RTOL * max(np.linalg.norm(want), 1e-6)]
+              if np.linalg.norm(got.numpy() - want) > rtol * max(np.linalg.norm(want), 1e-6)]
     if unseen:
         return (f"the gradient of {', '.join(unseen)} has uses ghost norms do not see (read outside the layer that "
                 "owns it, e.g. tied weights)")

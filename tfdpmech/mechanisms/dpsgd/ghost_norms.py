@@ -113,16 +113,33 @@ def select_rows(keep, t):
     return tf.where(keep, t, tf.zeros_like(t))
 
 
+_LOW_PRECISION = (tf.float16, tf.bfloat16)
+
+
+def _compute_dtype(layer) -> tf.DType:
+    return tf.as_dtype(layer.compute_dtype if hasattr(layer, "compute_dtype") else layer.dtype)
+
+
+def backward_loss_scale(layers) -> float:
+    """The fixed loss scale of the DP step's backward pass: ``2**8`` when a layer computes in float16 (its
+    small output gradients would underflow), else 1. Fixed, not dynamic: a scale that moved with whether a
+    batch overflowed would carry information about the records into later steps."""
+    return 2.0 ** 8 if any(_compute_dtype(layer) == tf.float16 for layer in layers) else 1.0
+
+
 def _linear_forward(layer, kind: str, inputs, keep):
     """The layer's output computed as ``activation(z)`` with its pre-activation ``z`` exposed.
 
-    The input rows of records that do not count (``keep`` False: padding) are set to 0 first.
+    The input rows of records that do not count (``keep`` False: padding) are set to 0 first. Under a
+    mixed-precision policy (float16 or bfloat16 compute) the product runs in float32, so ``z``, the
+    per-record norms and the clipped sums are float32; the output is cast back to the layer's dtype.
     """
-    dtype = layer.compute_dtype if hasattr(layer, "compute_dtype") else layer.dtype
+    dtype = _compute_dtype(layer)
+    out_dtype, dtype = dtype, (tf.float32 if dtype in _LOW_PRECISION else dtype)
     if kind == "Embedding":
         ids = select_rows(keep, tf.cast(inputs, "int32"))
         z = tf.gather(tf.convert_to_tensor(layer.embeddings), ids)
-        return ids, z, z
+        return ids, z, tf.cast(z, out_dtype)
     a = select_rows(keep, tf.cast(inputs, dtype))
     kernel = tf.cast(tf.convert_to_tensor(layer.kernel), dtype)
     if kind == "Dense":
@@ -135,7 +152,7 @@ def _linear_forward(layer, kind: str, inputs, keep):
     bias = getattr(layer, "bias", None)
     if bias is not None:
         z = z + tf.cast(tf.convert_to_tensor(bias), dtype)
-    return a, z, _activation(layer)(z)
+    return a, z, _activation(layer)(tf.cast(z, out_dtype))
 
 
 @contextlib.contextmanager
@@ -261,17 +278,19 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training):
     Raises:
         ValueError: a recorded layer is called twice in one forward pass (its gradient is a sum over calls).
     """
-    records_for = [(layer, ghost_kind(layer)) for layer in leaf_layers(model) if layer.trainable_variables]
+    layers = leaf_layers(model)
+    records_for = [(layer, ghost_kind(layer)) for layer in layers if layer.trainable_variables]
+    scale = backward_loss_scale(layers)
     weights = tf.cast(weights, tf.float32)
     keep = weights > 0
     with tf.GradientTape(persistent=True) as tape:
         with _recording(records_for, tape, keep) as records:
             y_pred = model(x, training=training)
         losses = loss_fn(y, y_pred)
-        total = tf.reduce_sum(select_rows(keep, losses * tf.cast(weights, losses.dtype)))
+        total = tf.reduce_sum(select_rows(keep, losses * tf.cast(weights, losses.dtype))) * scale
     # the one backward pass through the network: every recorded layer's per-record output gradients
     output_grads = tape.gradient(total, [r.z for r in records], unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    output_grads = [select_rows(keep, g) for g in output_grads]
+    output_grads = [select_rows(keep, g) / tf.cast(scale, g.dtype) for g in output_grads]
     sq_norms = tf.add_n([_record_sq_norms(r, g) for r, g in zip(records, output_grads)])
     factors, norms = clip_factors(sq_norms, l2_norm_clip)
     # Book-keeping (Bu et al. 2023): a layer's weight gradient is linear in its output gradient, so

@@ -15,7 +15,8 @@ import numbers
 
 from ...validation import _describe, check_choice, check_positive_real
 
-__all__ = ["OPTIMIZERS", "DEFAULT_LEARNING_RATES", "LR_SCHEDULES", "OptimizerSettings", "resolve_optimizer"]
+__all__ = ["OPTIMIZERS", "DEFAULT_LEARNING_RATES", "LR_SCHEDULES", "OptimizerSettings", "resolve_optimizer",
+           "check_keras_optimizer_options"]
 
 OPTIMIZERS = ("adam", "sgd")
 DEFAULT_LEARNING_RATES = {"adam": 1e-3, "sgd": 0.1}
@@ -117,3 +118,27 @@ def resolve_optimizer(optimizer) -> OptimizerSettings:
         raise TypeError(f"optimizer must be a name {list(OPTIMIZERS)} or an OptimizerSettings, got "
                         f"{_describe(optimizer)}; pass optimizer='adam' or optimizer=OptimizerSettings(...)")
     return OptimizerSettings(check_choice(optimizer, "optimizer", OPTIMIZERS))
+
+
+def check_keras_optimizer_options(optimizer) -> None:
+    """Refuse the Keras optimizer options that would change what a DP step applies (before any release).
+
+    ``gradient_accumulation_steps`` applies the noisy gradient of one Poisson batch only every k-th train
+    step and ``loss_scale_factor`` divides it by a factor the DP step never multiplied in: both train
+    something other than the accounted run. ``physical_batch_size`` is the DP way to split a large batch.
+    """
+    if optimizer is None:
+        return
+    steps = getattr(optimizer, "gradient_accumulation_steps", None)
+    if steps not in (None, 1):
+        raise ValueError(
+            f"optimizer gradient_accumulation_steps={steps}: each DP-SGD step is one Poisson batch with its own noise; "
+            "accumulating Keras steps would apply one batch's noisy gradient per k steps while each step is charged. "
+            "Pass DPSGD(..., physical_batch_size=...) instead (the batch is clipped in chunks, one noisy step), and "
+            "an optimizer without gradient_accumulation_steps")
+    factor = getattr(optimizer, "loss_scale_factor", None)
+    if factor not in (None, 1, 1.0):
+        raise ValueError(
+            f"optimizer loss_scale_factor={factor}: the DP step scales its own backward pass (see mixed precision in "
+            "docs/mechanisms/dpsgd.md), so the optimizer would divide the noisy gradient by a factor nothing "
+            "multiplied in; pass an optimizer without loss_scale_factor")

@@ -32,13 +32,9 @@ What runs at step t (Abadi et al., Algorithm 1, with the Poisson lot):
    empty batch would divide by 0). ``L`` is public, so the division is post-processing.
 5. Take an optimizer step with a standard Keras optimizer.
 
-The training is tensorflow-privacy 0.9.0's ``DPSequential`` / ``DPModel`` (``dp_keras_model``) with
-the train step above: per-example clipping by the library's fast gradient clipping
-(``clip_grads.compute_clipped_gradients_and_outputs``, Dense/Embedding models) or by its
-``tf.vectorized_map`` per-example gradients (``DPModel._compute_per_example_grads``, any layer);
-the mask enters as the library's per-example ``sample_weight``. The DP Keras optimizers
-(tensorflow-privacy's ``"microbatch"`` path) divide by the number of microbatches of a batch, so
-they are refused here.
+On tensorflow-privacy's engine the train step is its ``DPSequential`` / ``DPModel`` with the step above
+(:mod:`.poisson_models`); the DP Keras optimizers (``"microbatch"``) divide by the number of
+microbatches of a batch, so they are refused here.
 
 Accounting: ``dp_accounting`` composes ``steps`` ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))``
 (add-or-remove-one adjacency) with its PLD accountant (default) or its RDP accountant, and σ is
@@ -59,9 +55,8 @@ Example:
 ``dp.compile(model)`` and ``model.fit(dp.dataset(x, y), epochs=dp.epochs)`` run it as tensorflow-privacy's
 ``DPModel`` (``engine="tensorflow_privacy"``), which ``make_private`` does not install on a user's model.
 
-Where the steps live: 1-2 (sampling, padding) in :mod:`tfdpmech.mechanisms.dpsgd.poisson_sampling`, 3-4 (the
-train step of tensorflow-privacy's DP models) in :mod:`tfdpmech.mechanisms.dpsgd.poisson_models` (tfdpmech's
-own engine: :mod:`tfdpmech.mechanisms.dpsgd.train_step`); both are importable from here.
+Where the steps live: 1-2 in :mod:`.poisson_sampling`; 3-4 in :mod:`.train_step` (tfdpmech's engine) and
+:mod:`.poisson_models` (tensorflow-privacy's); save and resume in :mod:`.run_state` and :mod:`.resume`.
 
 tensorflow-privacy and dp-accounting are imported only when this API is used.
 """
@@ -85,12 +80,14 @@ from ...accounting.poisson_dpsgd import (
 from ...accounting.gaussian import require_dp_accounting
 from ...accounting.ledger import PrivacyLedger, Release
 from ...validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
+from .chunked_clipping import check_physical_batch_size
 from .base import MAX_STEPS, DPSGDRun
 from .multiworker import shared_dataset
 from .optimizer_settings import LR_SCHEDULES, OptimizerSettings, resolve_optimizer
 from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
 from .private_model import private_dpsgd_model
+from .resume import run_state
 from .guards import guard_poisson_train_step
 from .poisson_sampling import (  # noqa: F401
     PAD_SDS,
@@ -103,15 +100,8 @@ from .poisson_sampling import (  # noqa: F401
     sampling_key,
 )
 
-__all__ = [
-    "PoissonSampler",
-    "DPSGD",
-    "padded_batch_size",
-    "pad_batch",
-    "poisson_dataset",
-    "poisson_model_classes",
-    "LR_SCHEDULES",
-]
+__all__ = ["PoissonSampler", "DPSGD", "padded_batch_size", "pad_batch", "poisson_dataset", "poisson_model_classes",
+           "LR_SCHEDULES"]
 
 
 def _check_expected_batch(expected_batch_size, n: int) -> int:
@@ -125,10 +115,6 @@ def _check_expected_batch(expected_batch_size, n: int) -> int:
     return expected_batch_size
 
 
-
-# --------------------------------------------------------------------------------------------
-# The Poisson DP-SGD run
-# --------------------------------------------------------------------------------------------
 class DPSGD(DPSGDRun):
     """DP-SGD with Poisson sampling, σ calibrated to a target (ε, δ), the ε recorded as **proven**.
 
@@ -157,6 +143,9 @@ class DPSGD(DPSGDRun):
             ``DPModel`` clipping paths; ``"microbatch"`` is refused: the DP optimizers divide by
             the batch's number of microbatches, not by L).
         accountant: ``"pld"`` (default, tighter) or ``"rdp"``.
+        physical_batch_size: None (each Poisson batch in one piece) or the most records the train step
+            processes at once: the batch is clipped in chunks of this size, their clipped sums added, the
+            noise drawn once per logical step (memory bounded by the chunk; the update and ε unchanged).
         seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
         layer_registry, use_xla, ledger: as for ``ShuffledDPSGD``.
 
@@ -180,8 +169,8 @@ class DPSGD(DPSGDRun):
                  n: int | None = None, *, sampling_probability: float | None = None,
                  noise_multiplier: float | None = None, l2_norm_clip: float = 1.0,
                  optimizer: str | OptimizerSettings = "adam", path: str = "auto", accountant: str = "pld",
-                 seed=None, layer_registry=None, use_xla: bool = False, engine: str = "auto",
-                 ledger: PrivacyLedger | None = None):
+                 physical_batch_size: int | None = None, seed=None, layer_registry=None, use_xla: bool = False,
+                 engine: str = "auto", ledger: PrivacyLedger | None = None):
         optimizer = resolve_optimizer(optimizer)
         seed = check_seed(seed)
         if (epsilon is None) == (noise_multiplier is None):
@@ -200,6 +189,7 @@ class DPSGD(DPSGDRun):
                 "give exactly one of expected_batch_size (L) and sampling_probability (q = L / n); got "
                 f"expected_batch_size={expected_batch_size!r}, sampling_probability={sampling_probability!r}"
             )
+        self.given_expected_batch_size = sampling_probability is None
         if sampling_probability is not None:
             self.sampling_probability = check_sampling_probability(sampling_probability)
             self.expected_batch_size = self.sampling_probability * n
@@ -223,6 +213,7 @@ class DPSGD(DPSGDRun):
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
         self.steps = self.epochs * self.steps_per_epoch
         self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)
+        self.physical_batch_size = check_physical_batch_size(physical_batch_size)
         if noise_multiplier is not None:
             self.noise_multiplier = check_positive_real(noise_multiplier, "noise_multiplier")
         else:
@@ -283,6 +274,12 @@ class DPSGD(DPSGDRun):
 
     def _noise_seed_for_engine(self):
         return self._noise_seed
+
+    carries_run = True  # a model it compiles carries the run in its optimizer (run_state.py)
+
+    def run_state(self) -> dict:
+        """The run as a compiled model's optimizer saves it (:func:`.resume.run_state`)."""
+        return run_state(self)
 
     def private_model(self, model, **options):
         """``model`` whose ``compile`` / ``fit`` train it as this run (:func:`tfdpmech.make_private`); any
@@ -363,6 +360,8 @@ class DPSGD(DPSGDRun):
             "momentum": self.momentum,
             "lr_schedule": self.lr_schedule,
             "ema_momentum": self.ema_momentum,
+            "physical_batch_size": self.physical_batch_size,
+            "run_id": self.run_id,
         }, event=event)
 
     # -- data ----------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ run: it runs tfdpmech's own engine (:mod:`.train_step`) on every stack, Keras 2.
 ``compile`` records the run's release (the budget is committed then); ``fit`` takes the n private
 records as arrays and draws the Poisson batches itself (``batch_size`` and ``shuffle`` do not apply),
 or a dataset from ``model.dp_sgd.dataset(x, y)``, and refuses any other dataset; every ``fit``
-continues the run's Poisson stream (the batch of step t is drawn from the secret key and t). It
-refuses more epochs than the budget covers. Everything else (``predict``, ``evaluate``, ``save``) is
-the model's own; ``save`` keeps the optimizer and with it the step count.
+continues the run's Poisson stream (the batch of step t is drawn from the secret key and t); its default
+is the epochs the run has left, and it refuses more. Everything else (``predict``, ``evaluate``) is
+the model's own; ``save`` keeps the optimizer, its step count and the run with it
+(:mod:`.run_state`; :func:`~.resume.resume` continues a loaded model).
 """
 
 from __future__ import annotations
@@ -65,10 +66,12 @@ def private_dpsgd_model(model, dp):
             )
         if dp.model is None:
             raise RuntimeError("compile the private model before fit (model.compile(optimizer, loss, metrics))")
-        epochs = dp.epochs if epochs is None else epochs
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or not 1 <= epochs <= dp.epochs:
-            raise ValueError(f"epochs={epochs!r}: the privacy budget covers 1 to {dp.epochs} epochs; pass at most "
-                             f"{dp.epochs} or make the model private again with more epochs (and a larger ε)")
+        left = (dp.steps - dp.steps_taken()) // dp.steps_per_epoch  # a resumed or second fit: the rest
+        epochs = left if epochs is None else epochs
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or not 1 <= epochs <= left:
+            raise ValueError(f"epochs={epochs!r}: the privacy budget covers 1 to {left} epochs (of the run's "
+                             f"{dp.epochs}); pass at most {left} or make the model private again with more epochs "
+                             "(and a larger ε): a new run composes with this one in its ledger")
         if y is None and not isinstance(x, np.ndarray):
             if not is_run_dataset(x):
                 raise ValueError(

@@ -74,7 +74,8 @@ class RunEngines:
                             metrics=list(metrics) if metrics else None, jit_compile=False)  # see guards.py
         install_dp_train_step(model, loss=loss, l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
                               divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
-                              require_mask=self._poisson)
+                              require_mask=self._poisson,
+                              physical_batch_size=getattr(self, "physical_batch_size", None))
         return model
 
     def _resolve_path(self, model) -> str:

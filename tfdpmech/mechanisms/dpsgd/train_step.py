@@ -41,8 +41,10 @@ import secrets
 import keras
 import tensorflow as tf
 
-from .clipping import clipped_gradient_sum, gradients, per_example_loss
+from .chunked_clipping import chunked_clipped_gradient_sum
+from .clipping import gradients, per_example_loss
 from .ghost_norms import select_rows
+from .run_state import dp_step, inner_optimizer
 
 __all__ = ["KERAS_3", "install_dp_train_step", "noise_key", "step_noise", "log_real_record_loss", "check_finite_norms"]
 
@@ -113,7 +115,7 @@ def _log_loss_and_metrics(model, loss_fn, x, y, y_pred, weights):
 
 
 def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier: float, divisor: float,
-                          clipping: str, noise_seed=None, require_mask: bool = False):
+                          clipping: str, noise_seed=None, require_mask: bool = False, physical_batch_size=None):
     """Make ``model.fit`` train ``model`` with DP-SGD (see the module docstring).
 
     Args:
@@ -125,6 +127,12 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
         noise_seed: None (OS entropy) or an int (reproducible experiments; keep it secret): the noise key,
             with the optimizer's step count the noise of each step (:func:`step_noise`).
         require_mask: batches must be ``(x, y, mask)`` (Poisson batches).
+        physical_batch_size: None, or the most records clipped at once (:mod:`.chunked_clipping`).
+
+    Under ``mixed_float16`` Keras wraps the optimizer in a ``LossScaleOptimizer``, which divides the
+    gradients it is given by its loss scale; the DP step scales its own backward pass instead
+    (:mod:`.ghost_norms`: norms, clipped sums and noise in float32) and applies the unscaled noisy
+    gradient to the wrapped optimizer.
     """
     loss_fn = per_example_loss(loss)
     key = noise_key(noise_seed)
@@ -141,7 +149,8 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
                 )
             mask = tf.ones(tf.shape(first)[:1], tf.float32)
         mask = tf.cast(mask, tf.float32)
-        summed, y_pred, norms = clipped_gradient_sum(model, loss_fn, x, y, mask, l2_norm_clip, clipping)
+        summed, y_pred, norms = chunked_clipped_gradient_sum(model, loss_fn, x, y, mask, l2_norm_clip, clipping,
+                                                             physical_batch_size)
         first_replica = _on_first_replica()
         noise = step_noise(key, model.optimizer.iterations, [(tf.shape(g), g.dtype) for g in summed], std)
         grads = [(g + z * tf.cast(first_replica, g.dtype)) / tf.cast(divisor, g.dtype) for g, z in zip(summed, noise)]
@@ -153,7 +162,8 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
                      for g, r in zip(grads, gradients(tape, regularisation, model.trainable_variables))]
         with tf.control_dependencies([check_finite_norms(norms, mask)]):
             grads = [tf.identity(g) for g in grads]
-        model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        with dp_step():  # the optimizer of a make_private model applies gradients only here (run_state.py)
+            inner_optimizer(model.optimizer).apply_gradients(zip(grads, model.trainable_variables))
         return _log_loss_and_metrics(model, loss_fn, x, y, y_pred, mask)
 
     model.train_step = train_step

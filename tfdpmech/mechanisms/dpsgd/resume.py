@@ -1,0 +1,127 @@
+"""Save, load and continue a Poisson DP-SGD run: :func:`resume` and the run's saved state.
+
+A model that :func:`tfdpmech.make_private` compiled carries its run in its optimizer
+(:mod:`.run_state`): :func:`run_state` is what is saved, :func:`resume` continues it after
+``keras.models.load_model`` (or a restart from a ``ModelCheckpoint``):
+
+    >>> model = keras.models.load_model("run.keras")   # fit would refuse: the run is not resumed yet
+    >>> model = tfdpmech.resume(model)                  # the same run: its ledger, its remaining steps
+    >>> model.fit(x_private, y_private)                 # the remaining epochs; no new charge
+
+The resumed run is the same release (nothing is recorded again): the same n, q, σ, C, δ and step
+budget, its ledger as saved, the optimizer's step count as saved. Its batches and noise are drawn from
+``seed`` (the first part's seed gives the first part's stream, continued at the saved step) or from OS
+entropy: either way each remaining step is an independent Poisson draw, which is what the recorded ε
+assumes. What the proof protects is unchanged: add-or-remove-one-record neighbours over the n records.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from ...accounting.ledger import PrivacyLedger
+from .run_state import RUN_STATE_FORMAT, carried_run
+
+__all__ = ["run_state", "run_from_state", "resume"]
+
+_GIVEN = ("expected_batch_size", "sampling_probability")
+
+
+def run_state(dp) -> dict:
+    """The JSON-compatible state of a compiled Poisson run ``dp``, as its optimizer saves it."""
+    given = "expected_batch_size" if dp.given_expected_batch_size else "sampling_probability"
+    return {
+        "format": RUN_STATE_FORMAT,
+        "run": {
+            "epsilon": dp.epsilon, "delta": dp.delta, "n": dp.n, given: getattr(dp, given), "epochs": dp.epochs,
+            "noise_multiplier": dp.noise_multiplier, "l2_norm_clip": dp.l2_norm_clip, "accountant": dp.accountant,
+            "path": dp.requested_path, "physical_batch_size": dp.physical_batch_size, "steps": dp.steps,
+            "first_step": dp.first_step, "one_hot_labels": dp._one_hot_labels, "sparse_labels": dp._sparse_labels,
+        },
+        "ledger": dp.ledger.to_dict(),
+        "release_index": [i for i, r in enumerate(dp.ledger.releases) if r is dp.release][0],
+        "steps_taken": dp.steps_taken(),
+    }
+
+
+def _bad_state(why: str) -> ValueError:
+    return ValueError(f"the model's optimizer carries a DP-SGD run that cannot be read ({why}); it was not written by "
+                      "this version of tfdpmech or was altered. Start a new run, tfdpmech.make_private(model, "
+                      "tfdpmech.DPSGD(...)), with a ledger holding the first run's releases")
+
+
+def run_from_state(state: dict, *, seed=None):
+    """The :class:`~tfdpmech.mechanisms.dpsgd.DPSGD` run ``state`` describes, its release already in its ledger.
+
+    Raises:
+        ValueError: a state this version does not read, or whose release disagrees with its settings.
+    """
+    from .poisson import DPSGD  # noqa: PLC0415  (poisson imports this module's users)
+
+    if not isinstance(state, dict) or state.get("format") != RUN_STATE_FORMAT:
+        raise _bad_state(f"format {state.get('format') if isinstance(state, dict) else state!r}")
+    try:
+        run, ledger = state["run"], PrivacyLedger.from_dict(state["ledger"])
+        release = ledger.releases[state["release_index"]]
+        given = next(k for k in _GIVEN if k in run)
+        dp = DPSGD(None, run["delta"], epochs=run["epochs"], n=run["n"], noise_multiplier=run["noise_multiplier"],
+                   l2_norm_clip=run["l2_norm_clip"], accountant=run["accountant"], path=run["path"],
+                   physical_batch_size=run["physical_batch_size"], seed=seed, ledger=ledger, **{given: run[given]})
+        first_step = run["first_step"]
+    except (KeyError, IndexError, TypeError, StopIteration) as exc:
+        raise _bad_state(f"{type(exc).__name__}: {exc}") from exc
+    details = release.details
+    if (release.mechanism != "dpsgd" or details.get("steps") != dp.steps or release.noise_scale != dp.noise_multiplier
+            or details.get("sampling_probability") != dp.sampling_probability
+            or not isinstance(first_step, numbers.Integral) or first_step < 0):
+        raise _bad_state("its release does not match its settings")
+    dp.release, dp.first_step = release, int(first_step)
+    dp._one_hot_labels, dp._sparse_labels, dp._loss_known = run["one_hot_labels"], run["sparse_labels"], True
+    return dp
+
+
+def _compiled_loss_and_metrics(model):
+    config = getattr(getattr(model, "_compile_config", None), "config", None) or {}
+    return config.get("loss"), config.get("metrics")
+
+
+def resume(model, *, seed=None):
+    """Continue the Poisson DP-SGD run ``model`` carries (a model saved after :func:`tfdpmech.make_private`,
+    loaded with ``keras.models.load_model``).
+
+    Args:
+        model: the loaded (compiled) model; its optimizer holds the run and its step count.
+        seed: the sampling and noise seed of the remaining steps (None: OS entropy). The first part's seed
+            continues its stream exactly; keep it secret outside experiments.
+
+    Returns:
+        ``model``, private again: ``model.fit(x, y)`` trains the remaining epochs (the data must be the same
+        n records), ``model.dp_sgd`` is the run and ``model.privacy_ledger`` its ledger, with no new release.
+
+    Raises:
+        ValueError: the model carries no run, the run has taken all its steps or stopped inside an epoch, or
+            its state does not read (before anything is trained or recorded).
+    """
+    from .private_model import private_dpsgd_model  # noqa: PLC0415
+
+    state = carried_run(model)
+    if state is None:
+        raise ValueError(
+            f"model {getattr(model, 'name', model)!r} carries no DP-SGD run (its optimizer is "
+            f"{type(getattr(model, 'optimizer', None)).__name__}); resume continues a model saved after "
+            "tfdpmech.make_private(model, tfdpmech.DPSGD(...)). To train it privately, make it private again")
+    dp = run_from_state(state, seed=seed)
+    taken = state["steps_taken"]
+    if taken >= dp.steps:
+        raise ValueError(
+            f"the model's DP-SGD run has taken all its {dp.steps} steps; to train further, start a new run that "
+            "composes with it: tfdpmech.make_private(model, tfdpmech.DPSGD(...)) (its ledger then holds both)")
+    if taken % dp.steps_per_epoch:
+        raise ValueError(
+            f"the model was saved after {taken} steps, inside an epoch of {dp.steps_per_epoch} steps; resume a "
+            "checkpoint saved at an epoch's end (ModelCheckpoint and BackupAndRestore save there by default), or "
+            "start a new run that composes with this one: tfdpmech.make_private(model, tfdpmech.DPSGD(...))")
+    loss, metrics = _compiled_loss_and_metrics(model)
+    private = private_dpsgd_model(model, dp)
+    dp.resume_compiled(private, loss=loss, metrics=metrics)
+    return private
