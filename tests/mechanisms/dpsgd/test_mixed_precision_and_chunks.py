@@ -1,0 +1,128 @@
+"""Mixed precision on the ghost-norm path, and Poisson batches clipped in chunks of ``physical_batch_size``."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfdpmech import DPSGD, make_private
+from tfdpmech.mechanisms.dpsgd import OptimizerSettings
+from tfdpmech.mechanisms.dpsgd.chunked_clipping import chunked_clipped_gradient_sum
+from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, per_example_loss, resolve_clipping
+from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
+
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+@pytest.fixture
+def policy():
+    """Set a global dtype policy for one test, then back to float32."""
+    def set_policy(name):
+        keras.mixed_precision.set_global_policy(name)
+    yield set_policy
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _cnn(seed=0):
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(8, 3, strides=2, activation="tanh"),
+                             keras.layers.Conv2D(16, 3, strides=2, activation="tanh"), keras.layers.Flatten(),
+                             keras.layers.Dense(10, dtype="float32")])
+
+
+def _mnist(sample, n):
+    return np.asarray(sample.x_train[:n]), np.argmax(np.asarray(sample.y_train[:n]), axis=1)
+
+
+def _train(policy_name, set_policy, x, y, xt, yt, **run):
+    set_policy(policy_name)
+    model = make_private(_cnn(), DPSGD(epsilon=8.0, delta=1e-5, n=len(x), expected_batch_size=200, epochs=8, seed=0,
+                                       optimizer=OptimizerSettings("sgd", learning_rate=1.0, momentum=0.9), **run))
+    model.compile(loss=LOSS, metrics=["accuracy"])
+    model.fit(x, y, verbose=0)
+    return model, model.evaluate(xt, yt, verbose=0)[1]
+
+
+def test_mixed_precision_trains_on_the_ghost_path_and_learns_as_float32(mnist_sample, policy):
+    x, y = _mnist(mnist_sample, 2000)
+    xt, yt = np.asarray(mnist_sample.x_test[:1000]), np.argmax(np.asarray(mnist_sample.y_test[:1000]), axis=1)
+    reference, accuracy = _train("float32", policy, x, y, xt, yt)
+    assert accuracy > 0.7
+    for name in ("mixed_float16", "mixed_bfloat16"):
+        model, low = _train(name, policy, x, y, xt, yt)
+        assert model.dp_sgd.path == "fast_clipping", name
+        assert abs(low - accuracy) <= 0.01, (name, low, accuracy)
+        assert len(model.privacy_ledger) == 1 and model.privacy_ledger.releases[0].guarantee == "proven"
+
+
+@pytest.mark.parametrize("name, rtol", [("mixed_float16", 2e-2), ("mixed_bfloat16", 6e-2)])
+def test_mixed_precision_clipped_sums_match_a_float32_reference(mnist_sample, policy, name, rtol):
+    x, y = _mnist(mnist_sample, 24)
+    reference_model = _cnn()
+    weights = reference_model.get_weights()
+    loss = per_example_loss(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    mask = np.ones(len(x), np.float32)
+    mask[-4:] = 0.0  # padding rows contribute exactly zero in every precision
+    want, _, want_norms = clipped_gradient_sum(reference_model, loss, tf.constant(x), tf.constant(y), tf.constant(mask),
+                                               0.5, "vectorized", training=False)
+    policy(name)
+    model = _cnn()
+    model.set_weights(weights)
+    assert resolve_clipping(model, "auto") == "fast_clipping"
+    got, _, norms = clipped_gradient_sum(model, loss, tf.constant(x), tf.constant(y), tf.constant(mask), 0.5,
+                                         "fast_clipping", training=False)
+    assert all(g.dtype == tf.float32 for g in got) and norms.dtype == tf.float32
+    np.testing.assert_allclose(norms.numpy()[:-4], want_norms.numpy()[:-4], rtol=rtol)
+    assert np.all(norms.numpy()[-4:] == 0.0)
+    for g, w in zip(got, want):
+        assert np.linalg.norm(g.numpy() - w.numpy()) <= rtol * np.linalg.norm(w.numpy())
+
+
+def test_chunked_clipped_sum_equals_the_one_chunk_sum(mnist_sample):
+    x, y = _mnist(mnist_sample, 50)
+    model = _cnn()
+    loss = per_example_loss(LOSS)
+    mask = (np.arange(50) % 7 != 3).astype(np.float32)
+    args = (model, loss, tf.constant(x), tf.constant(y), tf.constant(mask), 1.0)
+    for method in ("fast_clipping", "vectorized"):
+        whole, pred, norms = clipped_gradient_sum(*args, method)
+        for chunk in (1, 16, 50, 64):
+            parts, pred_c, norms_c = chunked_clipped_gradient_sum(*args, method, chunk)
+            for a, b in zip(parts, whole):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(norms_c.numpy(), norms.numpy(), rtol=1e-6)
+            np.testing.assert_allclose(pred_c.numpy(), pred.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_physical_batch_size_trains_the_same_run(mnist_sample):
+    x, y = _mnist(mnist_sample, 800)
+
+    def trained(**run):
+        model = make_private(_cnn(), DPSGD(epsilon=4.0, delta=1e-5, n=800, expected_batch_size=200, epochs=1, seed=3,
+                                           **run))
+        model.compile(loss=LOSS)
+        model.fit(x, y, verbose=0)
+        return model
+
+    whole, chunked = trained(), trained(physical_batch_size=48)
+    for a, b in zip(chunked.get_weights(), whole.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert chunked.privacy_ledger.releases[0].details["physical_batch_size"] == 48
+    assert chunked.privacy_ledger.epsilon_provable() == whole.privacy_ledger.epsilon_provable()
+
+
+def test_what_would_break_a_dp_step_is_refused_before_the_release():
+    with pytest.raises(ValueError, match="physical_batch_size"):
+        DPSGD(epsilon=1.0, delta=1e-5, n=100, expected_batch_size=10, physical_batch_size=0)
+    with pytest.raises(TypeError, match="physical_batch_size"):
+        DPSGD(epsilon=1.0, delta=1e-5, n=100, expected_batch_size=10, physical_batch_size=2.5)
+    if not KERAS_3:
+        pytest.skip("Keras 2.15's optimizers have no gradient_accumulation_steps or loss_scale_factor")
+    for option, match in ((dict(gradient_accumulation_steps=2), "physical_batch_size"),
+                          (dict(loss_scale_factor=128.0), "loss_scale_factor")):
+        model = make_private(_cnn(), DPSGD(epsilon=1.0, delta=1e-5, n=100, expected_batch_size=10))
+        with pytest.raises(ValueError, match=match):
+            model.compile(optimizer=keras.optimizers.SGD(0.1, **option), loss=LOSS)
+        assert len(model.privacy_ledger) == 0
