@@ -1089,6 +1089,42 @@ case("contract.release-rng-without-value", "value",
      lambda led: tfdpmech.contract.release(led, _contract_release(), rng=np.random.default_rng(0)), "contract")
 
 
+# replace_batch_norm: GroupNormalization in place of each trainable BatchNormalization
+def _bn_model():
+    return keras.Sequential([keras.Input(SHAPE), keras.layers.Conv2D(4, 2), keras.layers.BatchNormalization(),
+                             keras.layers.Flatten(), keras.layers.Dense(CLASSES)])
+
+
+class _SubclassedBatchNorm(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.norm, self.head = keras.layers.BatchNormalization(), keras.layers.Dense(CLASSES)
+
+    def call(self, x, training=None):
+        return self.head(self.norm(x, training=training))
+
+
+def _subclassed_bn_model():
+    model = _SubclassedBatchNorm()
+    model(np.zeros((1, 4), np.float32))
+    return model
+
+
+_replace_batch_norm = tfdpmech.mechanisms.dpsgd.replace_batch_norm
+case("replace_batch_norm-model-layer", "model",
+     lambda led: _replace_batch_norm(keras.layers.BatchNormalization()), "replace_batch_norm")
+case("replace_batch_norm-model-subclassed", "model",
+     lambda led: _replace_batch_norm(_subclassed_bn_model()), "replace_batch_norm")
+case("replace_batch_norm-model-unbuilt", "model",
+     lambda led: _replace_batch_norm(keras.Sequential([keras.layers.BatchNormalization()])), "replace_batch_norm")
+for _k, _v in {"not-dividing": 3, "zero": 0, "negative": -2, "text": "4", "float": 2.0, "bool": True,
+               "nan": float("nan")}.items():
+    case(f"replace_batch_norm-groups-{_k}", "groups",
+         lambda led, v=_v: _replace_batch_norm(_bn_model(), groups=v, verbose=False), "replace_batch_norm")
+case("replace_batch_norm-verbose-text", "verbose",
+     lambda led: _replace_batch_norm(_bn_model(), verbose="yes"), "replace_batch_norm")
+
+
 def _names_argument(message: str, arg: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(arg)}(?![A-Za-z0-9_])", message) is not None
 

@@ -22,6 +22,8 @@
 - :mod:`.train_step` and :mod:`.clipping`: tfdpmech's own engine, the train step installed on the
   user's model and the per-example clipped gradient sums (:mod:`.ghost_norms` for Dense, EinsumDense,
   Embedding and Conv2D when a probe batch shows them exact; per-record gradients for any other model).
+- :mod:`.batch_norm`: :func:`replace_batch_norm`, a copy of a model with ``GroupNormalization`` in place
+  of each trainable ``BatchNormalization`` (which DP-SGD refuses; a frozen one is accepted).
 - :mod:`.model_probe` (a model whose training pass sets state from the batch or mixes records is
   refused before the release), :mod:`.guards` (the compiled model trains only on the run's own
   batches, within the accounted steps) and :mod:`.run_engines` (how a run compiles with each engine).
@@ -31,6 +33,7 @@ lives in :mod:`tfdpmech.accounting.dpsgd`.
 """
 
 from .base import OPTIMIZERS, DPSGDRun
+from .batch_norm import replace_batch_norm
 from .callback import DPSGDBudget
 from .clipping import GHOST_LAYERS, clipped_gradient_sum, ghost_unsupported_layers
 from .shuffled import ShuffledDPSGD
@@ -45,4 +48,4 @@ __all__ = ["DPSGD", "resume", "ShuffledDPSGD", "DPSGDRun", "DPSGDBudget", "OPTIM
            "ghost_unsupported_layers", "resolve_engine", "tf_privacy_available", "fast_clipping_layers",
            "supports_fast_clipping",
            "PoissonSampler", "padded_batch_size", "poisson_dataset", "RECIPE", "HEAD_RECIPE",
-           "FINETUNE_RECIPE", "SAMPLINGS", "Recipe", "make_dpsgd", "tanh_mlp"]
+           "FINETUNE_RECIPE", "SAMPLINGS", "Recipe", "make_dpsgd", "tanh_mlp", "replace_batch_norm"]

@@ -39,8 +39,8 @@ Training paths (``path=``):
 Guards (:class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD`): the compiled model refuses
 (``tf.errors.InvalidArgumentError`` naming the fix) any batch that does not hold exactly
 ``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for. Layers that mix
-the records of a batch in training (``BatchNormalization``, :class:`tfdpmech.layers.BatchMinMax`) are refused at
-any depth, and so is any model whose training forward pass updates state from the batch or mixes records
+the records of a batch in training (a trainable ``BatchNormalization``, :class:`tfdpmech.layers.BatchMinMax`) are
+refused at any depth (a frozen ``BatchNormalization`` is accepted; :mod:`.batch_norm` replaces trainable ones), and so is any model whose training forward pass updates state from the batch or mixes records
 (:mod:`tfdpmech.mechanisms.dpsgd.model_probe`): per-example clipping does not bound their sensitivity.
 
 tensorflow-privacy is imported only when this API is used (:func:`require_tf_privacy`).
@@ -129,8 +129,11 @@ def check_model(model) -> None:
 
     Raises:
         TypeError: not a ``keras.Model``.
-        ValueError: unbuilt, nothing to train, or a layer at any depth (``BatchNormalization``,
-            ``BatchMinMax``, an activity regulariser) whose sensitivity per-example clipping does not bound.
+        ValueError: unbuilt, nothing to train, or a layer at any depth (a trainable ``BatchNormalization``,
+            ``BatchMinMax``, an activity regulariser) whose sensitivity per-example clipping does not bound. A
+            ``BatchNormalization`` is accepted frozen (``trainable = False``: inference mode, moving statistics);
+            :func:`~tfdpmech.mechanisms.dpsgd.batch_norm.replace_batch_norm` swaps trainable ones for
+            ``GroupNormalization``.
     """
     if not isinstance(model, keras.Model):
         raise TypeError(f"model must be a keras.Model (or a builder returning one), got {type(model).__name__}: "
@@ -151,7 +154,18 @@ def check_model(model) -> None:
                 "run, and give the model the numeric ids"
             )
     for layer in [model, *all_layers(model)]:
-        if isinstance(layer, BatchMinMax) or (isinstance(layer, keras.layers.BatchNormalization) and layer.trainable):
+        if isinstance(layer, keras.layers.BatchNormalization) and layer.trainable:
+            example = (f", e.g. model.get_layer({layer.name!r}).trainable = False" if any(
+                layer is top for top in getattr(model, "layers", ())) else "")
+            raise ValueError(
+                f"layer {layer.name!r} ({type(layer).__name__}) mixes the examples of a batch in training, so "
+                "per-example clipping does not bound its sensitivity and DP-SGD would not be private; fix it in one "
+                f"of two ways: freeze it with layer.trainable = False{example} (a frozen BatchNormalization runs in "
+                "inference mode with its moving statistics and is accepted), or call "
+                "tfdpmech.replace_batch_norm(model), which returns a copy of a Sequential or functional model with a "
+                "GroupNormalization in place of each trainable BatchNormalization"
+            )
+        if isinstance(layer, BatchMinMax):
             raise ValueError(
                 f"layer {layer.name!r} ({type(layer).__name__}) mixes the examples of a batch in training, so "
                 "per-example clipping does not bound its sensitivity and DP-SGD would not be private; remove it "
