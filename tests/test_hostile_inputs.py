@@ -1125,6 +1125,40 @@ case("replace_batch_norm-verbose-text", "verbose",
      lambda led: _replace_batch_norm(_bn_model(), verbose="yes"), "replace_batch_norm")
 
 
+# resume: a loaded model continues the DP-SGD run its optimizer carries
+def _model_with_run(led):
+    model = tfdpmech.make_private(keras.Sequential([keras.Input((3,)), keras.layers.Dense(CLASSES)]),
+                                  _poisson(led, ledger=None))
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+case("resume-model-layer", "model", lambda led: tfdpmech.resume(keras.layers.Dense(3)), "resume")
+case("resume-model-without-run", "model", lambda led: tfdpmech.resume(private_model()), "resume")
+for _k, _v in {"text": "1", "negative": -1, "float": 1.5}.items():
+    case(f"resume-seed-{_k}", "seed", lambda led, v=_v: tfdpmech.resume(_model_with_run(led), seed=v), "resume")
+for _k, _v in {"zero": 0, "negative": -4, "float": 2.5, "text": "8", "bool": True}.items():
+    dp_case(f"DPSGD-physical_batch_size-{_k}", "physical_batch_size",
+            lambda led, v=_v: _poisson(led, physical_batch_size=v))
+
+
+def _two_outputs():
+    inputs = keras.Input((3,))
+    return keras.Model(inputs, [keras.layers.Dense(CLASSES, name="cls")(inputs), keras.layers.Dense(1, name="reg")(inputs)])
+
+
+_CLS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+for _k, _loss, _weights in (("unknown-output", {"cls": _CLS, "other": keras.losses.MeanSquaredError()}, None),
+                            ("too-few", [_CLS], None), ("not-a-loss", {"cls": "mse"}, None),
+                            ("none-at-all", {"cls": None, "reg": None}, None)):
+    dp_case(f"DPSGD.compile-loss-{_k}", "loss",
+            lambda led, lo=_loss, w=_weights: tfdpmech.make_private(_two_outputs(), _poisson(led)).compile(loss=lo))
+for _k, _w in {"negative": {"cls": -1.0}, "nan": {"cls": NAN}, "text": {"cls": "1"}, "single-loss": None}.items():
+    dp_case(f"DPSGD.compile-loss_weights-{_k}", "loss_weights",
+            lambda led, w=_w: tfdpmech.make_private(_two_outputs(), _poisson(led)).compile(
+                loss={"cls": _CLS, "reg": keras.losses.MeanSquaredError()} if w is not None else _CLS,
+                loss_weights=w if w is not None else [1.0, 2.0]))
+
 def _names_argument(message: str, arg: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(arg)}(?![A-Za-z0-9_])", message) is not None
 

@@ -21,7 +21,7 @@ from .mechanisms import (
     InputPerturbationAssumptions, OutputPerturbationHead, PCDBNReference, PrivateCDBN, PrivateData, compute_bounds,
 )
 from .contract import Mechanism, PreparedFit
-from .mechanisms.dpsgd import DPSGD, resume
+from .mechanisms.dpsgd import DPSGD, replace_batch_norm, resume
 from .private_training import make_private
 from .metrics import taylor_accuracy
 from .privacy_warnings import PrivacyLeakWarning, UnprovenModeWarning
@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     # the one way to train privately, and the contract every mechanism answers
-    "make_private", "DPSGD", "resume", "Mechanism", "PreparedFit",
+    "make_private", "DPSGD", "resume", "replace_batch_norm", "Mechanism", "PreparedFit",
     # mechanisms (one per paper) and the authors' code paths (the reference modes with a class of their own)
     "AdLM", "ILM", "AFRRS", "PrivateData", "DPPredictor", "compute_bounds", "InputPerturbation",
     "InputPerturbationAssumptions", "OutputPerturbationHead", "PrivateCDBN", "cdbn_network", "AdLMReference", "ILMReference", "AFRRSReference", "PCDBNReference",

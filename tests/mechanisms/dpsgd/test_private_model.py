@@ -66,7 +66,7 @@ def test_bad_budget_and_bad_compile_arguments_are_refused_before_any_release():
     model = _private()
     with pytest.raises(TypeError, match="keras.optimizers.Optimizer instance"):
         model.compile(optimizer=object(), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
-    with pytest.raises(TypeError, match="compile takes optimizer, loss and metrics"):
+    with pytest.raises(TypeError, match="compile takes optimizer, loss, metrics and loss_weights"):
         model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True), jit_compile=True)
     assert len(model.privacy_ledger) == 0
     mixing = make_private(keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),

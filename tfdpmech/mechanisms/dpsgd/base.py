@@ -18,12 +18,14 @@ import tensorflow as tf
 
 from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
 from ...contract import Mechanism, PreparedFit, release
-from ...validation import check_array, check_choice, check_instance, check_labels, check_positive_int, check_positive_real
+from ...validation import check_choice, check_instance, check_labels, check_positive_int, check_positive_real
 from .callback import DPSGDBudget
 from .model_probe import batch_dependence
 from .multiworker import install_multiworker_fit
 from .optimizer_settings import DEFAULT_LEARNING_RATES, OPTIMIZERS, OptimizerSettings, check_keras_optimizer_options
 from .paths import PATHS, check_logits, check_model, require_tf_privacy
+from .output_losses import check_output_losses, keras_metrics
+from .records import check_records, is_structure, record_count
 from .run_engines import RunEngines
 from .run_state import adopt_carried_releases, bind_run, carried_run
 
@@ -156,7 +158,7 @@ class DPSGDRun(RunEngines, Mechanism):
         """The requested training path, one of :data:`~tfdpmech.mechanisms.dpsgd.paths.PATHS`."""
         return check_choice(path, "path", PATHS)
 
-    def compile(self, model, *, loss=None, metrics=("accuracy",), optimizer=None) -> keras.Model:
+    def compile(self, model, *, loss=None, metrics=("accuracy",), optimizer=None, loss_weights=None) -> keras.Model:
         """Compile ``model`` for DP-SGD, record the release, and return the model to ``fit``.
 
         Under ``MultiWorkerMirroredStrategy`` the release is recorded by the returned model's ``fit``
@@ -167,7 +169,10 @@ class DPSGDRun(RunEngines, Mechanism):
             model: a built, un-compiled ``keras.Model`` with logits output, or a builder
                 (callable without arguments) returning one, e.g. ``tfdpmech.models.standard_cnn``.
             loss: a ``keras.losses.Loss`` (its reduction is overridden); None means
-                ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels.
+                ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels. A model with several
+                outputs takes a list or dict of them (:mod:`.output_losses`; tfdpmech's engine).
+            loss_weights: with several losses, their weights (list or dict, as Keras's ``compile``):
+                each record's gradient of the weighted total loss is clipped.
             metrics: Keras metrics for ``compile``.
             optimizer: a ``keras.optimizers.Optimizer`` instead of the run's own (the constructor's
                 ``optimizer`` settings); not with ``path="microbatch"``.
@@ -185,7 +190,7 @@ class DPSGDRun(RunEngines, Mechanism):
                 ``path="vectorized"`` for a subclassed model.
         """
         self._refuse_second_compile()
-        return self._compile_checked(self._checked_model(model, loss), loss, metrics, optimizer)
+        return self._compile_checked(self._checked_model(model, loss, loss_weights), loss, metrics, optimizer)
 
     carries_run = False  # the Poisson run's optimizer carries it through save and load (run_state.py)
 
@@ -216,7 +221,7 @@ class DPSGDRun(RunEngines, Mechanism):
             else:
                 reduction = "none"  # the DP optimizers need one loss per example
             model.compile(optimizer=optimizer if optimizer is not None else self._optimizer(dp_optimizer_keras),
-                          loss=self._loss(loss, reduction), metrics=list(metrics) if metrics else None,
+                          loss=self._loss(loss, reduction), metrics=keras_metrics(metrics),
                           jit_compile=False)  # XLA would drop the guards' assertions (guards.py)
         if not resumed:
             self.first_step = int(model.optimizer.iterations.numpy())
@@ -235,10 +240,10 @@ class DPSGDRun(RunEngines, Mechanism):
         self._record_release()
         return model
 
-    def resume_compiled(self, model, *, loss, metrics) -> keras.Model:
+    def resume_compiled(self, model, *, loss, metrics, loss_weights=None) -> keras.Model:
         """Compile a loaded ``model`` for this run, restored by :func:`.resume.run_from_state`: the same
         optimizer (its step count), no new release."""
-        model = self._checked_model(model, loss, keep_label_form=True)
+        model = self._checked_model(model, loss, loss_weights, keep_label_form=True)
         return self._compile_checked(model, loss, metrics, model.optimizer, resumed=True)
 
     def _refuse_second_compile(self) -> None:
@@ -249,13 +254,18 @@ class DPSGDRun(RunEngines, Mechanism):
                 "(its ε composes with the first run in a shared ledger) to train another model"
             )
 
-    def _checked_model(self, model, loss, *, keep_label_form: bool = False):
+    def _checked_model(self, model, loss, loss_weights=None, *, keep_label_form: bool = False):
         """``model`` (built from a builder) after every check that needs no data, in order (before any release)."""
         if not isinstance(model, keras.Model) and callable(model) and not isinstance(model, keras.layers.Layer):
             model = model()
         check_model(model)
         if loss is None:
             check_logits(model)
+        check_output_losses(model, loss, loss_weights)
+        if isinstance(loss, (list, tuple, dict)) and self.engine != "tfdpmech":
+            raise ValueError(f"a list or dict of losses (several outputs) trains on engine='tfdpmech'; got "
+                             f"engine={self.engine!r}. Pass engine='tfdpmech' or use tfdpmech.make_private")
+        self.loss_weights = loss_weights
         why = batch_dependence(model)
         if why is not None:
             raise ValueError(
@@ -307,11 +317,18 @@ class DPSGDRun(RunEngines, Mechanism):
 
     # -- training helpers --------------------------------------------------------------------
     def _checked_data(self, x, y):
-        """``(x, y)`` checked: numeric, real and finite, n records; integer labels one-hot for the default loss."""
-        x = check_array(x, "x")
-        y = check_array(y, "y")
+        """``(x, y)`` checked: numeric, real and finite, n records; integer labels one-hot for the default loss.
+        ``x`` and ``y`` may be lists, tuples or dicts of arrays (several inputs or outputs, :mod:`.records`)."""
+        x, y = check_records(x, "x"), check_records(y, "y")
+        if (is_structure(x) or is_structure(y)) and (self.multiworker is not None or not self._poisson):
+            raise ValueError(
+                f"{type(self).__name__} takes x and y as single arrays here (several inputs or outputs train with "
+                "Poisson DPSGD on one machine); got " + ", ".join(
+                    f"{n}={type(v).__name__}" for n, v in (("x", x), ("y", y)) if is_structure(v)))
         classes = getattr(self, "num_classes", None)
-        if self._sparse_labels and y.ndim == 1 and classes is not None:  # ids for a sparse loss: in range
+        if is_structure(y):
+            pass  # several outputs: labels as the losses take them
+        elif self._sparse_labels and y.ndim == 1 and classes is not None:  # ids for a sparse loss: in range
             check_labels(y, "y", num_classes=classes)
         elif (self._one_hot_labels or not self._loss_known) and (y.ndim == 1 or classes is not None):
             if classes is None:
@@ -321,12 +338,13 @@ class DPSGDRun(RunEngines, Mechanism):
                     "compile first, or pass one-hot labels (keras.utils.to_categorical(y))"
                 )
             y = check_labels(y, "y", num_classes=classes)
-        if len(x) != len(y):
-            raise ValueError(f"x and y must have the same number of examples, got {len(x)} and {len(y)}")
-        if len(x) != self.n:
+        if record_count(x) != record_count(y):
+            raise ValueError(f"x and y must have the same number of examples, got {record_count(x)} and "
+                             f"{record_count(y)}")
+        if record_count(x) != self.n:
             raise ValueError(
-                f"the noise was calibrated for n={self.n} training examples, got {len(x)}; pass all n examples or "
-                f"create the {type(self).__name__} with n={len(x)}"
+                f"the noise was calibrated for n={self.n} training examples, got {record_count(x)}; pass all n examples "
+                f"or create the {type(self).__name__} with n={record_count(x)}"
             )
         return x, y
 

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from ...accounting.poisson_dpsgd import check_sampling_probability
 from ...validation import check_positive_int
+from .records import is_structure, record_count, records_spec, take_rows
 
 __all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "check_seed", "sampling_key",
            "step_rng", "poisson_batch", "tagged_poisson_batch", "run_element", "run_signature", "run_dataset",
@@ -69,8 +70,9 @@ class PoissonSampler:
         return self._rng.random((steps, self.n)) < self.q
 
 
-def pad_batch(x: np.ndarray, y: np.ndarray, indices: np.ndarray, size: int):
-    """Gather ``x[indices], y[indices]`` into zero-padded arrays with a 0/1 mask.
+def pad_batch(x, y, indices: np.ndarray, size: int):
+    """Gather ``x[indices], y[indices]`` into zero-padded arrays with a 0/1 mask (``x`` and ``y`` may be lists,
+    tuples or dicts of arrays: several inputs or outputs, :mod:`.records`).
 
     The padded shape is ``size``, or the smallest multiple of ``size`` that holds every index
     (never truncated).
@@ -80,11 +82,9 @@ def pad_batch(x: np.ndarray, y: np.ndarray, indices: np.ndarray, size: int):
     """
     k = len(indices)
     rows = size * max(1, -(-k // size))
-    xb = np.zeros((rows,) + x.shape[1:], dtype=x.dtype)
-    yb = np.zeros((rows,) + y.shape[1:], dtype=y.dtype)
     mask = np.zeros((rows,), dtype=np.float32)
-    xb[:k], yb[:k], mask[:k] = x[indices], y[indices], 1.0
-    return xb, yb, mask
+    mask[:k] = 1.0
+    return take_rows(x, indices, rows), take_rows(y, indices, rows), mask
 
 
 def check_seed(seed, name: str = "seed"):
@@ -122,16 +122,24 @@ def poisson_batch(x, y, q: float, padded: int, key, step: int):
     A pure function of the secret ``key`` (:func:`sampling_key`) and ``step``; ``(x, y, mask)`` padded to
     ``padded`` rows (or the next multiple, never cut), as :func:`pad_batch`.
     """
-    return pad_batch(x, y, PoissonSampler(len(x), q, step_rng(key, step)).sample(), padded)
+    return pad_batch(x, y, PoissonSampler(record_count(x), q, step_rng(key, step)).sample(), padded)
 
 
 def _arrays(x, y):
-    x, y = np.asarray(x), np.asarray(y)
-    if len(x) != len(y):
-        raise ValueError(f"x and y must have the same number of records, got {len(x)} and {len(y)}")
-    if x.dtype != np.float32 and np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float32)
+    """``x`` and ``y`` as arrays (or tuples and dicts of arrays: tf.data takes no lists), floats as float32."""
+    def arrays(value):
+        if is_structure(value):
+            value = tf.nest.map_structure(np.asarray, tuple(value) if isinstance(value, list) else value)
+            return tf.nest.map_structure(_float32, value)
+        return _float32(np.asarray(value))
+    x, y = arrays(x), arrays(y)
+    if record_count(x) != record_count(y):
+        raise ValueError(f"x and y must have the same number of records, got {record_count(x)} and {record_count(y)}")
     return x, y
+
+
+def _float32(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float32) if a.dtype != np.float32 and np.issubdtype(a.dtype, np.floating) else a
 
 
 def record_spec(a: np.ndarray) -> tf.TensorSpec:
@@ -160,7 +168,7 @@ def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_s
     """
     x, y = _arrays(x, y)
     q = check_sampling_probability(q, "q")
-    n = check_positive_int(len(x), "n")
+    n = check_positive_int(record_count(x), "n")
     steps_per_epoch = check_positive_int(steps_per_epoch, "steps_per_epoch")
     size = padded_batch_size(n, q) if padded_size is None else check_positive_int(padded_size, "padded_size")
     key = sampling_key(seed)
@@ -172,7 +180,7 @@ def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_s
         for step in range(first, first + steps_per_epoch):
             yield poisson_batch(x, y, q, size, key, step)
 
-    signature = (record_spec(x), record_spec(y), tf.TensorSpec((None,), tf.float32))
+    signature = (records_spec(x), records_spec(y), tf.TensorSpec((None,), tf.float32))
     return _stream(generate, signature, steps_per_epoch)
 
 
@@ -190,7 +198,7 @@ def run_element(parts):
 
 def run_signature(x: np.ndarray, y: np.ndarray):
     """The ``tf.TensorSpec`` structure of :func:`run_element` for records like ``x`` and labels like ``y``."""
-    return record_spec(x), record_spec(y), (tf.TensorSpec((None,), tf.float32), tf.TensorSpec((None, 2), tf.int64))
+    return records_spec(x), records_spec(y), (tf.TensorSpec((None,), tf.float32), tf.TensorSpec((None, 2), tf.int64))
 
 
 def is_run_dataset(data) -> bool:

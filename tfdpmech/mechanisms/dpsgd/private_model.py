@@ -49,12 +49,13 @@ def private_dpsgd_model(model, dp):
     dp.engine = "tfdpmech"  # "auto" would pick tensorflow-privacy's DPModel where it imports: not this model
     keras_fit = type(model).fit
 
-    def compile(optimizer=None, loss=None, metrics=None, **kwargs):  # optimizer None: the run's own settings
+    def compile(optimizer=None, loss=None, metrics=None, loss_weights=None, **kwargs):  # optimizer None: the run's own
         if kwargs:
-            raise TypeError(f"a private model's compile takes optimizer, loss and metrics; got {sorted(kwargs)}")
+            raise TypeError(f"a private model's compile takes optimizer, loss, metrics and loss_weights; got "
+                            f"{sorted(kwargs)}")
         if isinstance(optimizer, str):
             optimizer = _optimizer_from_name(optimizer)
-        dp.compile(model, loss=loss, metrics=metrics or (), optimizer=optimizer)
+        dp.compile(model, loss=loss, metrics=metrics or (), optimizer=optimizer, loss_weights=loss_weights)
         model.fit = fit  # under MultiWorkerMirroredStrategy compile installed its fit: it runs from here
 
     def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numbers
 
+import keras
+
 from ...accounting.ledger import PrivacyLedger
 from .run_state import RUN_STATE_FORMAT, carried_run
 
@@ -80,9 +82,10 @@ def run_from_state(state: dict, *, seed=None):
     return dp
 
 
-def _compiled_loss_and_metrics(model):
+def _compile_arguments(model) -> dict:
+    """The loss, metrics and loss weights ``model`` was compiled with (restored by ``load_model``)."""
     config = getattr(getattr(model, "_compile_config", None), "config", None) or {}
-    return config.get("loss"), config.get("metrics")
+    return {k: config.get(k) for k in ("loss", "metrics", "loss_weights")}
 
 
 def resume(model, *, seed=None):
@@ -104,6 +107,8 @@ def resume(model, *, seed=None):
     """
     from .private_model import private_dpsgd_model  # noqa: PLC0415
 
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"model must be a keras.Model (e.g. keras.models.load_model(path)), got {type(model).__name__}")
     state = carried_run(model)
     if state is None:
         raise ValueError(
@@ -121,7 +126,7 @@ def resume(model, *, seed=None):
             f"the model was saved after {taken} steps, inside an epoch of {dp.steps_per_epoch} steps; resume a "
             "checkpoint saved at an epoch's end (ModelCheckpoint and BackupAndRestore save there by default), or "
             "start a new run that composes with this one: tfdpmech.make_private(model, tfdpmech.DPSGD(...))")
-    loss, metrics = _compiled_loss_and_metrics(model)
+    arguments = _compile_arguments(model)
     private = private_dpsgd_model(model, dp)
-    dp.resume_compiled(private, loss=loss, metrics=metrics)
+    dp.resume_compiled(private, **arguments)
     return private

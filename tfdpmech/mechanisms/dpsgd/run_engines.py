@@ -14,6 +14,7 @@ from ...validation import check_choice
 from .clipping import ghost_norms_mismatch, resolve_clipping
 from .multiworker import is_multiworker
 from .paths import fast_clipping_layers, rebuildable, resolve_engine, supports_fast_clipping
+from .output_losses import keras_metrics, per_record_loss, with_reduction
 from .train_step import install_dp_train_step
 
 __all__ = ["RunEngines"]
@@ -70,9 +71,11 @@ class RunEngines:
         self.path = resolve_clipping(model, self.requested_path)
         loss = self._loss(loss, "sum_over_batch_size")
         # the class's compile: tfdpmech.make_private replaces the instance's compile with one that comes here
+        loss_weights = getattr(self, "loss_weights", None)
         type(model).compile(model, optimizer=optimizer if optimizer is not None else self._optimizer(None), loss=loss,
-                            metrics=list(metrics) if metrics else None, jit_compile=False)  # see guards.py
-        install_dp_train_step(model, loss=loss, l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
+                            loss_weights=loss_weights, metrics=keras_metrics(metrics),
+                            jit_compile=False)  # see guards.py
+        install_dp_train_step(model, loss=per_record_loss(model, loss, loss_weights), l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
                               divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
                               require_mask=self._poisson,
                               physical_batch_size=getattr(self, "physical_batch_size", None))
@@ -109,6 +112,8 @@ class RunEngines:
     def _loss(self, loss, reduction: str):
         if loss is None:
             return keras.losses.CategoricalCrossentropy(from_logits=True, reduction=reduction)
+        if isinstance(loss, (list, tuple, dict)):  # several outputs: checked by output_losses.check_output_losses
+            return with_reduction(loss, reduction)
         if not isinstance(loss, keras.losses.Loss):
             raise TypeError(
                 f"loss must be a keras.losses.Loss instance such as keras.losses.SparseCategoricalCrossentropy("

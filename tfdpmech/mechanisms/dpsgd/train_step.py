@@ -120,7 +120,8 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
 
     Args:
         model: a compiled ``keras.Model`` (its optimizer, loss and metrics are used).
-        loss: the ``keras.losses.Loss`` the model was compiled with (a per-record copy is made).
+        loss: the per-record loss ``(y_true, y_pred) -> (B,)`` (:func:`.output_losses.per_record_loss`), or the
+            ``keras.losses.Loss`` the model was compiled with (a per-record copy is made).
         l2_norm_clip: C. noise_multiplier: σ (0 for the noise-free cross-checks).
         divisor: the public L the noisy sum is divided by.
         clipping: ``"fast_clipping"`` or ``"vectorized"`` (see :func:`.clipping.resolve_clipping`).
@@ -134,7 +135,7 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
     (:mod:`.ghost_norms`: norms, clipped sums and noise in float32) and applies the unscaled noisy
     gradient to the wrapped optimizer.
     """
-    loss_fn = per_example_loss(loss)
+    loss_fn = per_example_loss(loss) if isinstance(loss, keras.losses.Loss) else loss
     key = noise_key(noise_seed)
     std = float(l2_norm_clip) * float(noise_multiplier)
 
