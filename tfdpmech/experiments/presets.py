@@ -158,14 +158,16 @@ register_preset(
 # pCDBN and Lu et al.'s output perturbation 0.5; AFRRS 0.6): the first
 # 1,000 training images are public (they train the relevance model and the public_only row), the other 59,000
 # private; DP-SGD's tanh CNN at its chosen recipe on the same 59,000 at every one of those ε, and DP-SGD on a
-# linear head over the public model's features (the same public data the papers' rows use). The per-record
+# linear head over the public model's features (the same public data the papers' rows use) and on the whole public
+# model from its public weights (clipped 1,024 records at a time: physical_batch_size). The per-record
 # modes run at batch 100: their proofs allow at most 135 on this CNN at these budgets (per_record_budget), and
 # 100 divides both 59,000 and the quick run's 600 records. The reference modes of AdLM, ILM and AFRRS run at
 # batch 1,000 for ``epochs``; pCDBN's as its code does (batch 3,600, 10 pre-training epochs per layer, 2,400
 # fine-tuning epochs). The papers' own settings are in the seed-paper table of the report.
 PAPER_METHODS = ("nonprivate", "public_only", "adlm_reference", "adlm_per_record", "ilm_reference", "ilm_per_record",
                  "afrrs_reference", "afrrs_per_record", "pcdbn_reference", "pcdbn_private", "outpert_reference",
-                 "outpert_head", "ip_reference_head", "ip_private_head", "dpsgd", "dpsgd_head")
+                 "outpert_head", "ip_reference_head", "ip_private_head", "dpsgd", "dpsgd_head",
+                 "dpsgd_finetune")
 _AT = {0.25: ("adlm_reference", "adlm_per_record", "ilm_reference", "ilm_per_record", "ip_reference_head",
               "ip_private_head"),
        0.5: ("pcdbn_reference", "pcdbn_private", "outpert_reference", "outpert_head"),

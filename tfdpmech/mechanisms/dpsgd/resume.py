@@ -124,7 +124,7 @@ def resume(model, *, seed=None):
     if taken % dp.steps_per_epoch:
         raise ValueError(
             f"the model was saved after {taken} steps, inside an epoch of {dp.steps_per_epoch} steps; resume a "
-            "checkpoint saved at an epoch's end (ModelCheckpoint and BackupAndRestore save there by default), or "
+            "checkpoint saved at an epoch's end (ModelCheckpoint saves there by default), or "
             "start a new run that composes with this one: tfdpmech.make_private(model, tfdpmech.DPSGD(...))")
     arguments = _compile_arguments(model)
     private = private_dpsgd_model(model, dp)
