@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tfdpmech.mechanisms.dpsgd import ghost_norms
+from tfdpmech.mechanisms.dpsgd.layer_rules.convolution import patches
 from tfdpmech.mechanisms.dpsgd.clipping import (
     clipped_gradient_sum,
     ghost_unsupported_layers,
@@ -106,8 +107,22 @@ def test_conv_patches_are_extract_patches(channels, kernel, strides, dilations, 
     a = tf.constant(np.random.default_rng(channels).standard_normal((3, 11, 9, channels)).astype(np.float32))
     expected = tf.image.extract_patches(a, sizes=[1, *kernel, 1], strides=[1, *strides, 1],
                                         rates=[1, *dilations, 1], padding=padding)
-    got = ghost_norms._patches(a, *kernel, strides, dilations, padding)
+    got = patches(a, kernel, strides, dilations, padding)
     np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("channels", [2, 6])
+def test_volume_and_sequence_patches_are_extract_patches(channels):
+    """3-D patches (identity kernel or extract_volume_patches) and 1-D patches (an image of height 1)."""
+    rng = np.random.default_rng(channels)
+    volume = tf.constant(rng.standard_normal((2, 6, 7, 5, channels)).astype(np.float32))
+    expected = tf.extract_volume_patches(volume, ksizes=[1, 3, 2, 2, 1], strides=[1, 2, 1, 2, 1], padding="SAME")
+    np.testing.assert_allclose(patches(volume, (3, 2, 2), (2, 1, 2), (1, 1, 1), "same").numpy(), expected.numpy(),
+                               rtol=1e-6, atol=1e-6)
+    sequence = tf.constant(rng.standard_normal((2, 13, channels)).astype(np.float32))
+    expected = tf.image.extract_patches(sequence[:, None], sizes=[1, 1, 3, 1], strides=[1, 1, 2, 1],
+                                        rates=[1, 1, 2, 1], padding="VALID")[:, 0]
+    np.testing.assert_allclose(patches(sequence, (3,), (2,), (2,), "valid").numpy(), expected.numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -157,10 +172,14 @@ def test_auto_picks_ghost_norms_for_supported_layers_and_vectorized_otherwise():
     assert resolve_clipping(_embedding_model(), "auto") == "fast_clipping"
     with_norm = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.LayerNormalization(),
                                   keras.layers.Dense(2)])
-    assert ghost_unsupported_layers(with_norm) == [f"{with_norm.layers[1].name} (LayerNormalization)"]
-    assert resolve_clipping(with_norm, "auto") == "vectorized"
-    with pytest.raises(ValueError, match="LayerNormalization.*path='vectorized'"):
-        resolve_clipping(with_norm, "fast_clipping")
+    assert ghost_unsupported_layers(with_norm) == []  # the registry's normalisation rule
+    assert resolve_clipping(with_norm, "auto") == "fast_clipping"
+    # a recurrent layer with dropout can be neither a rule's nor recomputed record by record alone
+    random = keras.Sequential([keras.Input((5, 3)), keras.layers.GRU(4, dropout=0.5), keras.layers.Dense(2)])
+    assert ghost_unsupported_layers(random) == [f"{random.layers[0].name} (GRU)"]
+    assert resolve_clipping(random, "auto") == "vectorized"
+    with pytest.raises(ValueError, match="GRU.*path='vectorized'"):
+        resolve_clipping(random, "fast_clipping")
     with pytest.raises(ValueError, match="clipping method"):
         resolve_clipping(with_norm, "ghost")
 

@@ -3,7 +3,8 @@
 The classes are read from ``keras.layers`` itself (Keras 2.15 and Keras 3 alike), not from a hand-picked
 list. :data:`SPECS` (in :mod:`._layer_specs`) builds each in a tiny model (input → layer → Dense logits)
 and states what the engine must do with it: ``"exact"`` (its clipped gradient sum equals a loop of one
-gradient tape per record, 1e-4 relative), ``"refused"`` (compile raises and the ledger stays empty) or
+gradient tape per record, 1e-4 relative; on Keras 3 also on the ghost-norm path, by the layer's registry
+rule or handled alone, unless :data:`WHOLE_MODEL_PER_RECORD` says why not), ``"refused"`` (compile raises and the ledger stays empty) or
 ``"none"`` (it holds no variable: nothing to clip, nothing to update). :data:`NOT_TESTABLE` names, with
 the reason, the classes no DP-SGD model can hold on this stack (base classes, other backends' wrappers).
 A class in neither fails the test: a new Keras layer cannot slip through unclassified.
@@ -24,6 +25,9 @@ import tensorflow as tf
 
 from tfdpmech.mechanisms.dpsgd import DPSGD
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss
+from tfdpmech.mechanisms.dpsgd.ghost_norms import layer_paths
+from tfdpmech.mechanisms.dpsgd.layer_rules import registered_rule
+from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
 
 from ._layer_specs import NOT_TESTABLE, SLOW, SPECS
 
@@ -68,13 +72,14 @@ def _per_record_gradients(model, x, y, training):
     return out
 
 
-def _engine_outcome(model, random: bool) -> str:
+def _engine_outcome(model, random: bool, layer=None) -> str:
     dp = DPSGD(2.0, 1e-3, expected_batch_size=10, epochs=1, n=100, engine="tfdpmech")
     try:
         dp.compile(model, loss=LOSS)
     except (ValueError, TypeError):
         assert len(dp.ledger) == 0 and dp.release is None, "refused after the release was recorded"
         return "refused"
+    _check_path(model, layer, dp.path)
     x, y = _batch(model)
     weights = np.array([1.0] * (ROWS - 1) + [0.0], np.float32)
     training = not random
@@ -91,6 +96,29 @@ def _engine_outcome(model, random: bool) -> str:
         tolerance = 1e-4 * float(np.abs(w).max()) + 1e-6 * overall
         assert float(np.abs(g.numpy() - w).max()) <= tolerance, (v.name, dp.path)
     return "exact"
+
+
+# Keras 3: every layer DP-SGD clips exactly trains on the ghost-norm path, by its registry rule or alone,
+# except these (the whole model then takes the per-record path), with what the compile-time probe measured
+WHOLE_MODEL_PER_RECORD = {
+    "GroupedQueryAttention": "its key projection's ghost norm differs from one gradient tape per record, "
+                             "registered rule and alone alike",
+}
+
+
+def _check_path(model, layer, path):
+    """Which path the layer takes: ghost norms (its registered rule, else alone) or, listed above, per record."""
+    if not KERAS_3 or layer is None:
+        return
+    name = type(layer).__name__
+    if name in WHOLE_MODEL_PER_RECORD:
+        assert path == "vectorized", name
+        return
+    assert path == "fast_clipping", f"{name} sent the model to the per-record path"
+    paths = layer_paths(model)
+    if layer.name in paths:  # the layer is a unit itself (not a cell or a container of units)
+        rule = registered_rule(layer)
+        assert paths[layer.name] == (rule.family if rule is not None else "alone"), (name, paths)
 
 
 def _holds_variables(layer) -> bool:
@@ -114,7 +142,7 @@ def test_every_layer_is_clipped_exactly_or_refused_before_the_release(name):
     # a random layer holds its seed state in a variable on Keras 3, in none on Keras 2: the engine checks it either way
     assert _holds_variables(layer) or spec.random or spec.expect == "refused", (
         f"{name} holds no variable: classify it as 'none'")
-    assert _engine_outcome(model, spec.random) == spec.expect
+    assert _engine_outcome(model, spec.random, layer) == spec.expect
 
 
 def test_the_catalogue_is_read_from_keras_itself():

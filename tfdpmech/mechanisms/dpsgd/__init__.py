@@ -20,8 +20,9 @@
 - :mod:`.private_model`: what :func:`tfdpmech.make_private` does with a :class:`DPSGD` run: an
   ordinary Keras model then trains with Poisson DP-SGD through its own ``compile`` / ``fit``, on every stack.
 - :mod:`.train_step` and :mod:`.clipping`: tfdpmech's own engine, the train step installed on the
-  user's model and the per-example clipped gradient sums (:mod:`.ghost_norms` for Dense, EinsumDense,
-  Embedding and Conv2D when a probe batch shows them exact; per-record gradients for any other model).
+  user's model and the per-example clipped gradient sums (:mod:`.ghost_norms` with the layer registry
+  :mod:`.layer_rules`, checked on a probe batch by :mod:`.ghost_probe`; per-record gradients for any other
+  model).
 - :mod:`.batch_norm`: :func:`replace_batch_norm`, a copy of a model with ``GroupNormalization`` in place
   of each trainable ``BatchNormalization`` (which DP-SGD refuses; a frozen one is accepted).
 - :mod:`.model_probe` (a model whose training pass sets state from the batch or mixes records is
@@ -40,11 +41,12 @@ from .shuffled import ShuffledDPSGD
 from .optimizer_settings import OptimizerSettings
 from .paths import ENGINES, PATHS, fast_clipping_layers, resolve_engine, supports_fast_clipping, tf_privacy_available
 from .poisson import DPSGD
+from .layer_rules import LayerRule, register_layer_rule
 from .resume import resume
 from .poisson_sampling import PoissonSampler, padded_batch_size, poisson_dataset
 from .recipe import FINETUNE_RECIPE, HEAD_RECIPE, RECIPE, SAMPLINGS, Recipe, make_dpsgd, tanh_mlp
 
-__all__ = ["DPSGD", "resume", "ShuffledDPSGD", "DPSGDRun", "DPSGDBudget", "OPTIMIZERS", "OptimizerSettings", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
+__all__ = ["DPSGD", "resume", "LayerRule", "register_layer_rule", "ShuffledDPSGD", "DPSGDRun", "DPSGDBudget", "OPTIMIZERS", "OptimizerSettings", "ENGINES", "PATHS", "GHOST_LAYERS", "clipped_gradient_sum",
            "ghost_unsupported_layers", "resolve_engine", "tf_privacy_available", "fast_clipping_layers",
            "supports_fast_clipping",
            "PoissonSampler", "padded_batch_size", "poisson_dataset", "RECIPE", "HEAD_RECIPE",

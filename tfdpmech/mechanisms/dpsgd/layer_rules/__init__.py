@@ -1,0 +1,18 @@
+"""The layer registry of the ghost-norm path: one module per layer family (see :mod:`.registry`).
+
+- :mod:`.dense`: Dense, EinsumDense (MultiHeadAttention's projections);
+- :mod:`.embedding`: Embedding, with ids from the data or shared (positions);
+- :mod:`.convolution`: Conv1D/2D/3D and Conv1D/2D/3DTranspose;
+- :mod:`.depthwise`: DepthwiseConv1D/2D, SeparableConv1D/2D;
+- :mod:`.normalization`: LayerNormalization, GroupNormalization, RMSNormalization;
+- :mod:`.alone`: any other layer, handled alone (its own weights' per-record gradients).
+
+:func:`register_layer_rule` adds a rule for a layer class of one's own.
+"""
+
+from . import convolution, dense, depthwise, embedding, normalization  # noqa: F401  (each registers its rules)
+from .alone import ALONE, AloneRule
+from .registry import LayerRule, Tapped, register_layer_rule, registered_classes, registered_rule
+
+__all__ = ["ALONE", "AloneRule", "LayerRule", "Tapped", "register_layer_rule", "registered_classes",
+           "registered_rule"]

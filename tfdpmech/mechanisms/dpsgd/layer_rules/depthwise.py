@@ -1,0 +1,110 @@
+"""Depthwise and separable convolutions.
+
+A depthwise convolution filters each input channel c with its own ``M`` kernels: ``z_p[c·M + m] =
+Σ_k P_p(a)[k, c] W[k, c, m]``. Record i's kernel gradient ``Σ_p P_p(a_i)[k, c] g_ip[c·M + m]`` is small
+(kernel size × channels × M), so it is materialised per record from the patches (:func:`.convolution.patches`).
+
+A separable convolution is a depthwise convolution (strides, padding, dilation) followed by a pointwise
+(1×1) one: the rule computes the two steps itself and taps both, the depthwise output ``d`` for the
+depthwise kernel and ``z`` for the pointwise kernel and the bias (a Dense over the positions of ``d``).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from .convolution import patches, pre_activation
+from .linear_algebra import bias_sq_norms, flatten_positions, linear_sq_norms, trains
+from .registry import KERAS_3, LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
+
+__all__ = ["DepthwiseConvolutionRule", "SeparableConvolutionRule"]
+
+
+def _depthwise_sq_norms(layer_geometry, a, g, multiplier: int):
+    """Per-record squared norm of a depthwise kernel's gradient: ``a`` the input, ``g`` (B, ..., C·M) the output's."""
+    kernel_size, strides, dilation, padding = layer_geometry
+    channels = int(a.shape[-1])
+    p = flatten_positions(patches(a, kernel_size, strides, dilation, padding))  # (B, P, K·C)
+    p = tf.reshape(p, (tf.shape(p)[0], tf.shape(p)[1], -1, channels))
+    g = tf.reshape(flatten_positions(g), (tf.shape(p)[0], tf.shape(p)[1], channels, multiplier))
+    per_record = tf.einsum("bpkc,bpcm->bkcm", p, g)
+    return tf.reduce_sum(tf.square(per_record), axis=[1, 2, 3])
+
+
+def _geometry(layer):
+    return layer.kernel_size, layer.strides, layer.dilation_rate, layer.padding
+
+
+def _channels_last(layer) -> bool:
+    return getattr(layer, "data_format", "channels_last") == "channels_last"
+
+
+class DepthwiseConvolutionRule(LayerRule):
+    """``DepthwiseConv1D`` and ``DepthwiseConv2D`` (channels last)."""
+
+    family = "depthwise_convolution"
+
+    def applies(self, layer) -> bool:
+        return _channels_last(layer)
+
+    def forward(self, layer, inputs, keep, args, kwargs) -> Tapped:
+        a, z, out = pre_activation(layer, inputs, keep)
+        return Tapped(out, [(z, list(layer.trainable_variables))], {"a": a})
+
+    def sq_norms(self, layer, saved, tap_grads):
+        kernel = layer.depthwise_kernel if hasattr(layer, "depthwise_kernel") else layer.kernel  # Keras 2.15 / 3
+        g = tf.cast(tap_grads[0], tf.float32)
+        total = tf.zeros(tf.shape(g)[:1], tf.float32)
+        if trains(layer, kernel):
+            total += _depthwise_sq_norms(_geometry(layer), tf.cast(saved["a"], tf.float32), g,
+                                         int(layer.depth_multiplier))
+        if trains(layer, getattr(layer, "bias", None)):
+            total += bias_sq_norms(flatten_positions(g))
+        return total
+
+
+class SeparableConvolutionRule(LayerRule):
+    """``SeparableConv1D`` and ``SeparableConv2D`` (Keras 3, channels last)."""
+
+    family = "separable_convolution"
+
+    def applies(self, layer) -> bool:
+        return KERAS_3 and _channels_last(layer)
+
+    def forward(self, layer, inputs, keep, args, kwargs) -> Tapped:
+        dtype = exact_dtype(layer)
+        a = select_rows(keep, tf.cast(inputs, dtype))
+        depthwise = tf.cast(tf.convert_to_tensor(layer.depthwise_kernel), dtype)
+        pointwise = tf.cast(tf.convert_to_tensor(layer.pointwise_kernel), dtype)
+        d = keras.ops.depthwise_conv(a, depthwise, strides=layer.strides, padding=layer.padding,
+                                     dilation_rate=layer.dilation_rate, data_format="channels_last")
+        z = keras.ops.conv(d, pointwise, strides=1, padding="valid", data_format="channels_last")
+        if getattr(layer, "bias", None) is not None:
+            z = z + tf.cast(tf.convert_to_tensor(layer.bias), dtype)
+        activation = layer.activation if layer.activation is not None else (lambda t: t)
+        point_vars = [v for v in layer.trainable_variables if v is not layer.depthwise_kernel]
+        depth_vars = [v for v in layer.trainable_variables if v is layer.depthwise_kernel]
+        return Tapped(activation(tf.cast(z, compute_dtype(layer))), [(d, depth_vars), (z, point_vars)],
+                      {"a": a, "d": d})
+
+    def sq_norms(self, layer, saved, tap_grads):
+        g_d, g_z = (tf.cast(g, tf.float32) for g in tap_grads)
+        total = tf.zeros(tf.shape(g_z)[:1], tf.float32)
+        if trains(layer, layer.depthwise_kernel):
+            total += _depthwise_sq_norms(_geometry(layer), tf.cast(saved["a"], tf.float32), g_d,
+                                         int(layer.depth_multiplier))
+        d3, z3 = flatten_positions(tf.cast(saved["d"], tf.float32)), flatten_positions(g_z)
+        if trains(layer, layer.pointwise_kernel):
+            total += linear_sq_norms(d3, z3, int(saved["d"].shape[-1]), int(g_z.shape[-1]))
+        if trains(layer, getattr(layer, "bias", None)):
+            total += bias_sq_norms(z3)
+        return total
+
+
+for _name in ("DepthwiseConv1D", "DepthwiseConv2D"):
+    if hasattr(keras.layers, _name):
+        register_layer_rule(getattr(keras.layers, _name), DepthwiseConvolutionRule())
+for _name in ("SeparableConv1D", "SeparableConv2D"):
+    if hasattr(keras.layers, _name):
+        register_layer_rule(getattr(keras.layers, _name), SeparableConvolutionRule())

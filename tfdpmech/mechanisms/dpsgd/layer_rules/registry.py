@@ -1,0 +1,135 @@
+"""The layer registry: how each layer type's per-record gradient norm is computed on the ghost-norm path.
+
+DP-SGD needs, for every record i, ``‖∇θ ℓ_i‖`` over all trainable weights θ. The ghost-norm path runs the
+model once, takes one backward pass of ``Σ_i ℓ_i`` to a few tensors each layer exposes (its *taps*: for a
+Dense layer the pre-activation ``z``), and from each tap's per-record gradient ``g_i = ∂ℓ_i/∂tap_i``
+computes the squared norm of the gradient of that layer's own weights (Goodfellow 2015; Li et al. 2022;
+Bu et al. 2023). A :class:`LayerRule` says how, for one layer type:
+
+``forward(layer, inputs, keep, args, kwargs) -> Tapped``
+    runs the layer as Keras would (padding rows, ``keep`` False, selected out), returning its output, its
+    taps (each with the trainable weights that reach the output through it alone), and whatever
+    ``sq_norms`` reads (the layer's input, unfolded patches, the normalised input, ...).
+``sq_norms(layer, saved, tap_grads) -> (B,)``
+    each record's squared norm of the gradient of the layer's trainable weights.
+``clipped_sum(layer, saved, tap_grads, factors)`` (optional)
+    ``Σ_i c_i ∇W ℓ_i`` for each trainable weight, or None: then the engine takes the layer's local weight
+    gradient with the output gradients ``c_i g_i`` (Bu et al.'s book-keeping: the weight gradient is linear
+    in ``g``), one local backward pass per tap.
+
+Rules are registered by exact class (:func:`register_layer_rule`, open to a user's own layers, as
+tensorflow-privacy's ``LayerRegistry`` and Opacus's grad samplers). A trainable layer with no rule is
+handled **alone** (:mod:`.alone`: its own weights' per-record gradients, recomputed record by record for
+that one layer) while the rest of the model stays on the ghost-norm path; the compile-time probe
+(:func:`tfdpmech.mechanisms.dpsgd.clipping.ghost_norms_mismatch`) compares every layer's norms with a
+record-by-record loop of gradient tapes and demotes a layer whose rule does not match to the alone rule.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+
+import keras
+import tensorflow as tf
+
+__all__ = ["Tapped", "LayerRule", "register_layer_rule", "registered_rule", "registered_classes", "select_rows",
+           "KERAS_3", "exact_dtype", "compute_dtype", "is_per_record"]
+
+KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
+_LOW_PRECISION = (tf.float16, tf.bfloat16)
+
+
+@dataclasses.dataclass
+class Tapped:
+    """What a rule's forward pass exposes.
+
+    Attributes:
+        output: the layer's output, as Keras's own ``call`` returns it.
+        taps: ``(tensor, variables)`` pairs: the engine watches each tensor and differentiates the loss
+            with respect to it; ``variables`` (a subset of the layer's trainable weights) reach the output
+            through that tensor only (the book-keeping pass differentiates the tensor with respect to them).
+        saved: whatever the rule's ``sq_norms`` / ``clipped_sum`` read.
+    """
+
+    output: object
+    taps: list
+    saved: dict = dataclasses.field(default_factory=dict)
+
+
+class LayerRule(abc.ABC):
+    """How the per-record gradient norm of one layer type's own weights is computed (see the module docstring)."""
+
+    family = ""  # the name reports use for the rule ("dense", "convolution", "alone", ...)
+
+    def applies(self, layer) -> bool:
+        """Whether this rule handles this layer's configuration (else the layer is handled alone)."""
+        return True
+
+    @abc.abstractmethod
+    def forward(self, layer, inputs, keep, args, kwargs) -> Tapped:
+        """Run the layer, exposing its taps (see :class:`Tapped`)."""
+
+    @abc.abstractmethod
+    def sq_norms(self, layer, saved: dict, tap_grads: list) -> tf.Tensor:
+        """``(B,)`` float32: each record's squared gradient norm over the layer's trainable weights."""
+
+    def clipped_sum(self, layer, saved: dict, tap_grads: list, factors) -> list | None:
+        """``Σ_i c_i ∇W ℓ_i`` per trainable weight of the layer, or None for the engine's book-keeping pass."""
+        return None
+
+
+_REGISTRY: dict[type, LayerRule] = {}
+
+
+def register_layer_rule(layer_class: type, rule: LayerRule) -> None:
+    """Register ``rule`` for layers of exactly ``layer_class`` (a subclass needs its own registration: it may
+    compute something else). Replaces an earlier registration of the same class.
+
+    Raises:
+        TypeError: ``layer_class`` is not a Keras layer class, or ``rule`` is not a :class:`LayerRule`.
+    """
+    if not (isinstance(layer_class, type) and issubclass(layer_class, keras.layers.Layer)):
+        raise TypeError(f"layer_class must be a keras.layers.Layer subclass, got {layer_class!r}")
+    if not isinstance(rule, LayerRule):
+        raise TypeError(f"rule must be a tfdpmech LayerRule instance, got {type(rule).__name__}")
+    _REGISTRY[layer_class] = rule
+
+
+def registered_rule(layer) -> LayerRule | None:
+    """The rule registered for ``layer``'s exact class when it applies to this layer, else None."""
+    rule = _REGISTRY.get(type(layer))
+    if rule is None or getattr(layer, "lora_enabled", False) or getattr(layer, "quantization_mode", None):
+        return None
+    return rule if rule.applies(layer) else None
+
+
+def registered_classes() -> tuple[str, ...]:
+    """The names of the layer classes with a registered rule."""
+    return tuple(sorted(cls.__name__ for cls in _REGISTRY))
+
+
+def select_rows(keep, t):
+    """``t`` with the rows where ``keep`` (B,) is False replaced by 0 (a select: NaN or inf there is dropped)."""
+    keep = tf.reshape(keep, [-1] + [1] * (t.shape.rank - 1))
+    return tf.where(keep, t, tf.zeros_like(t))
+
+
+def compute_dtype(layer) -> tf.DType:
+    """The dtype the layer computes in (its policy's compute dtype)."""
+    return tf.as_dtype(layer.compute_dtype if hasattr(layer, "compute_dtype") else layer.dtype)
+
+
+def exact_dtype(layer) -> tf.DType:
+    """The dtype a rule computes the layer's products in: float32 under a float16 / bfloat16 policy."""
+    dtype = compute_dtype(layer)
+    return tf.float32 if dtype in _LOW_PRECISION else dtype
+
+
+def is_per_record(t, keep) -> bool:
+    """Whether tensor ``t`` has one row per record: its first dimension is the batch's (unknown in the traced
+    train step, as the batch's), not a fixed size such as the positions of an ``arange``."""
+    if not isinstance(t, (tf.Tensor, tf.Variable)) or t.shape.rank in (None, 0):
+        return False
+    rows = t.shape[0]
+    return rows is None or rows == keep.shape[0]
