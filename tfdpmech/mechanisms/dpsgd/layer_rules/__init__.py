@@ -5,12 +5,13 @@
 - :mod:`.convolution`: Conv1D/2D/3D and Conv1D/2D/3DTranspose;
 - :mod:`.depthwise`: DepthwiseConv1D/2D, SeparableConv1D/2D;
 - :mod:`.normalization`: LayerNormalization, GroupNormalization, RMSNormalization;
+- :mod:`.recurrent`: SimpleRNN, LSTM, GRU;
 - :mod:`.alone`: any other layer, handled alone (its own weights' per-record gradients).
 
 :func:`register_layer_rule` adds a rule for a layer class of one's own.
 """
 
-from . import convolution, dense, depthwise, embedding, normalization  # noqa: F401  (each registers its rules)
+from . import convolution, dense, depthwise, embedding, normalization, recurrent  # noqa: F401  (each registers its rules)
 from .alone import ALONE, AloneRule
 from .registry import LayerRule, Tapped, register_layer_rule, registered_classes, registered_rule
 
