@@ -12,7 +12,8 @@ from tfdpmech.experiments import dpsgd_speed
 
 def test_variants_name_tensorflow_privacy_only_where_it_imports():
     labels = [label for label, _, _ in dpsgd_speed.variants("cnn")]
-    assert labels[:3] == ["nonprivate", "tfdpmech fast_clipping", "tfdpmech vectorized"]
+    assert labels[:4] == ["nonprivate", "tfdpmech fast_clipping", "tfdpmech fast_clipping, padded to P",
+                          "tfdpmech vectorized"]
     assert any(label.startswith("tensorflow_privacy") for label in labels) == tf_privacy_available()
     assert "tensorflow_privacy fast_clipping" not in labels  # no Conv2D rule in tensorflow-privacy
 
@@ -23,6 +24,9 @@ def test_a_tiny_run_reports_every_variant_with_ratios():
     rows = result["models"]["mlp"]["variants"]
     assert set(rows) == {label for label, _, _ in dpsgd_speed.variants("mlp")}
     assert rows["nonprivate"]["ratio_to_nonprivate"]["median"] == pytest.approx(1.0)
+    assert rows["nonprivate"]["rows"] == 1750 and rows["tfdpmech fast_clipping"]["rows"] == 1752  # a multiple of 8
+    assert rows["tfdpmech fast_clipping, padded to P"]["rows"] == dpsgd_speed.padded_batch_size(7000, 0.25)
+    assert rows["tfdpmech fast_clipping"]["path"] == "fast_clipping"
     for label, row in rows.items():
         assert row["examples_per_second"]["median"] > 0
         assert ("ratio_to_tensorflow_privacy" in row) == (label.startswith("tfdpmech") and tf_privacy_available())

@@ -1,19 +1,30 @@
 """DP-SGD training speed and memory per engine and clipping path, on the same model and batch.
 
-For each model (the demo's tanh MLP at the recipe's padded Poisson batch, the standard MNIST CNN
-at a batch of 250, and DP-SGD's tanh CNN at the whole-MNIST preset's expected batch of 512 of
-60,000) and each variant — non-private training, tfdpmech's ghost-norm and per-record
-paths, tensorflow-privacy's fast-clipping and vectorized paths where it imports — one Keras
-``fit`` of ``steps`` optimizer steps on one fixed batch is timed after a warm-up fit (tracing
-excluded). Repeats are interleaved (repeat r runs every variant once, in a rotated order) and every
-ratio is taken within a repeat; the table gives median and min–max over repeats. Peak memory: the
-growth of the process's peak RSS during a fresh process's warm-up and timed fits
-(:func:`~tfdpmech.experiments.peak_rss.peak_rss_mib`), one process per variant.
+The models (:data:`MODELS`): the demo's tanh MLP, the standard MNIST CNN and DP-SGD's tanh CNN, and on
+Keras 3 today's architectures (:mod:`tfdpmech.models.architectures`: a ViT, a transformer text
+classifier, token and position embeddings, Conv1D, GroupNorm and LayerNorm CNNs, depthwise/separable,
+transposed and 3-D convolutions, LSTM, GRU) and the tanh CNN under ``mixed_bfloat16``. Each model's
+variants (:func:`variants`) train on one fixed batch of its expected size L:
+
+* ``nonprivate``: Keras's own ``fit`` on the L records;
+* ``tfdpmech fast_clipping``: the ghost-norm path (the layer registry; layers without a rule alone) on
+  the batch as the run pads it (to a multiple of 8);
+* ``tfdpmech fast_clipping, padded to P``: the same on the batch padded to ``L + 6 sd`` rows (the fixed
+  shape a strategy needs): the cost of padding;
+* ``tfdpmech vectorized``: the per-record path (one gradient per record, the whole model);
+* tensorflow-privacy's paths where it imports (TensorFlow 2.15).
+
+Every variant is built, traced and warmed up once; then ``repeats`` rounds each time one ``fit`` of
+``steps`` steps per variant, in a rotated order, and every ratio is taken within a round. The table gives
+median and min–max over rounds; examples/s count the L records of a step. Peak memory: the growth of a
+fresh process's peak RSS over one variant's build, warm-up and timed fit
+(:func:`~tfdpmech.experiments.peak_rss.peak_rss_mib`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -26,25 +37,66 @@ import tensorflow as tf
 
 from ..mechanisms.dpsgd import RECIPE, DPSGD, tanh_mlp
 from ..mechanisms.dpsgd.paths import tf_privacy_available
-from ..mechanisms.dpsgd.poisson_sampling import padded_batch_size
+from ..mechanisms.dpsgd.poisson_sampling import ROW_MULTIPLE, padded_batch_size
+from ..mechanisms.dpsgd.train_step import KERAS_3
 from ..models import standard_cnn, tanh_cnn
 from .measuring import device_description
 
-__all__ = ["MODELS", "variants", "measure", "run", "format_table"]
+__all__ = ["MODELS", "Model", "variants", "measure", "run", "format_table"]
 
-N = 7000  # the demo's private records
-N_MNIST = 60_000  # the whole-MNIST preset's private records
-MODELS = {
-    # model builder, expected batch L, padded rows, private records n
-    "mlp": (tanh_mlp, RECIPE.expected_batch_size, padded_batch_size(N, RECIPE.expected_batch_size / N), N),
-    "cnn": (standard_cnn, 250, padded_batch_size(N, 250 / N), N),
-    "tanh_cnn": (tanh_cnn, 512, padded_batch_size(N_MNIST, 512 / N_MNIST), N_MNIST),
-}
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """One benchmarked model: its builder, input kind ("image": 28×28×1, "tokens": 64 ids below 1,000),
+    expected batch L, private records n, timed steps, and dtype policy."""
+
+    build: object
+    kind: str
+    expected: int
+    n: int
+    steps: int
+    policy: str = "float32"
+
+
+def _models() -> dict:
+    models = {
+        "mlp": Model(tanh_mlp, "image", RECIPE.expected_batch_size, 7000, 8),
+        "cnn": Model(standard_cnn, "image", 250, 7000, 4),
+        "tanh_cnn": Model(tanh_cnn, "image", 512, 60_000, 8),
+    }
+    if KERAS_3:  # the architectures use keras.ops (Keras 3)
+        from ..models import architectures as a  # noqa: PLC0415
+
+        def position_dense():
+            ids = keras.Input((64,), dtype="int32")
+            x = a.PositionEmbedding(64, 32)(keras.layers.Embedding(1000, 32)(ids))
+            return keras.Model(ids, keras.layers.Dense(2)(keras.layers.Flatten()(x)), name="position_dense")
+
+        models.update({
+            "transformer": Model(a.transformer_classifier, "tokens", 128, 1024, 8),
+            "position_dense": Model(position_dense, "tokens", 128, 1024, 8),
+            "conv1d_text": Model(a.conv1d_text, "tokens", 128, 1024, 8),
+            "vit": Model(a.vit, "image", 128, 1024, 8),
+            "conv1d_rows": Model(a.conv1d_rows, "image", 128, 1024, 8),
+            "groupnorm_cnn": Model(a.groupnorm_cnn, "image", 128, 1024, 8),
+            "layernorm_cnn": Model(a.layernorm_cnn, "image", 128, 1024, 8),
+            "depthwise_cnn": Model(a.depthwise_cnn, "image", 128, 1024, 8),
+            "transpose_cnn": Model(a.transpose_cnn, "image", 128, 1024, 8),
+            "conv3d_net": Model(a.conv3d_net, "image", 128, 1024, 8),
+            "lstm_rows": Model(a.lstm_rows, "image", 128, 1024, 8),
+            "gru_rows": Model(a.gru_rows, "image", 128, 1024, 8),
+            "tanh_cnn_bf16": Model(tanh_cnn, "image", 512, 60_000, 8, policy="mixed_bfloat16"),
+        })
+    return models
+
+
+MODELS = _models()
 
 
 def variants(model: str) -> list[tuple[str, str | None, str | None]]:
     """``(label, engine, path)`` of every variant that runs here (engine None: non-private)."""
     out = [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
+           ("tfdpmech fast_clipping, padded to P", "tfdpmech", "fast_clipping"),
            ("tfdpmech vectorized", "tfdpmech", "vectorized")]
     if tf_privacy_available():
         if model == "mlp":  # tensorflow-privacy has no ghost-norm rule for Conv2D (the CNNs)
@@ -53,55 +105,75 @@ def variants(model: str) -> list[tuple[str, str | None, str | None]]:
     return out
 
 
-def _batch(model_name: str, seed: int = 0):
-    _, expected, rows, _ = MODELS[model_name]
+def _rows(spec: Model, label: str) -> int:
+    if "padded to P" in label or label.startswith("tensorflow_privacy"):
+        return padded_batch_size(spec.n, spec.expected / spec.n)
+    return ROW_MULTIPLE * -(-spec.expected // ROW_MULTIPLE) if label != "nonprivate" else spec.expected
+
+
+def _batch(spec: Model, rows: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    x = rng.random((rows, 28, 28, 1), dtype=np.float32)
-    y = keras.utils.to_categorical(rng.integers(0, 10, rows), 10).astype(np.float32)
-    mask = (np.arange(rows) < expected).astype(np.float32)
-    return x, y, mask
+    if spec.kind == "tokens":
+        x, classes = rng.integers(0, 1000, (rows, 64)).astype(np.int32), 2
+    else:
+        x, classes = rng.random((rows, 28, 28, 1), dtype=np.float32), 10
+    y = keras.utils.to_categorical(rng.integers(0, classes, rows), classes).astype(np.float32)
+    return x, y, (np.arange(rows) < spec.expected).astype(np.float32)
 
 
-def _trainable(model_name: str, engine, path):
-    """The compiled model and, for a private variant, its run (None for the non-private one)."""
-    build, expected, _, n = MODELS[model_name]
-    keras.utils.set_random_seed(0)
-    model = build()
+@dataclasses.dataclass
+class _Variant:
+    model: object
+    dp: object
+    batch: tuple
+
+    def dataset(self, steps: int) -> tf.data.Dataset:
+        x, y, mask = self.batch
+        if self.dp is None:
+            return tf.data.Dataset.from_tensors((x, y)).repeat(steps)
+        start, rows, run_id = self.dp.global_step(), len(mask), self.dp.run_id
+        return tf.data.Dataset.range(start, start + steps).map(
+            lambda t: (x, y, (mask, tf.tile(tf.stack([tf.constant(run_id, tf.int64), t])[None], [rows, 1]))))
+
+    def timed_fit(self, steps: int) -> float:
+        ds = self.dataset(steps).prefetch(2)
+        start = time.perf_counter()
+        self.model.fit(ds, epochs=1, verbose=0)
+        return time.perf_counter() - start
+
+
+def _variant(name: str, label: str, engine, path) -> _Variant:
+    """A built, compiled and warmed-up variant (the model under its dtype policy)."""
+    spec = MODELS[name]
+    previous = keras.mixed_precision.global_policy().name
+    keras.mixed_precision.set_global_policy(spec.policy)
+    try:
+        keras.utils.set_random_seed(0)
+        model = spec.build()
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    loss = keras.losses.CategoricalCrossentropy(from_logits=True)
+    dp = None
     if engine is None:
-        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
-        return model, None
-    dp = DPSGD(1.0, 1e-5, expected_batch_size=expected, epochs=10_000, n=n, engine=engine, path=path, seed=0)
-    return dp.compile(model), dp
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
+    else:
+        dp = DPSGD(1.0, 1e-5, expected_batch_size=spec.expected, epochs=10_000, n=spec.n, engine=engine, path=path,
+                   seed=0)
+        model = dp.compile(model, loss=loss)
+    variant = _Variant(model, dp, _batch(spec, _rows(spec, label)))
+    variant.timed_fit(2)  # trace and warm up
+    return variant
 
 
-def _repeated(batch, steps: int, dp) -> tf.data.Dataset:
-    """``batch`` for ``steps`` steps; for a private run each tagged as the run's batch of its step (the timed
-    batch is fixed, so that every variant computes the same rows)."""
-    x, y, mask = batch  # the mask is the non-private run's sample weight: the same rows count
-    if dp is None:
-        return tf.data.Dataset.from_tensors(batch).repeat(steps)
-    start, rows = dp.global_step(), len(mask)
-    return tf.data.Dataset.range(start, start + steps).map(
-        lambda t: (x, y, (mask, tf.tile(tf.stack([tf.constant(dp.run_id, tf.int64), t])[None], [rows, 1]))))
-
-
-def measure(model_name: str, engine, path, steps: int) -> tuple[object, float]:
-    """A compiled model and the seconds of one timed ``fit`` of ``steps`` steps (after a warm-up fit)."""
-    model, dp = _trainable(model_name, engine, path)
-    batch = _batch(model_name)
-    model.fit(_repeated(batch, 2, dp), epochs=1, verbose=0)  # trace and warm up
-    ds = _repeated(batch, steps, dp).prefetch(2)
-    start = time.perf_counter()
-    model.fit(ds, epochs=1, verbose=0)
-    return model, time.perf_counter() - start
+def measure(model_name: str, label: str, steps: int) -> float:
+    """Seconds of one timed ``fit`` of ``steps`` steps of a freshly built variant (after its warm-up)."""
+    engine, path = {lab: (e, p) for lab, e, p in variants(model_name)}[label]
+    return _variant(model_name, label, engine, path).timed_fit(steps)
 
 
 def _peak_rss_growth(model_name: str, label: str, steps: int) -> float | None:
     code = (f"from tfdpmech.experiments import dpsgd_speed as s; from tfdpmech.experiments.peak_rss import peak_rss_mib; "
-            f"v = {{l: (e, p) for l, e, p in s.variants({model_name!r})}}[{label!r}]; "
-            f"before = peak_rss_mib(); "
-            f"s.measure({model_name!r}, *v, {steps}); "
-            f"print(peak_rss_mib() - before)")
+            f"before = peak_rss_mib(); s.measure({model_name!r}, {label!r}, {steps}); print(peak_rss_mib() - before)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     try:
         return float(out.stdout.strip().splitlines()[-1])
@@ -109,41 +181,38 @@ def _peak_rss_growth(model_name: str, label: str, steps: int) -> float | None:
         return None
 
 
-def run(models=("mlp", "cnn", "tanh_cnn"), repeats: int = 5, steps: dict | None = None, memory: bool = True,
-        log=print) -> dict:
+def run(models=None, repeats: int = 5, steps: dict | None = None, memory: bool = True, log=print) -> dict:
     """Interleaved timing of every variant of every model; see the module docstring."""
-    steps = steps or {"mlp": 20, "cnn": 6, "tanh_cnn": 20}
+    models = tuple(MODELS) if models is None else tuple(models)
+    steps = {name: MODELS[name].steps for name in models} | dict(steps or {})
     result = {"tensorflow": tf.__version__, "keras": keras.__version__,
               "python": ".".join(map(str, sys.version_info[:3])), "repeats": repeats, "models": {}}
     for name in models:
         labels = variants(name)
-        rows = MODELS[name][1]
+        built = {label: _variant(name, label, engine, path) for label, engine, path in labels}
         seconds = {label: [] for label, _, _ in labels}
         for r in range(repeats):
-            order = labels[r % len(labels):] + labels[:r % len(labels)]
-            for label, engine, path in order:
-                _, t = measure(name, engine, path, steps[name])
-                seconds[label].append(t)
+            for label, _, _ in labels[r % len(labels):] + labels[:r % len(labels)]:
+                seconds[label].append(built[label].timed_fit(steps[name]))
             log(f"  {name} repeat {r + 1}/{repeats}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in seconds.items()))
-        table = {}
+        spec, table = MODELS[name], {}
         for label, _, _ in labels:
-            ex_s = [steps[name] * rows / t for t in seconds[label]]
-            table[label] = {"examples_per_second": _summary(ex_s),
-                            "ratio_to_nonprivate": _summary([a / b for a, b in zip(seconds["nonprivate"],
-                                                                                   seconds[label])])}
-            fastest_tfp = _fastest(seconds, "tensorflow_privacy")
+            row = {"rows": _rows(spec, label),
+                   "examples_per_second": _summary([steps[name] * spec.expected / t for t in seconds[label]]),
+                   "ratio_to_nonprivate": _summary([a / b for a, b in zip(seconds["nonprivate"], seconds[label])])}
+            if label.startswith("tfdpmech") and built[label].dp is not None:
+                row["path"] = built[label].dp.path
+            fastest_tfp = [k for k in seconds if k.startswith("tensorflow_privacy")]
             if fastest_tfp and label.startswith("tfdpmech"):
-                table[label]["ratio_to_tensorflow_privacy"] = _summary(
+                row["ratio_to_tensorflow_privacy"] = _summary(
                     [min(seconds[k][i] for k in fastest_tfp) / t for i, t in enumerate(seconds[label])])
             if memory:
-                table[label]["peak_memory_mib"] = _peak_rss_growth(name, label, steps[name])
-        result["models"][name] = {"expected_batch": rows, "padded_rows": MODELS[name][2], "steps": steps[name],
-                                  "variants": table}
+                row["peak_memory_mib"] = _peak_rss_growth(name, label, steps[name])
+            table[label] = row
+        result["models"][name] = {"expected_batch": spec.expected, "padded_rows": _rows(spec, "padded to P"),
+                                  "n": spec.n, "policy": spec.policy, "steps": steps[name], "variants": table}
+        del built
     return result
-
-
-def _fastest(seconds: dict, prefix: str) -> list[str]:
-    return [k for k in seconds if k.startswith(prefix)]
 
 
 def _summary(values) -> dict:
@@ -155,23 +224,25 @@ def format_table(result: dict) -> str:
     """A markdown table of :func:`run`'s result."""
     lines = [f"DP-SGD speed on TensorFlow {result['tensorflow']}, Keras {result['keras']}, Python {result['python']} "
              f"({result['repeats']} interleaved repeats; median [min–max])", "",
-             "| model | variant | examples/s | ÷ non-private | ÷ tensorflow-privacy's fastest | peak memory (MiB) |",
-             "|---|---|---|---|---|---|"]
+             "| model | variant | rows | examples/s | ÷ non-private | ÷ tensorflow-privacy's fastest | peak memory (MiB) |",
+             "|---|---|---|---|---|---|---|"]
 
     def cell(s):
         return "–" if not s else f"{s['median']:.3g} [{s['min']:.3g}–{s['max']:.3g}]"
 
     for name, m in result["models"].items():
+        policy = "" if m.get("policy", "float32") == "float32" else f", {m['policy']}"
         for label, row in m["variants"].items():
             memory = row.get("peak_memory_mib")
-            lines.append(f"| {name} (batch {m['expected_batch']}) | {label} | {cell(row['examples_per_second'])} | "
-                         f"{cell(row['ratio_to_nonprivate'])} | {cell(row.get('ratio_to_tensorflow_privacy'))} | "
-                         f"{'–' if memory is None else f'{memory:.0f}'} |")
+            path = f" ({row['path']})" if row.get("path") and row["path"] not in label else ""
+            lines.append(f"| {name} (batch {m['expected_batch']}{policy}) | {label}{path} | {row.get('rows', '–')} | "
+                         f"{cell(row['examples_per_second'])} | {cell(row['ratio_to_nonprivate'])} | "
+                         f"{cell(row.get('ratio_to_tensorflow_privacy'))} | {'–' if memory is None else f'{memory:.0f}'} |")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    """``python -m tfdpmech.experiments.dpsgd_speed [--models tanh_cnn] [--out DIR]``: the table, and
+    """``python -m tfdpmech.experiments.dpsgd_speed [--models tanh_cnn,vit] [--out DIR]``: the table, and
     ``results.json`` + ``results.md`` in ``DIR`` when given."""
     parser = argparse.ArgumentParser(prog="python -m tfdpmech.experiments.dpsgd_speed", description=__doc__)
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")

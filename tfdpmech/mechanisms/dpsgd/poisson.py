@@ -16,10 +16,10 @@ What runs at step t (Abadi et al., Algorithm 1, with the Poisson lot):
    drawn from the run's secret sampling key and the global step t (the optimizer's step count), so
    a second ``fit`` continues the stream and no draw is repeated.
    ``|B_t| ~ Binomial(n, q)``; it may be 0 or larger than the expected size ``q·n``.
-2. Pad ``B_t`` to a fixed shape P (about ``q·n + 6·sd``, :func:`padded_batch_size`) with all-zero
-   rows whose mask is 0, so ``model.fit`` sees one batch shape and a Keras ``tf.function``
-   is traced once. A batch larger than P is padded to the next multiple of P, never cut:
-   no record of ``B_t`` is dropped.
+2. Pad ``B_t`` with all-zero rows whose mask is 0: on tfdpmech's engine on one device to the next
+   multiple of 8 (the train step is traced once for any batch size), else to a fixed shape P (about
+   ``q·n + 6·sd``, :func:`padded_batch_size`, so that it splits evenly across replicas); a batch larger
+   than P is padded to the next multiple of P. Never cut: no record of ``B_t`` is dropped.
 3. Clip each per-example gradient to L2 norm C (Algorithm 1 line "clip gradient"). A masked row
    adds exactly 0 to the sum: tfdpmech's engine selects it out (its input, loss and gradient are
    replaced by 0, so a row whose forward pass gives NaN adds no NaN); tensorflow-privacy's weighs
@@ -91,6 +91,8 @@ from .resume import run_state
 from .guards import guard_poisson_train_step
 from .poisson_sampling import (  # noqa: F401
     PAD_SDS,
+    check_expected_batch_size,
+    ROW_MULTIPLE,
     PoissonSampler,
     check_seed,
     pad_batch,
@@ -102,17 +104,6 @@ from .poisson_sampling import (  # noqa: F401
 
 __all__ = ["PoissonSampler", "DPSGD", "padded_batch_size", "pad_batch", "poisson_dataset", "poisson_model_classes",
            "LR_SCHEDULES"]
-
-
-def _check_expected_batch(expected_batch_size, n: int) -> int:
-    expected_batch_size = check_positive_int(expected_batch_size, "expected_batch_size")
-    if expected_batch_size > n:
-        raise ValueError(
-            f"expected_batch_size={expected_batch_size} exceeds the number of training records n={n}, so "
-            f"q = expected_batch_size / n = {expected_batch_size / n:.4g} > 1; pass expected_batch_size <= {n} "
-            "(expected_batch_size = n samples every record at every step)"
-        )
-    return expected_batch_size
 
 
 class DPSGD(DPSGDRun):
@@ -194,7 +185,7 @@ class DPSGD(DPSGDRun):
             self.sampling_probability = check_sampling_probability(sampling_probability)
             self.expected_batch_size = self.sampling_probability * n
         else:
-            self.expected_batch_size = _check_expected_batch(expected_batch_size, n)
+            self.expected_batch_size = check_expected_batch_size(expected_batch_size, n)
             self.sampling_probability = self.expected_batch_size / n
         self.steps_per_epoch = int(math.ceil(1.0 / self.sampling_probability - 1e-12))
         if epochs * self.steps_per_epoch > MAX_STEPS:
@@ -389,7 +380,14 @@ class DPSGD(DPSGDRun):
             return shared_dataset(self, x, y, seed if seed is not None else self._sampler_seed, poisson=True)
         key = self._sampling_key if seed is None else sampling_key(seed)
         return run_dataset(x, y, self.sampling_probability, self.steps_per_epoch, key=key,
-                           padded_size=self.padded_batch_size, first_step=self.global_step, run_id=self.run_id)
+                           padded_size=self.batch_rows(), first_step=self.global_step, run_id=self.run_id)
+
+    def batch_rows(self) -> int:
+        """The rows a Poisson batch is padded to a multiple of: :data:`ROW_MULTIPLE` on tfdpmech's engine on one
+        device (its traced train step takes a batch of any size, so no step computes on more than 7 padding
+        rows), the fixed P (:func:`padded_batch_size`, split evenly across replicas) under a strategy and on
+        tensorflow-privacy's engine. A batch is never cut: it is padded up to the next multiple."""
+        return ROW_MULTIPLE if self.engine == "tfdpmech" and self.replicas == 1 else self.padded_batch_size
 
     def __repr__(self) -> str:
         return (f"DPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, q={self.sampling_probability:.4g}"

@@ -24,11 +24,24 @@ from ...accounting.poisson_dpsgd import check_sampling_probability
 from ...validation import check_positive_int
 from .records import is_structure, record_count, records_spec, take_rows
 
-__all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "check_seed", "sampling_key",
-           "step_rng", "poisson_batch", "tagged_poisson_batch", "run_element", "run_signature", "run_dataset",
-           "is_run_dataset", "record_spec"]
+__all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "ROW_MULTIPLE",
+           "check_seed", "check_expected_batch_size", "sampling_key", "step_rng", "poisson_batch",
+           "tagged_poisson_batch", "run_element", "run_signature", "run_dataset", "is_run_dataset", "record_spec"]
 
 PAD_SDS = 6.0  # padded shape: expected size + 6 standard deviations (overflow ~1e-9 per step)
+ROW_MULTIPLE = 8  # tfdpmech's engine on one device pads a batch to the next multiple of this only
+
+
+def check_expected_batch_size(expected_batch_size, n: int) -> int:
+    """``expected_batch_size`` as a positive int at most n (so that q = L/n <= 1)."""
+    expected_batch_size = check_positive_int(expected_batch_size, "expected_batch_size")
+    if expected_batch_size > n:
+        raise ValueError(
+            f"expected_batch_size={expected_batch_size} exceeds the number of training records n={n}, so "
+            f"q = expected_batch_size / n = {expected_batch_size / n:.4g} > 1; pass expected_batch_size <= {n} "
+            "(expected_batch_size = n samples every record at every step)"
+        )
+    return expected_batch_size
 
 
 def padded_batch_size(n: int, q: float) -> int:
