@@ -12,8 +12,8 @@ Datasets (``KNOWN_DATASETS``):
     test images (stratified by class). MNIST is by Yann LeCun and Corinna
     Cortes (http://yann.lecun.com/exdb/mnist/) and is distributed under the
     Creative Commons Attribution-Share Alike 3.0 license (CC BY-SA 3.0).
-``mnist_validation``
-    MNIST's training set only: the first 55,000 images train, the last 5,000 are the held-out
+``mnist_validation``, ``fashion_mnist_validation``
+    The training set only: the first 55,000 images train, the last 5,000 are the held-out
     set on which hyper-parameters are chosen (the official test set is not read).
 ``mnist``, ``fashion_mnist``, ``cifar10``
     The official train/test splits. Sources tried in order: IDX (or CIFAR-10
@@ -63,7 +63,7 @@ __all__ = [
     "scale_with_data_bounds",
 ]
 
-KNOWN_DATASETS = ("mnist_sample", "mnist", "mnist_validation", "fashion_mnist", "cifar10")
+KNOWN_DATASETS = ("mnist_sample", "mnist", "mnist_validation", "fashion_mnist", "fashion_mnist_validation", "cifar10")
 
 VALIDATION_SIZE = 5000  # mnist_validation: the last 5,000 training images (IDX order) are its test set
 
@@ -373,16 +373,16 @@ def load(name: str = "mnist_sample", *, seed=0, test_size: int | None = None, da
             f"test_size applies to 'mnist_sample' only; {name!r} uses its official train/test split, "
             "pass test_size=None"
         )
-    if name == "mnist_validation":
-        return _validation_split(_load_named("mnist", data_dir))
+    if name.endswith("_validation"):
+        return _validation_split(_load_named(name[:-len("_validation")], data_dir), name)
     return _load_named(name, data_dir)
 
 
-def _validation_split(splits: DataSplits) -> DataSplits:
-    """MNIST's training set split for choosing hyper-parameters: the first 55,000 images train, the last
-    5,000 are scored. The official test set is never read by a choice made on this split."""
+def _validation_split(splits: DataSplits, name: str) -> DataSplits:
+    """A training set split for choosing hyper-parameters: the first 55,000 images train, the last 5,000 are
+    scored. The official test set is never read by a choice made on this split."""
     k = len(splits.x_train) - VALIDATION_SIZE
     return DataSplits(splits.x_train[:k], splits.y_train[:k], splits.x_train[k:], splits.y_train[k:],
-                      splits.num_classes, "mnist_validation",
-                      f"the first {k} / last {VALIDATION_SIZE} training images of MNIST (test set unused); "
+                      splits.num_classes, name,
+                      f"the first {k} / last {VALIDATION_SIZE} training images of {splits.name} (test set unused); "
                       + splits.source)

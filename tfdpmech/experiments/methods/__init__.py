@@ -1,4 +1,6 @@
 """The built-in methods of ``tfdpmech compare``, one module per family (baselines, DP-SGD, each paper, the
 functional head); each module registers its methods when imported."""
 
-from . import adlm, baselines, dpsgd, functional_head, input_perturbation, output_perturbation, pcdbn  # noqa: F401
+from . import (  # noqa: F401
+    adlm, architectures, baselines, dpsgd, functional_head, input_perturbation, output_perturbation, pcdbn,
+)
