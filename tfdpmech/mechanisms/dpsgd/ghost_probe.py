@@ -56,8 +56,8 @@ def _unknown_batch(t):
 def _own_message(exc) -> str:
     """The raised message of an error a traced function wraps in its call context."""
     lines = [line.strip() for line in str(exc).splitlines()]
-    own = [line for line in lines if line and not line.startswith(("•", "File ", "Arguments received", "in user code",
-                                                                    "Exception encountered", "#"))]
+    own = [line for line in lines if line and not line.endswith(":") and not line.startswith(
+        ("•", "File ", "Arguments received", "Call arguments received", "in user code", "Exception encountered", "#"))]
     return (own[-1] if own else str(exc))[:400]
 
 
