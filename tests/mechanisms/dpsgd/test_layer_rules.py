@@ -1,0 +1,144 @@
+"""The layer registry: rules of one's own, layers handled alone, shared position ids, recurrent layers, and the
+probe that demotes a rule that does not match — each against one gradient tape per record."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfdpmech.mechanisms.dpsgd import LayerRule, register_layer_rule
+from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss, resolve_clipping
+from tfdpmech.mechanisms.dpsgd.ghost_norms import layer_paths
+from tfdpmech.mechanisms.dpsgd.layer_rules import Tapped
+from tfdpmech.mechanisms.dpsgd.layer_rules.registry import select_rows
+from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
+
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _exact(model, x, y):
+    """Clipped sums and norms of the ghost-norm path equal one gradient tape per record (a padding row last)."""
+    rows = len(y)
+    weights = np.array([1.0] * (rows - 1) + [0.0], np.float32)
+    fn = per_example_loss(LOSS)
+    per_record = []
+    for i in range(rows):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(fn(y[i:i + 1], model(tf.nest.map_structure(lambda t: t[i:i + 1], x))))
+        per_record.append([g.numpy().astype(np.float64) for g in gradients(tape, loss, model.trainable_variables)])
+    norms = np.array([np.sqrt(sum(float(np.sum(g * g)) for g in grads)) for grads in per_record])
+    clip = float(np.median(norms[:-1]))
+    want = [sum(w * min(1.0, clip / n) * grads[k] for grads, w, n in zip(per_record, weights, norms))
+            for k in range(len(model.trainable_variables))]
+    got, _, got_norms = clipped_gradient_sum(model, fn, x, y, weights, clip, "fast_clipping", training=False)
+    np.testing.assert_allclose(got_norms.numpy()[:-1], norms[:-1], rtol=1e-4)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=1e-6)
+
+
+class Scale(keras.layers.Layer):
+    """``x ⊙ w``: one weight per feature, a layer the registry does not know."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, inputs):
+        return inputs * self.w
+
+
+class ScaleRule(LayerRule):
+    family = "scale"
+
+    def __init__(self, wrong=False):
+        self.wrong = wrong
+
+    def forward(self, layer, inputs, keep, args, kwargs):
+        a = select_rows(keep, inputs)
+        out = a * layer.w
+        return Tapped(out, [(out, [layer.w])], {"a": a})
+
+    def sq_norms(self, layer, saved, tap_grads):  # (B, d) inputs: record i's gradient is g_i ⊙ a_i
+        factor = 2.0 if self.wrong else 1.0  # a wrong rule: the probe must catch it
+        return factor * tf.reduce_sum(tf.square(tap_grads[0] * saved["a"]), axis=-1)
+
+
+def _scale_model(seed=0):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((6,))
+    h = keras.layers.Dense(5, activation="tanh")(inputs)
+    h = Scale()(h)
+    model = keras.Model(inputs, keras.layers.Dense(3)(h))
+    model.layers[2].w.assign(np.linspace(0.5, 1.5, 5))
+    return model
+
+
+def _data(rows=7, features=6, classes=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(rows, features)).astype(np.float32), rng.integers(0, classes, rows)
+
+
+def test_register_layer_rule_refuses_what_is_not_a_layer_class_or_a_rule():
+    with pytest.raises(TypeError, match="layer_class"):
+        register_layer_rule(object, ScaleRule())
+    with pytest.raises(TypeError, match="rule"):
+        register_layer_rule(Scale, object())
+
+
+def test_a_layer_without_a_rule_is_handled_alone_and_the_rest_stays_on_the_ghost_path():
+    model = _scale_model()
+    assert resolve_clipping(model, "auto") == "fast_clipping"
+    paths = layer_paths(model)
+    assert paths[model.layers[2].name] == "alone" and paths[model.layers[1].name] == "dense"
+    _exact(model, *_data())
+
+
+def test_a_rule_of_ones_own_is_used_and_a_wrong_one_is_demoted_to_alone():
+    class OwnScale(Scale):
+        pass
+
+    class WrongScale(Scale):
+        pass
+
+    register_layer_rule(OwnScale, ScaleRule())
+    register_layer_rule(WrongScale, ScaleRule(wrong=True))
+    for cls, family in ((OwnScale, "scale"), (WrongScale, "alone")):
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((6,))
+        model = keras.Model(inputs, keras.layers.Dense(3)(cls()(keras.layers.Dense(5, activation="tanh")(inputs))))
+        assert resolve_clipping(model, "auto") == "fast_clipping"
+        assert layer_paths(model)[model.layers[2].name] == family
+        _exact(model, *_data())
+
+
+@pytest.mark.skipif(not KERAS_3, reason="the position embedding uses keras.ops (Keras 3)")
+def test_shared_position_ids_are_broadcast_per_record():
+    from tfdpmech.models.architectures import PositionEmbedding
+
+    keras.utils.set_random_seed(0)
+    ids = keras.Input((6,), dtype="int32")
+    x = PositionEmbedding(6, 4)(keras.layers.Embedding(11, 4)(ids))
+    model = keras.Model(ids, keras.layers.Dense(3)(keras.layers.Flatten()(x)))
+    assert resolve_clipping(model, "auto") == "fast_clipping"
+    assert set(layer_paths(model).values()) == {"embedding", "dense"}
+    rng = np.random.default_rng(1)
+    _exact(model, rng.integers(0, 11, (7, 6)).astype(np.int32), rng.integers(0, 3, 7))
+
+
+@pytest.mark.parametrize("layer, family", [
+    (lambda: keras.layers.LSTM(5, return_sequences=True, go_backwards=True), "recurrent"),
+    (lambda: keras.layers.GRU(5, return_sequences=True), "recurrent"),
+    (lambda: keras.layers.SimpleRNN(5, go_backwards=True), "recurrent"),
+    (lambda: keras.layers.GRU(5, reset_after=False), "alone"),  # the rule covers Keras's default GRU only
+    (lambda: keras.layers.LSTM(5, use_bias=False), "recurrent"),
+])
+def test_recurrent_layers_are_exact(layer, family):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4, 3))
+    recurrent = layer()
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(recurrent(inputs))))
+    assert resolve_clipping(model, "auto") == "fast_clipping"
+    assert layer_paths(model)[recurrent.name] == family
+    rng = np.random.default_rng(2)
+    _exact(model, rng.normal(size=(7, 4, 3)).astype(np.float32), rng.integers(0, 3, 7))
