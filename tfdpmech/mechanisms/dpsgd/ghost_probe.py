@@ -74,10 +74,15 @@ def _probe(model, rules, x):
                                                            per_unit=True),
                          input_signature=[tf.nest.map_structure(_unknown_batch, x),
                                           tf.nest.map_structure(_unknown_batch, r), tf.TensorSpec((None,), tf.float32)])
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")  # one new function per probe: TensorFlow's retracing notice is not the user's concern
     try:
         summed, _, norms, by_unit = traced(x, r, tf.ones((rows,)))
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:  # a unit called twice, shapes a rule rejects
         return f"the ghost-norm pass failed on a probe batch ({type(exc).__name__}: {_own_message(exc)})", []
+    finally:
+        logger.setLevel(level)
     variables = model.trainable_variables
     units = [u for u in layer_units(model) if id(u) in by_unit]
     owner = {id(v): u for u in units for v in u.trainable_variables}
