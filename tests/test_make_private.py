@@ -161,7 +161,7 @@ def test_what_is_not_a_model_or_not_a_mechanism_is_a_type_error_naming_it():
     make_private(models.standard_mlp(), dp).compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))
     with pytest.raises(ValueError, match="already compiled a model"):  # one run, one model, one release
         make_private(models.standard_mlp(), dp)
-    assert len(dp.ledger) == 1
+    assert len(dp.ledger) == 0  # make_private's model records its release at the first fit
 
 
 @pytest.mark.skipif(not tfdpmech.mechanisms.dpsgd.tf_privacy_available(), reason="needs tensorflow-privacy")

@@ -30,7 +30,7 @@ def make_private(model, mechanism, **options):
     Args:
         model: a built ``keras.Model``.
         mechanism: a training mechanism that trains the given model: :class:`~tfdpmech.DPSGD` (its
-            ``fit`` draws Poisson batches; ``compile`` records the release), :class:`~tfdpmech.AdLM`,
+            ``fit`` draws Poisson batches and records the release once its data passed the checks), :class:`~tfdpmech.AdLM`,
             :class:`~tfdpmech.ILM`, :class:`~tfdpmech.AFRRS` or :class:`~tfdpmech.InputPerturbation`
             (the first ``fit(x, y)`` makes the once-only release, then trains on it), or
             :class:`~tfdpmech.PrivateCDBN` on a :func:`~tfdpmech.cdbn_network` (the first ``fit(x, y)``

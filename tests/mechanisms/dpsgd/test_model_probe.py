@@ -143,8 +143,8 @@ def test_a_layer_called_twice_falls_back_to_the_exact_path_at_compile():
     x, y = rng.random((100, 4)).astype(np.float32), keras.utils.to_categorical(rng.integers(0, 2, 100), 2)
     private = make_private(model, DPSGD(epsilon=2.0, delta=1e-3, n=100, expected_batch_size=10, epochs=1, seed=0))
     private.compile(loss=LOSS)
-    assert private.dp_sgd.path == "vectorized" and private.privacy_ledger.releases[0].details["path"] == "vectorized"
     private.fit(x, y, verbose=0)
+    assert private.dp_sgd.path == "vectorized" and private.privacy_ledger.releases[0].details["path"] == "vectorized"
     assert private.dp_sgd.steps_taken() == private.dp_sgd.steps
     forced = _run(path="fast_clipping")
     with pytest.raises(ValueError, match="called more than once"):

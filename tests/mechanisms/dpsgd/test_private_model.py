@@ -28,12 +28,16 @@ def test_compile_and_fit_train_with_a_proven_release(mnist_sample, tmp_path):
     before = [w.copy() for w in model.get_weights()]
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=keras.losses.CategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
-    assert model.privacy_ledger is ledger and len(ledger) == 1  # the budget is committed at compile
+    assert model.privacy_ledger is ledger and len(ledger) == 0  # nothing is spent before fit checked the data
+    with pytest.raises(ValueError, match="n=400"):
+        model.fit(x[:300], y[:300])
+    assert len(ledger) == 0
+    history = model.fit(x, y)
+    assert len(ledger) == 1  # the budget is committed once the data passed, before the first noisy step
     release = ledger.releases[0]
     assert release.guarantee == "proven" and release.epsilon_provable <= 2.0
     assert release.details["engine"] == "tfdpmech" and release.details["path"] == "fast_clipping"  # Conv2D ghost norms
     assert release.details["optimizer"] == "Adam"
-    history = model.fit(x, y)
     assert len(history.history["loss"]) == 2  # the budget's epochs
     assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
     assert model.predict(x[:3], verbose=0).shape == (3, 10)

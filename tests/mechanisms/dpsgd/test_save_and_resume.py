@@ -101,20 +101,24 @@ def test_a_new_run_on_a_model_that_took_noisy_steps_composes_with_them(tmp_path)
     loaded = keras.models.load_model(tmp_path / "half.keras")
     second = _compiled(loaded, _run(epsilon=None, noise_multiplier=sigma, epochs=2, seed=2))
     ledger = second.privacy_ledger
-    assert len(ledger) == 2 and _release_dict(ledger.releases[0]) == _release_dict(first)
+    assert len(ledger) == 1 and _release_dict(ledger.releases[0]) == _release_dict(first)  # composed at compile
+    second.fit(x, y, verbose=0)  # its own release, at its first fit
+    assert len(ledger) == 2
     assert ledger.releases[0].neighbours == ledger.releases[1].neighbours == "add_remove"
     # the first run was charged its whole plan: the total over-reports, and the ledger says so
     assert ledger.epsilon_provable() > 4.0
     assert "16 of the 32 planned ran" in ledger.summary()
-    second.fit(x, y, verbose=0)
-    # the same in memory, without saving: the model's own optimizer carries the first run
+    # the same in memory, without saving: the model's own optimizer carries the first two runs
     third = _compiled(second, _run(epsilon=None, noise_multiplier=sigma, epochs=1, seed=3))
+    assert len(third.privacy_ledger) == 2
+    third.fit(x, y, verbose=0)
     assert len(third.privacy_ledger) == 3
     # a ledger that already holds the carried releases does not count them twice
     shared = PrivacyLedger()
     fourth_model = _compiled(_model(), _run(ledger=shared))
     fourth_model.fit(x, y, epochs=1, verbose=0)
     fifth = _compiled(fourth_model, _run(ledger=shared, seed=5))
+    fifth.fit(x, y, epochs=1, verbose=0)
     assert len(fifth.privacy_ledger) == 2
 
 

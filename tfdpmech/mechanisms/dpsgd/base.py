@@ -193,6 +193,7 @@ class DPSGDRun(RunEngines, Mechanism):
         return self._compile_checked(self._checked_model(model, loss, loss_weights), loss, metrics, optimizer)
 
     carries_run = False  # the Poisson run's optimizer carries it through save and load (run_state.py)
+    release_at_fit = False  # make_private's model records the release at its first fit, once the data passed
 
     def _compile_checked(self, model, loss, metrics, optimizer, *, resumed: bool = False) -> keras.Model:
         """:meth:`compile` of a model :meth:`_checked_model` passed (``resumed``: the run's release is already in
@@ -237,7 +238,8 @@ class DPSGDRun(RunEngines, Mechanism):
         if self.multiworker is not None:  # recorded by fit, on the chief, once every worker has joined
             install_multiworker_fit(self, model, self.multiworker)
             return model
-        self._record_release()
+        if not self.release_at_fit:
+            self._record_release()
         return model
 
     def resume_compiled(self, model, *, loss, metrics, loss_weights=None) -> keras.Model:

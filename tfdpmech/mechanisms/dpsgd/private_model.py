@@ -2,8 +2,9 @@
 
 :func:`private_dpsgd_model` is what :func:`tfdpmech.make_private` does with a :class:`~.poisson.DPSGD`
 run: it runs tfdpmech's own engine (:mod:`.train_step`) on every stack, Keras 2.15 and Keras 3 alike.
-``compile`` records the run's release (the budget is committed then); ``fit`` takes the n private
-records as arrays and draws the Poisson batches itself (``batch_size`` and ``shuffle`` do not apply),
+``compile`` checks the model and installs the train step; the first ``fit`` checks the data and then
+records the run's release (the budget is committed then, before the first noisy step); ``fit`` takes the n
+private records as arrays (or lists and dicts of them) and draws the Poisson batches itself (``batch_size`` and ``shuffle`` do not apply),
 or a dataset from ``model.dp_sgd.dataset(x, y)``, and refuses any other dataset; every ``fit``
 continues the run's Poisson stream (the batch of step t is drawn from the secret key and t); its default
 is the epochs the run has left, and it refuses more. Everything else (``predict``, ``evaluate``) is
@@ -47,6 +48,7 @@ def private_dpsgd_model(model, dp):
             "DPSGD(...) without engine=, or call dp.compile(model) to get tensorflow-privacy's model"
         )
     dp.engine = "tfdpmech"  # "auto" would pick tensorflow-privacy's DPModel where it imports: not this model
+    dp.release_at_fit = True  # the first fit records the release, after its data passed every check
     keras_fit = type(model).fit
 
     def compile(optimizer=None, loss=None, metrics=None, loss_weights=None, **kwargs):  # optimizer None: the run's own
@@ -85,6 +87,8 @@ def private_dpsgd_model(model, dp):
         else:
             data = dp.dataset(x, y)
         callbacks = [*(callbacks or ()), dp.callback(verbose=0)]
+        if dp.release is None and dp.multiworker is None:  # every check passed: the budget is committed now
+            dp._record_release()
         if dp.multiworker is not None:  # joins the workers, records the release on the chief, then trains
             return dp.multiworker_fit(data, epochs=int(epochs), callbacks=callbacks, **kwargs)
         return keras_fit(model, data, epochs=int(epochs), callbacks=callbacks, **kwargs)

@@ -29,8 +29,11 @@ __all__ = ["run_state", "run_from_state", "resume"]
 _GIVEN = ("expected_batch_size", "sampling_probability")
 
 
-def run_state(dp) -> dict:
-    """The JSON-compatible state of a compiled Poisson run ``dp``, as its optimizer saves it."""
+def run_state(dp) -> dict | None:
+    """The JSON-compatible state of a compiled Poisson run ``dp``, as its optimizer saves it (None before its
+    release: a model compiled by make_private and not yet fitted has spent nothing)."""
+    if dp.release is None:
+        return None
     given = "expected_batch_size" if dp.given_expected_batch_size else "sampling_probability"
     return {
         "format": RUN_STATE_FORMAT,
