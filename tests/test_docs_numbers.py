@@ -249,20 +249,20 @@ DP-SGD reaches {sentence} % at ε = 1, with δ = 1e-5 and seeds 0 and 1 (Python 
 
 
 def test_numbers_from_the_linked_report_pass_in_tables_and_sentences():
-    text = SYNTHETIC.format(cell="86.67 % (provable 1)", sentence="86.7 / 91.80")
+    text = SYNTHETIC.format(cell="87.48 % (provable 1)", sentence="87.5 / 91.83")
     assert unsupported_numbers(text) == []
 
 
 def test_a_fractional_report_value_matches_its_percentage():
-    # the demo's json stores accuracy 0.944 for nonprivate seed 1 (results.md shows only the mean)
-    assert found_in("94.40", linked_reports(["[d](docs/results/demo)"]))
+    # the demo's json stores accuracy 0.9455 for nonprivate seed 1 (results.md shows only the mean)
+    assert found_in("94.55", linked_reports(["[d](docs/results/demo)"]))
 
 
 @pytest.mark.parametrize("cell, sentence, bad", [
-    ("12.34 %", "86.67", "12.34"),                 # a table cell no report contains
-    ("86.67 % (provable 0.777)", "86.67", "0.777"),  # a decimal without % inside a result table
-    ("86.67 %", "86.67 / 51.23", "51.23"),          # a chained number in a sentence
-    ("86.67 %", "73.3", "73.3"),
+    ("12.34 %", "87.48", "12.34"),                 # a table cell no report contains
+    ("87.48 % (provable 0.777)", "87.48", "0.777"),  # a decimal without % inside a result table
+    ("87.48 %", "87.48 / 51.23", "51.23"),          # a chained number in a sentence
+    ("87.48 %", "73.3", "73.3"),
 ])
 def test_a_number_no_linked_report_contains_fails(cell, sentence, bad):
     problems = unsupported_numbers(SYNTHETIC.format(cell=cell, sentence=sentence))
@@ -276,7 +276,7 @@ def test_a_result_in_a_section_without_a_report_link_fails():
 
 
 def test_a_link_to_a_report_in_another_section_does_not_count():
-    text = SYNTHETIC.format(cell="86.67 %", sentence="86.67") + "\n## Other\n\nIt reaches 86.67 %.\n"
+    text = SYNTHETIC.format(cell="87.48 %", sentence="87.48") + "\n## Other\n\nIt reaches 87.48 %.\n"
     problems = unsupported_numbers(text)
     assert len(problems) == 1 and problems[0].startswith("[Other]"), problems
 
