@@ -37,6 +37,7 @@ import numpy as np
 from ...accounting.ledger import Release
 from ...contract import release
 from ...mechanisms.dpsgd import ShuffledDPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, OptimizerSettings, DPSGD, make_dpsgd, tanh_mlp
+from ...mechanisms.dpsgd.paths import resolve_engine
 from ...features import scattering_coefficients
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
@@ -230,7 +231,7 @@ def _trainable_copy(public: keras.Model) -> keras.Model:
 
 
 # the whole public model's Poisson batches (q = 1/4: about 14,750 records on the whole MNIST) are clipped this many
-# records at a time: the same update and ε, memory bounded by one chunk
+# records at a time on tfdpmech's engine: the same update and ε, memory bounded by one chunk
 FINETUNE_PHYSICAL_BATCH = 1024
 
 
@@ -239,8 +240,9 @@ def _finetune(ctx, epsilon, seed) -> Build:
     public = ctx.public_model(seed)
     model = _trainable_copy(public)
     recipe = FINETUNE_RECIPE.replace(epochs=_epochs(ctx, FINETUNE_RECIPE.epochs))
-    dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed,
-                    physical_batch_size=FINETUNE_PHYSICAL_BATCH)
+    # tensorflow-privacy's engine (TensorFlow 2.15's "auto") takes the batch in one piece
+    physical = FINETUNE_PHYSICAL_BATCH if resolve_engine("auto") == "tfdpmech" else None
+    dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, physical_batch_size=physical)
     release(dp.ledger, _public_release(ctx))
     return _build(dp, model, ctx.x_private, ctx.y_private, {"initialised_from": public.name,
                                                              "public": ctx.public_source}, seed=seed)
