@@ -18,6 +18,7 @@ features, or token ids. All end in logits.
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 from ..validation import check_positive_int
 
@@ -43,9 +44,8 @@ class PositionEmbedding(keras.layers.Layer):
         self.positions.build((input_shape[1],))
         super().build(input_shape)
 
-    def call(self, inputs):
-        length = keras.ops.shape(inputs)[1]
-        return inputs + keras.ops.cast(self.positions(keras.ops.arange(length)), inputs.dtype)
+    def call(self, inputs):  # TensorFlow ops: Keras 3 on TensorFlow and Keras 2.15 alike
+        return inputs + tf.cast(self.positions(tf.range(tf.shape(inputs)[1])), inputs.dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape

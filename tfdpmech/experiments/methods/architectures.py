@@ -78,7 +78,7 @@ def _dpsgd(name: str):
         recipe = architecture_recipe(ctx.config.options, epsilon, name)
         dp = DPSGD(epsilon, ctx.config.delta, expected_batch_size=recipe.batch_for(ctx.n_private), epochs=recipe.epochs,
                    n=ctx.n_private, l2_norm_clip=recipe.l2_norm_clip, optimizer=recipe.optimizer_settings,
-                   accountant=recipe.accountant, seed=seed)
+                   accountant=recipe.accountant, seed=seed, engine="tfdpmech")
         model = _network(ctx, name)
         return _build(dp, model, ctx.x_private, ctx.y_private,
                       {"network": model.name, "recipe": dataclasses.asdict(recipe)}, seed=seed)
