@@ -60,9 +60,9 @@ class Model:
 
 def _models() -> dict:
     models = {
-        "mlp": Model(tanh_mlp, "image", RECIPE.expected_batch_size, 7000, 8),
-        "cnn": Model(standard_cnn, "image", 250, 7000, 4),
-        "tanh_cnn": Model(tanh_cnn, "image", 512, 60_000, 8),
+        "mlp": Model(tanh_mlp, "image", RECIPE.expected_batch_size, 7000, 30),
+        "cnn": Model(standard_cnn, "image", 250, 7000, 12),
+        "tanh_cnn": Model(tanh_cnn, "image", 512, 60_000, 30),
     }
     if KERAS_3:  # the architectures use keras.ops (Keras 3)
         from ..models import architectures as a  # noqa: PLC0415
@@ -73,19 +73,19 @@ def _models() -> dict:
             return keras.Model(ids, keras.layers.Dense(2)(keras.layers.Flatten()(x)), name="position_dense")
 
         models.update({
-            "transformer": Model(a.transformer_classifier, "tokens", 128, 1024, 8),
-            "position_dense": Model(position_dense, "tokens", 128, 1024, 8),
-            "conv1d_text": Model(a.conv1d_text, "tokens", 128, 1024, 8),
-            "vit": Model(a.vit, "image", 128, 1024, 8),
-            "conv1d_rows": Model(a.conv1d_rows, "image", 128, 1024, 8),
-            "groupnorm_cnn": Model(a.groupnorm_cnn, "image", 128, 1024, 8),
-            "layernorm_cnn": Model(a.layernorm_cnn, "image", 128, 1024, 8),
-            "depthwise_cnn": Model(a.depthwise_cnn, "image", 128, 1024, 8),
-            "transpose_cnn": Model(a.transpose_cnn, "image", 128, 1024, 8),
-            "conv3d_net": Model(a.conv3d_net, "image", 128, 1024, 8),
-            "lstm_rows": Model(a.lstm_rows, "image", 128, 1024, 8),
-            "gru_rows": Model(a.gru_rows, "image", 128, 1024, 8),
-            "tanh_cnn_bf16": Model(tanh_cnn, "image", 512, 60_000, 8, policy="mixed_bfloat16"),
+            "transformer": Model(a.transformer_classifier, "tokens", 128, 1024, 16),
+            "position_dense": Model(position_dense, "tokens", 128, 1024, 60),
+            "conv1d_text": Model(a.conv1d_text, "tokens", 128, 1024, 30),
+            "vit": Model(a.vit, "image", 128, 1024, 16),
+            "conv1d_rows": Model(a.conv1d_rows, "image", 128, 1024, 60),
+            "groupnorm_cnn": Model(a.groupnorm_cnn, "image", 128, 1024, 40),
+            "layernorm_cnn": Model(a.layernorm_cnn, "image", 128, 1024, 40),
+            "depthwise_cnn": Model(a.depthwise_cnn, "image", 128, 1024, 40),
+            "transpose_cnn": Model(a.transpose_cnn, "image", 128, 1024, 30),
+            "conv3d_net": Model(a.conv3d_net, "image", 128, 1024, 20),
+            "lstm_rows": Model(a.lstm_rows, "image", 128, 1024, 20),
+            "gru_rows": Model(a.gru_rows, "image", 128, 1024, 20),
+            "tanh_cnn_bf16": Model(tanh_cnn, "image", 512, 60_000, 15, policy="mixed_bfloat16"),
         })
     return models
 
