@@ -225,6 +225,6 @@ register_preset(
      "methods": tuple(f"{kind}_{name}" for name in ARCHITECTURE_NAMES for kind in ("nonprivate", "dpsgd")),
      "epsilons": (1.0, 3.0), "seeds": (0,), "public": 0, "delta": 1e-5, "audit": (),
      "out": "docs/results/architectures", "resume": True, "published": ARCHITECTURES_PUBLISHED},
-    {"seeds": (0,), "epsilons": (3.0,), "out": "results", "resume": False,
+    {"datasets": ("mnist",), "seeds": (0,), "epsilons": (3.0,), "out": "results", "resume": False,
      "options": {"max_private": 600, "max_test": 400, "nonprivate_epochs": 1,
                  "architecture_recipes": {name: {"epochs": 1} for name in ARCHITECTURE_NAMES}}})
