@@ -32,6 +32,9 @@ def test_compile_and_fit_train_with_a_proven_release(mnist_sample, tmp_path):
     with pytest.raises(ValueError, match="n=400"):
         model.fit(x[:300], y[:300])
     assert len(ledger) == 0
+    with pytest.raises(ValueError, match="records its privacy release in its own fit"):  # Keras's fit around it
+        type(model).fit(model, model.dp_sgd.dataset(x, y), verbose=0)
+    assert len(ledger) == 0 and int(model.optimizer.iterations.numpy()) == 0
     history = model.fit(x, y)
     assert len(ledger) == 1  # the budget is committed once the data passed, before the first noisy step
     release = ledger.releases[0]

@@ -35,7 +35,6 @@ naming the cause, before any release.
 from __future__ import annotations
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from .ghost_norms import (

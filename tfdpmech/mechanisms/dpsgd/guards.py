@@ -56,6 +56,12 @@ def guard_poisson_train_step(run, model) -> None:
 
     def train_step(data):
         refuse_xla(model, name)
+        if run.release is None and run.multiworker is None:  # Keras's own fit called around the private model's
+            model.train_function = None
+            raise ValueError(
+                f"this {name} model records its privacy release in its own fit, after the data's checks, and none is "
+                "recorded yet: train it with model.fit(x, y) (the private model's fit), not Keras's fit or "
+                "train_on_batch; nothing has been trained")
         if not _is_run_batch(data):
             model.train_function = None  # the failed trace must not stay cached
             shape = (f"a {len(data)}-tuple" if isinstance(data, (tuple, list)) else type(data).__name__)
