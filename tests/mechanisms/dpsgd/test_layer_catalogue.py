@@ -3,8 +3,9 @@
 The classes are read from ``keras.layers`` itself (Keras 2.15 and Keras 3 alike), not from a hand-picked
 list. :data:`SPECS` (in :mod:`._layer_specs`) builds each in a tiny model (input → layer → Dense logits)
 and states what the engine must do with it: ``"exact"`` (its clipped gradient sum equals a loop of one
-gradient tape per record, 1e-4 relative; on Keras 3 also on the ghost-norm path, by the layer's registry
-rule or handled alone, unless :data:`WHOLE_MODEL_PER_RECORD` says why not), ``"refused"`` (compile raises and the ledger stays empty) or
+gradient tape per record, 1e-4 relative, and removing any one record moves it by at most C; on Keras 3
+also on the ghost-norm path, by the layer's registry rule or handled alone, unless
+:data:`WHOLE_MODEL_PER_RECORD` says why not), ``"refused"`` (compile raises and the ledger stays empty) or
 ``"none"`` (it holds no variable: nothing to clip, nothing to update). :data:`NOT_TESTABLE` names, with
 the reason, the classes no DP-SGD model can hold on this stack (base classes, other backends' wrappers).
 A class in neither fails the test: a new Keras layer cannot slip through unclassified.
@@ -95,7 +96,21 @@ def _engine_outcome(model, random: bool, layer=None) -> str:
     for g, w, v in zip(got, want, model.trainable_variables):
         tolerance = 1e-4 * float(np.abs(w).max()) + 1e-6 * overall
         assert float(np.abs(g.numpy() - w).max()) <= tolerance, (v.name, dp.path)
+    _check_add_remove_sensitivity(model, x, y, weights, clip, dp.path, training, got)
     return "exact"
+
+
+def _check_add_remove_sensitivity(model, x, y, weights, clip, path, training, summed):
+    """Removing any one record (its weight set to 0: the neighbouring batch) moves the engine's clipped sum by
+    at most C in L2 norm: the sensitivity the noise is calibrated to."""
+    for i in np.flatnonzero(weights):
+        without = weights.copy()
+        without[i] = 0.0
+        other, _, _ = clipped_gradient_sum(model, per_example_loss(LOSS), x, y, without, clip, path,
+                                           training=training)
+        moved = np.sqrt(sum(float(np.sum((a.numpy().astype(np.float64) - b.numpy()) ** 2))
+                            for a, b in zip(summed, other)))
+        assert moved <= clip * (1 + 1e-4), f"removing record {i} moved the clipped sum by {moved} > C = {clip}"
 
 
 # Keras 3: every layer DP-SGD clips exactly trains on the ghost-norm path, by its registry rule or alone,

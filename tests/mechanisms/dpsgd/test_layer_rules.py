@@ -142,3 +142,25 @@ def test_recurrent_layers_are_exact(layer, family):
     assert layer_paths(model)[recurrent.name] == family
     rng = np.random.default_rng(2)
     _exact(model, rng.normal(size=(7, 4, 3)).astype(np.float32), rng.integers(0, 3, 7))
+
+
+_DEPTHWISE_2D = getattr(keras.layers, "DepthwiseConv2D")
+_DEPTHWISE_1D = getattr(keras.layers, "DepthwiseConv1D", None)
+
+
+@pytest.mark.parametrize("layer, shape", [
+    (lambda: _DEPTHWISE_2D(3, strides=2, padding="same", depth_multiplier=2), (7, 6, 3)),  # records folded
+    (lambda: _DEPTHWISE_2D((3, 2), padding="valid"), (7, 6, 3)),
+    (lambda: _DEPTHWISE_2D(3, strides=(1, 2), padding="same"), (7, 6, 3)),  # unequal strides: from the patches
+    (lambda: _DEPTHWISE_2D(3, dilation_rate=2, padding="same"), (7, 6, 3)),  # dilated: from the patches
+    pytest.param(lambda: _DEPTHWISE_1D(3, strides=2, padding="same", depth_multiplier=2), (9, 3),
+                 marks=pytest.mark.skipif(_DEPTHWISE_1D is None, reason="no DepthwiseConv1D on this Keras")),
+])
+def test_depthwise_convolutions_are_exact(layer, shape):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input(shape)
+    depthwise = layer()
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(depthwise(inputs))))
+    assert layer_paths(model)[depthwise.name] == "depthwise_convolution"
+    rng = np.random.default_rng(3)
+    _exact(model, rng.normal(size=(7, *shape)).astype(np.float32), rng.integers(0, 3, 7))

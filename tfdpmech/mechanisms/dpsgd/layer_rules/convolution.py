@@ -4,7 +4,7 @@ A convolution is ``z_p = P_p(a) W + b`` at every output position p, where ``P_p(
 input it reads (Rochette et al. 2019). Record i's kernel gradient is ``Σ_p P_p(a_i)ᵀ g_ip``: the linear
 rule of :mod:`.linear_algebra` over the positions, with the patches as inputs. The patches come from
 ``tf.image.extract_patches`` (1-D as a 2-D image of height 1), ``tf.extract_volume_patches`` (3-D), or a
-convolution with the identity kernel (undilated images with few channels, dilated volumes), all with the
+convolution with the identity kernel (undilated images and volumes with few channels, dilated volumes), all with the
 layer's own strides, padding and dilation (``"causal"``: left padding, then ``"valid"``).
 
 A transposed convolution is the adjoint of a convolution with the same kernel: ``⟨g, convᵀ(a, W)⟩ =
@@ -29,7 +29,7 @@ from .registry import LayerRule, Tapped, compute_dtype, exact_dtype, register_la
 __all__ = ["patches", "ConvolutionRule", "TransposedConvolutionRule", "pre_activation"]
 
 _CHANNELS_LAST = {1: "NWC", 2: "NHWC", 3: "NDHWC"}  # named: Conv3D's eager gradient fails on data_format=None
-_FEW_CHANNELS = 4  # extract_patches copies one channel vector at a time: the identity kernel is faster below this
+_FEW_CHANNELS = 4  # extract_(volume_)patches copy one channel vector at a time: the identity kernel is faster up to this
 
 
 def _tuple(value, rank: int) -> tuple:
@@ -55,7 +55,7 @@ def patches(a, kernel_size, strides, dilation, padding: str):
     if rank == 2 and (channels > _FEW_CHANNELS or dilated):
         return tf.image.extract_patches(a, sizes=[1, *kernel_size, 1], strides=[1, *strides, 1],
                                         rates=[1, *dilation, 1], padding=padding)
-    if rank == 3 and not dilated:
+    if rank == 3 and channels > _FEW_CHANNELS and not dilated:
         return tf.extract_volume_patches(a, ksizes=[1, *kernel_size, 1], strides=[1, *strides, 1], padding=padding)
     return tf.nn.convolution(a, _identity_kernel(kernel_size, channels, a.dtype), strides=strides, padding=padding,
                              dilations=dilation, data_format=_CHANNELS_LAST[rank])

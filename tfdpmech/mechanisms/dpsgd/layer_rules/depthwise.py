@@ -2,7 +2,10 @@
 
 A depthwise convolution filters each input channel c with its own ``M`` kernels: ``z_p[c·M + m] =
 Σ_k P_p(a)[k, c] W[k, c, m]``. Record i's kernel gradient ``Σ_p P_p(a_i)[k, c] g_ip[c·M + m]`` is small
-(kernel size × channels × M), so it is materialised per record from the patches (:func:`.convolution.patches`).
+(kernel size × channels × M), so it is materialised per record: with the records folded into the channels
+(``(1, H, W, B·C)``), it is one depthwise kernel gradient of TensorFlow's own (each folded channel is one
+record's channel); dilated or unequally strided kernels, which that op does not take on CPU, from the
+patches (:func:`.convolution.patches`).
 
 A separable convolution is a depthwise convolution (strides, padding, dilation) followed by a pointwise
 (1×1) one: the rule computes the two steps itself and taps both, the depthwise output ``d`` for the
@@ -25,11 +28,31 @@ def _depthwise_sq_norms(layer_geometry, a, g, multiplier: int):
     """Per-record squared norm of a depthwise kernel's gradient: ``a`` the input, ``g`` (B, ..., C·M) the output's."""
     kernel_size, strides, dilation, padding = layer_geometry
     channels = int(a.shape[-1])
+    if all(d == 1 for d in dilation) and len(set(strides)) == 1 and padding in ("same", "valid"):
+        return _folded_sq_norms(a, g, tuple(kernel_size), strides[0], padding, multiplier)
     p = flatten_positions(patches(a, kernel_size, strides, dilation, padding))  # (B, P, K·C)
     p = tf.reshape(p, (tf.shape(p)[0], tf.shape(p)[1], -1, channels))
     g = tf.reshape(flatten_positions(g), (tf.shape(p)[0], tf.shape(p)[1], channels, multiplier))
     per_record = tf.einsum("bpkc,bpcm->bkcm", p, g)
     return tf.reduce_sum(tf.square(per_record), axis=[1, 2, 3])
+
+
+def _folded_sq_norms(a, g, kernel_size: tuple, stride: int, padding: str, multiplier: int):
+    """:func:`_depthwise_sq_norms` with the records folded into the channels: one depthwise kernel gradient."""
+    if a.shape.rank == 3:  # 1-D: an image of height 1
+        a, g, kernel_size = a[:, None], g[:, None], (1, *kernel_size)
+    channels = int(a.shape[-1])
+    batch = tf.shape(a)[0]
+
+    def folded(t):  # (B, H, W, K) -> (1, H, W, B·K)
+        shape = tf.shape(t)
+        return tf.reshape(tf.transpose(t, [1, 2, 0, 3]), tf.stack([1, shape[1], shape[2], batch * int(t.shape[-1])]))
+
+    kernel = tf.compat.v1.nn.depthwise_conv2d_native_backprop_filter(
+        folded(a), tf.stack([*kernel_size, batch * channels, multiplier]), folded(g),
+        strides=[1, stride, stride, 1], padding=padding.upper())
+    per_record = tf.reshape(kernel, tf.stack([-1, batch, channels * multiplier]))  # (kh·kw, B, C·M)
+    return tf.reduce_sum(tf.square(per_record), axis=[0, 2])
 
 
 def _geometry(layer):
