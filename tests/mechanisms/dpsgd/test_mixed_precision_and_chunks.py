@@ -126,3 +126,56 @@ def test_what_would_break_a_dp_step_is_refused_before_the_release():
         with pytest.raises(ValueError, match=match):
             model.compile(optimizer=keras.optimizers.SGD(0.1, **option), loss=LOSS)
         assert len(model.privacy_ledger) == 0
+
+
+def _sensitivity_models():
+    """Tiny models, one layer family each (the registry's rules and one layer handled alone)."""
+    image, sequence = keras.Input((8, 8, 3)), keras.Input((6, 5))
+    tokens = keras.Input((6,), dtype="int32")
+
+    def head(x):
+        return keras.layers.Dense(4, dtype="float32")(keras.layers.Flatten()(x))
+
+    models = {
+        "dense": keras.Model(sequence, head(keras.layers.Dense(8, activation="tanh")(sequence))),
+        "conv2d": keras.Model(image, head(keras.layers.Conv2D(4, 3, strides=2, activation="tanh")(image))),
+        "conv1d": keras.Model(sequence, head(keras.layers.Conv1D(4, 3, padding="causal")(sequence))),
+        "depthwise": keras.Model(image, head(keras.layers.DepthwiseConv2D(3, depth_multiplier=2)(image))),
+        "transposed": keras.Model(image, head(keras.layers.Conv2DTranspose(2, 3, strides=2)(image))),
+        "layer_norm": keras.Model(sequence, head(keras.layers.LayerNormalization()(sequence))),
+        "group_norm": keras.Model(image, head(keras.layers.GroupNormalization(3)(image))),
+        "embedding": keras.Model(tokens, head(keras.layers.Embedding(10, 4)(tokens))),
+        "attention": keras.Model(sequence, head(keras.layers.MultiHeadAttention(2, 4)(sequence, sequence))),
+        "lstm": keras.Model(sequence, head(keras.layers.LSTM(4, return_sequences=True)(sequence))),
+        "alone": keras.Model(sequence, head(keras.layers.PReLU()(sequence))),
+    }
+    if KERAS_3:
+        models["separable"] = keras.Model(image, head(keras.layers.SeparableConv2D(4, 3)(image)))
+    return models
+
+
+@pytest.mark.parametrize("name", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_sums_move_by_at_most_c_when_a_record_is_removed(policy, name):
+    """Norms and clipped sums come from the same float32 values: no sum is rounded to the compute dtype after the
+    records are added (a rounded sum moves by more than C when one record changes)."""
+    policy(name)
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    clip, rows = 1e-3, 24  # every record clipped: each moves the sum by exactly C
+    loss = per_example_loss(LOSS)
+    for family, model in _sensitivity_models().items():
+        x = rng.integers(0, 10, (rows, 6)).astype(np.int32) if family == "embedding" else \
+            (3 * rng.normal(size=(rows, *model.inputs[0].shape[1:]))).astype(np.float32)
+        y = tf.constant(rng.integers(0, 4, rows))
+        weights = np.ones(rows, np.float32)
+        summed, _, norms = clipped_gradient_sum(model, loss, tf.constant(x), y, tf.constant(weights), clip,
+                                                "fast_clipping", training=False)
+        assert np.all(norms.numpy() > clip), family
+        for i in range(4):
+            without = weights.copy()
+            without[i] = 0.0
+            other, _, _ = clipped_gradient_sum(model, loss, tf.constant(x), y, tf.constant(without), clip,
+                                               "fast_clipping", training=False)
+            moved = np.sqrt(sum(float(np.sum((a.numpy().astype(np.float64) - b.numpy()) ** 2))
+                                for a, b in zip(summed, other)))
+            assert abs(moved / clip - 1.0) <= 1e-5, (family, name, i, moved / clip)

@@ -30,7 +30,7 @@ import keras
 import tensorflow as tf
 
 from .layer_rules import ALONE, registered_classes, registered_rule
-from .layer_rules.registry import compute_dtype, select_rows
+from .layer_rules.registry import compute_dtype, full_precision_weights, select_rows
 
 __all__ = ["GHOST_LAYERS", "layer_units", "unit_rules", "assign_rules", "ghost_unsupported_layers", "gradients",
            "clip_factors", "select_rows", "ghost_clipped_sum", "backward_loss_scale", "layer_paths"]
@@ -143,7 +143,11 @@ def _recording(units, tape, keep):
                     f"layer {layer.name!r} is called more than once per forward pass (shared weights), so its "
                     "per-example gradient is a sum ghost norms do not see; use path='vectorized'"
                 )
-            tapped = rule.forward(layer, inputs, keep, args, kwargs)
+            if rule is ALONE:  # the layer's own call, as Keras runs it (its per-record vectors are clipped as they are)
+                tapped = rule.forward(layer, inputs, keep, args, kwargs)
+            else:
+                with full_precision_weights():
+                    tapped = rule.forward(layer, inputs, keep, args, kwargs)
             for tensor, _ in tapped.taps:
                 tape.watch(tensor)
             records.append(_Record(layer, rule, tapped))
@@ -218,6 +222,12 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
             by_variable.update({id(v): g for v, g in zip(r.layer.trainable_variables, summed)})
             continue
         for (tap, variables), g in zip(r.tapped.taps, r.grads):
+            if variables and tap.dtype not in (tf.float32, tf.float64):
+                raise ValueError(
+                    f"the {r.rule.family or type(r.rule).__name__} rule of layer {r.layer.name!r} taps a {tap.dtype.name} "
+                    "tensor for the book-keeping sum: c_i g_i and the summed weight gradient would be rounded to it, and "
+                    "the sum could move by more than C. Compute the tap in float32 (registry.exact_dtype) or give the "
+                    "rule a clipped_sum")
             if variables:  # book-keeping: the local weight gradient with the output gradients c_i g_i
                 scaled = tf.cast(g * tf.reshape(factors, [-1] + [1] * (g.shape.rank - 1)), tap.dtype)
                 by_variable.update({id(v): grad for v, grad in

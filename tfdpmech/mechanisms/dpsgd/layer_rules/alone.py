@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from .registry import LayerRule, Tapped, is_per_record, select_rows
+from .registry import LayerRule, Tapped, compute_dtype, is_per_record, select_rows, weights_read_as
 
 __all__ = ["AloneRule", "ALONE"]
 
@@ -55,7 +55,7 @@ class AloneRule(LayerRule):
             def record(t):
                 return t[i:i + 1] if is_per_record(t, keep) else t
             inputs, args, kwargs = tf.nest.map_structure(record, saved["call"])
-            with tf.GradientTape() as tape:
+            with tf.GradientTape() as tape, weights_read_as(compute_dtype(layer)):  # as in the batched call
                 out = type(layer).call(layer, inputs, *args, **kwargs)
             taps = [o for o in tf.nest.flatten(out) if o.dtype.is_floating]
             grads = tape.gradient(taps, variables, output_gradients=[tf.cast(g[i:i + 1], t.dtype)

@@ -116,13 +116,14 @@ def _no_activation(layer):
 
 
 def pre_activation(layer, inputs, keep):
-    """``(a, z, output)``: the layer's own call on ``a`` (padding rows selected out) without its activation,
-    then the activation applied to ``z``."""
-    a = select_rows(keep, inputs)
+    """``(a, z, output)``: the layer's own call on ``a`` (padding rows selected out; float32 under a mixed-precision
+    policy, as its weights: :func:`.registry.full_precision_weights`) without its activation, then the
+    activation applied to ``z`` and the output cast to the layer's compute dtype."""
+    a = select_rows(keep, tf.cast(inputs, exact_dtype(layer)))
     with _no_activation(layer):
         z = type(layer).call(layer, a)
     activation = layer.activation if layer.activation is not None else (lambda t: t)
-    return a, z, activation(z)
+    return a, z, tf.cast(activation(z), compute_dtype(layer))
 
 
 class TransposedConvolutionRule(LayerRule):

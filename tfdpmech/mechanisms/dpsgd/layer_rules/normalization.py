@@ -3,7 +3,7 @@
 Each computes, from one record alone, a normalised input ``x̂`` and returns ``x̂ ⊙ γ + β`` (γ and β
 broadcast over the positions). With ``g`` the gradient of the layer's output, record i's gradients are
 ``∂γ = Σ_positions g_i ⊙ x̂_i`` and ``∂β = Σ_positions g_i``: small (one number per feature), so they are
-materialised per record. The layer's output is its own ``call``'s (the tap); ``x̂`` is recomputed with the
+materialised per record, and the clipped sum is ``Σ_i c_i ∂γ_i`` (float32 under every policy). The layer's output is its own ``call``'s (the tap); ``x̂`` is recomputed with the
 layer's settings (Keras's own normalisation op with γ = 1 and β = 0 where it takes them).
 """
 
@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from .linear_algebra import trains
-from .registry import KERAS_3, LayerRule, Tapped, register_layer_rule, select_rows
+from .registry import KERAS_3, LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
 
 __all__ = ["AffineNormalizationRule"]
 
@@ -58,26 +58,39 @@ class AffineNormalizationRule(LayerRule):
         return not self._channels_only or layer.axis in (-1, [-1], (-1,))
 
     def forward(self, layer, inputs, keep, args, kwargs) -> Tapped:
-        a = select_rows(keep, inputs)
+        a = select_rows(keep, tf.cast(inputs, exact_dtype(layer)))  # float32 under mixed precision, as γ and β
         out = type(layer).call(layer, a)
-        return Tapped(out, [(out, list(layer.trainable_variables))], {"a": a})
+        return Tapped(out, [(out, [])], {"a": a})  # the clipped sum is this rule's own (float32 in every policy)
 
-    def _params(self, layer):
-        return getattr(layer, self._scale, None), getattr(layer, self._offset, None) if self._offset else None
-
-    def sq_norms(self, layer, saved, tap_grads):
+    def _per_record(self, layer, saved, tap_grads) -> dict:
+        """``{id(weight): (B, features)}``: each record's γ and β gradients (the trainable ones)."""
+        if "per_record" in saved:
+            return saved["per_record"]
         g = tf.cast(tap_grads[0], tf.float32)
-        scale, offset = self._params(layer)
+        scale, offset = getattr(layer, self._scale, None), getattr(layer, self._offset, None) if self._offset else None
         rank = g.shape.rank
         kept = _axes(layer.axis, rank) if not self._channels_only else [rank - 1]
         summed = [d for d in range(1, rank) if d not in kept]
-        total = tf.zeros(tf.shape(g)[:1], tf.float32)
+
+        def over_positions(t):
+            return tf.reduce_sum(t, axis=summed) if summed else t
+
+        per_record = {}
         if trains(layer, scale):
             x_hat = tf.cast(self._normalise(layer, tf.cast(saved["a"], tf.float32)), tf.float32)
-            total += _rows_sq(tf.reduce_sum(g * x_hat, axis=summed) if summed else g * x_hat)
+            per_record[id(scale)] = over_positions(g * x_hat)
         if trains(layer, offset):
-            total += _rows_sq(tf.reduce_sum(g, axis=summed) if summed else g)
-        return total
+            per_record[id(offset)] = over_positions(g)
+        saved["per_record"] = per_record
+        return per_record
+
+    def sq_norms(self, layer, saved, tap_grads):
+        per_record = self._per_record(layer, saved, tap_grads).values()
+        return tf.add_n([_rows_sq(t) for t in per_record]) if per_record else tf.zeros(tf.shape(tap_grads[0])[:1])
+
+    def clipped_sum(self, layer, saved, tap_grads, factors):
+        per_record = self._per_record(layer, saved, tap_grads)
+        return [tf.reshape(tf.tensordot(factors, per_record[id(v)], axes=1), v.shape) for v in layer.trainable_variables]
 
 
 def _rows_sq(t):

@@ -28,13 +28,15 @@ record-by-record loop of gradient tapes and demotes a layer whose rule does not 
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 
 import keras
 import tensorflow as tf
 
 __all__ = ["Tapped", "LayerRule", "register_layer_rule", "registered_rule", "registered_classes", "select_rows",
-           "KERAS_3", "exact_dtype", "compute_dtype", "is_per_record"]
+           "KERAS_3", "exact_dtype", "compute_dtype", "is_per_record", "full_precision_weights",
+           "weights_read_as"]
 
 KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
 _LOW_PRECISION = (tf.float16, tf.bfloat16)
@@ -124,6 +126,28 @@ def exact_dtype(layer) -> tf.DType:
     """The dtype a rule computes the layer's products in: float32 under a float16 / bfloat16 policy."""
     dtype = compute_dtype(layer)
     return tf.float32 if dtype in _LOW_PRECISION else dtype
+
+
+@contextlib.contextmanager
+def weights_read_as(dtype):
+    """Inside this context a layer's float weights read as ``dtype`` (None: as the float32 they are stored in), as
+    Keras reads them inside a layer's call under a mixed-precision policy (its compute dtype)."""
+    if KERAS_3:
+        from keras.src.backend.common.variables import AutocastScope  # noqa: PLC0415
+        scope = AutocastScope(dtype)
+    else:
+        from keras.src.mixed_precision.autocast_variable import enable_auto_cast_variables  # noqa: PLC0415
+        scope = enable_auto_cast_variables(dtype)
+    with scope:
+        yield
+
+
+def full_precision_weights():
+    """Inside a layer's call under a mixed-precision policy, read its weights as the float32 they are stored in
+    (Keras casts them to the compute dtype there). A rule's taps and local weight gradients are then float32:
+    a weight gradient that went back through that cast would be rounded to float16 / bfloat16 *after* the
+    records are summed, and a rounded sum can move by more than C when one record changes."""
+    return weights_read_as(None)
 
 
 def is_per_record(t, keep) -> bool:
