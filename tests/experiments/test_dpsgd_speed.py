@@ -52,3 +52,11 @@ def test_the_command_writes_its_table_and_numbers(tmp_path, monkeypatch):
     text = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert "--models mlp --repeats 1" in text and "tfdpmech fast_clipping" in text
     assert json.loads((tmp_path / "results.json").read_text())["models"]["mlp"]["steps"] == 2
+
+
+def test_memory_per_record_is_the_peak_growth_from_batch_l_to_4l_per_added_record(monkeypatch):
+    peaks = {1: 300.0, 4: 300.0 + 3 * 512 * 0.25 / 1024}  # MiB at L and 4L: 0.25 KiB per added record
+    monkeypatch.setattr(dpsgd_speed, "_peak_rss_growth", lambda name, label, steps, batch_scale=1: peaks[batch_scale])
+    assert dpsgd_speed.MODELS["tanh_cnn"].expected == 512
+    assert dpsgd_speed._memory_per_record("tanh_cnn", "nonprivate", 2, peaks[1]) == pytest.approx(0.25)
+    assert dpsgd_speed._memory_per_record("tanh_cnn", "nonprivate", 2, None) is None

@@ -18,7 +18,10 @@ Every variant is built, traced and warmed up once; then ``repeats`` rounds each 
 ``steps`` steps per variant, in a rotated order, and every ratio is taken within a round. The table gives
 median and min–max over rounds; examples/s count the L records of a step. Peak memory: the growth of a
 fresh process's peak RSS over one variant's build, warm-up and timed fit
-(:func:`~tfdpmech.experiments.peak_rss.peak_rss_mib`).
+(:func:`~tfdpmech.experiments.peak_rss.peak_rss_mib`): TensorFlow's traced graphs and, for DP-SGD, the
+compile-time probe included; memory per record: the growth of that peak from batch L to batch 4L, divided
+by 3L (what training holds per record, the fixed part cancelled). Both for the non-private and the ghost-norm
+variants (:data:`MEMORY_VARIANTS`).
 """
 
 from __future__ import annotations
@@ -142,9 +145,9 @@ class _Variant:
         return time.perf_counter() - start
 
 
-def _variant(name: str, label: str, engine, path) -> _Variant:
-    """A built, compiled and warmed-up variant (the model under its dtype policy)."""
-    spec = MODELS[name]
+def _variant(name: str, label: str, engine, path, spec: Model | None = None) -> _Variant:
+    """A built, compiled and warmed-up variant (the model under its dtype policy; ``spec`` default ``MODELS[name]``)."""
+    spec = spec or MODELS[name]
     previous = keras.mixed_precision.global_policy().name
     keras.mixed_precision.set_global_policy(spec.policy)
     try:
@@ -165,20 +168,33 @@ def _variant(name: str, label: str, engine, path) -> _Variant:
     return variant
 
 
-def measure(model_name: str, label: str, steps: int) -> float:
-    """Seconds of one timed ``fit`` of ``steps`` steps of a freshly built variant (after its warm-up)."""
+def measure(model_name: str, label: str, steps: int, batch_scale: int = 1) -> float:
+    """Seconds of one timed ``fit`` of ``steps`` steps of a freshly built variant (after its warm-up), its
+    expected batch ``batch_scale`` times the model's."""
     engine, path = {lab: (e, p) for lab, e, p in variants(model_name)}[label]
-    return _variant(model_name, label, engine, path).timed_fit(steps)
+    spec = MODELS[model_name]
+    spec = dataclasses.replace(spec, expected=spec.expected * batch_scale)
+    return _variant(model_name, label, engine, path, spec).timed_fit(steps)
 
 
-def _peak_rss_growth(model_name: str, label: str, steps: int) -> float | None:
+def _peak_rss_growth(model_name: str, label: str, steps: int, batch_scale: int = 1) -> float | None:
     code = (f"from tfdpmech.experiments import dpsgd_speed as s; from tfdpmech.experiments.peak_rss import peak_rss_mib; "
-            f"before = peak_rss_mib(); s.measure({model_name!r}, {label!r}, {steps}); print(peak_rss_mib() - before)")
+            f"before = peak_rss_mib(); s.measure({model_name!r}, {label!r}, {steps}, {batch_scale}); "
+            "print(peak_rss_mib() - before)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     try:
         return float(out.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         return None
+
+
+def _memory_per_record(model_name: str, label: str, steps: int, at_batch: float | None) -> float | None:
+    """KiB of peak memory per record: the growth of the peak from a batch of L to one of 4L, divided by 3L
+    (fresh processes). The fixed part (TensorFlow, the traced graph, the compile-time probe) cancels."""
+    at_four = _peak_rss_growth(model_name, label, steps, batch_scale=MEMORY_BATCH_SCALE)
+    if at_batch is None or at_four is None:
+        return None
+    return 1024.0 * (at_four - at_batch) / ((MEMORY_BATCH_SCALE - 1) * MODELS[model_name].expected)
 
 
 def run(models=None, repeats: int = 5, steps: dict | None = None, memory: bool = True, log=print) -> dict:
@@ -206,13 +222,18 @@ def run(models=None, repeats: int = 5, steps: dict | None = None, memory: bool =
             if fastest_tfp and label.startswith("tfdpmech"):
                 row["ratio_to_tensorflow_privacy"] = _summary(
                     [min(seconds[k][i] for k in fastest_tfp) / t for i, t in enumerate(seconds[label])])
-            if memory:
+            if memory and label in MEMORY_VARIANTS:
                 row["peak_memory_mib"] = _peak_rss_growth(name, label, steps[name])
+                row["memory_per_record_kib"] = _memory_per_record(name, label, steps[name], row["peak_memory_mib"])
             table[label] = row
         result["models"][name] = {"expected_batch": spec.expected, "padded_rows": _rows(spec, "padded to P"),
                                   "n": spec.n, "policy": spec.policy, "steps": steps[name], "variants": table}
         del built
     return result
+
+
+MEMORY_BATCH_SCALE = 4  # the per-record memory: the peak at batch 4L against the peak at L
+MEMORY_VARIANTS = ("nonprivate", "tfdpmech fast_clipping")  # the variants whose memory is measured
 
 
 def _summary(values) -> dict:
@@ -224,8 +245,9 @@ def format_table(result: dict) -> str:
     """A markdown table of :func:`run`'s result."""
     lines = [f"DP-SGD speed on TensorFlow {result['tensorflow']}, Keras {result['keras']}, Python {result['python']} "
              f"({result['repeats']} interleaved repeats; median [min–max])", "",
-             "| model | variant | rows | examples/s | ÷ non-private | ÷ tensorflow-privacy's fastest | peak memory (MiB) |",
-             "|---|---|---|---|---|---|---|"]
+             "| model | variant | rows | examples/s | ÷ non-private | ÷ tensorflow-privacy's fastest | peak memory (MiB) | "
+             "memory per record (KiB) |",
+             "|---|---|---|---|---|---|---|---|"]
 
     def cell(s):
         return "–" if not s else f"{s['median']:.3g} [{s['min']:.3g}–{s['max']:.3g}]"
@@ -233,11 +255,12 @@ def format_table(result: dict) -> str:
     for name, m in result["models"].items():
         policy = "" if m.get("policy", "float32") == "float32" else f", {m['policy']}"
         for label, row in m["variants"].items():
-            memory = row.get("peak_memory_mib")
+            memory, per_record = row.get("peak_memory_mib"), row.get("memory_per_record_kib")
             path = f" ({row['path']})" if row.get("path") and row["path"] not in label else ""
             lines.append(f"| {name} (batch {m['expected_batch']}{policy}) | {label}{path} | {row.get('rows', '–')} | "
                          f"{cell(row['examples_per_second'])} | {cell(row['ratio_to_nonprivate'])} | "
-                         f"{cell(row.get('ratio_to_tensorflow_privacy'))} | {'–' if memory is None else f'{memory:.0f}'} |")
+                         f"{cell(row.get('ratio_to_tensorflow_privacy'))} | {'–' if memory is None else f'{memory:.0f}'} | "
+                         f"{'–' if per_record is None else f'{per_record:.1f}'} |")
     return "\n".join(lines)
 
 
