@@ -14,8 +14,9 @@ variants (:func:`variants`) train on one fixed batch of its expected size L:
 * ``tfdpmech vectorized``: the per-record path (one gradient per record, the whole model);
 * tensorflow-privacy's paths where it imports (TensorFlow 2.15).
 
-Every variant is built, traced and warmed up once; then ``repeats`` rounds each time one ``fit`` of
-``steps`` steps per variant, in a rotated order, and every ratio is taken within a round. The table gives
+Each model runs in a fresh process (:func:`run_isolated`). Every variant is built, traced and warmed up
+once; then ``repeats`` rounds each time one ``fit`` of ``steps`` steps per variant, in a rotated order, and
+every ratio is taken within a round. The table gives
 median and min–max over rounds; examples/s count the L records of a step. Peak memory: the growth of a
 fresh process's peak RSS over one variant's build, warm-up and timed fit
 (:func:`~tfdpmech.experiments.peak_rss.peak_rss_mib`): TensorFlow's traced graphs and, for DP-SGD, the
@@ -45,7 +46,7 @@ from ..mechanisms.dpsgd.train_step import KERAS_3
 from ..models import standard_cnn, tanh_cnn
 from .measuring import device_description
 
-__all__ = ["MODELS", "Model", "variants", "measure", "run", "format_table"]
+__all__ = ["MODELS", "Model", "variants", "measure", "run", "run_isolated", "format_table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,6 +237,23 @@ MEMORY_BATCH_SCALE = 4  # the per-record memory: the peak at batch 4L against th
 MEMORY_VARIANTS = ("nonprivate", "tfdpmech fast_clipping")  # the variants whose memory is measured
 
 
+def run_isolated(models, repeats: int = 5, memory: bool = True) -> dict:
+    """:func:`run` for each model in a fresh process (its progress on stderr), the results merged, so that a
+    model's timings do not depend on what the models measured before it left in the process."""
+    result = None
+    for name in models:
+        code = (f"import json, sys; from tfdpmech.experiments import dpsgd_speed as s; "
+                f"r = s.run(models=({name!r},), repeats={int(repeats)}, memory={bool(memory)}, "
+                f"log=lambda m: print(m, file=sys.stderr, flush=True)); print(json.dumps(r))")
+        out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, check=True)
+        one = json.loads(out.stdout.strip().splitlines()[-1])
+        if result is None:
+            result = one
+        else:
+            result["models"].update(one["models"])
+    return result
+
+
 def _summary(values) -> dict:
     v = np.asarray(values, float)
     return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
@@ -279,7 +297,7 @@ def main(argv=None) -> int:
         parser.error(f"--models={args.models!r}: give some of {', '.join(MODELS)}, comma-separated")
     if args.repeats < 1:
         parser.error(f"--repeats={args.repeats}: give at least 1")
-    result = run(models=models, repeats=args.repeats, memory=not args.no_memory)
+    result = run_isolated(models, repeats=args.repeats, memory=not args.no_memory)
     table = format_table(result)
     print(table)
     if args.out:
