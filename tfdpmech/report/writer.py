@@ -147,8 +147,13 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     """The whole results.md text."""
     rows = summarize(results) if rows is None else rows
     cfg, env = results["config"], results["environment"]
-    lines = [f"# tfdpmech compare --preset {results['preset']}: {', '.join(cfg['datasets'])}, model {cfg['model']}, "
-             f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, seeds {list(cfg['seeds'])}", "",
+    runs = results.get("runs") or []
+    if runs and all((run.get("notes") or {}).get("recipe") for run in runs):  # each method states its own
+        setting = "each method's own network and recipe (each run's notes in results.json)"
+    else:
+        setting = f"model {cfg['model']}, {cfg['epochs']} epochs, batch {cfg['batch_size']}"
+    lines = [f"# tfdpmech compare --preset {results['preset']}: {', '.join(cfg['datasets'])}, {setting}, "
+             f"seeds {list(cfg['seeds'])}", "",
              f"TensorFlow {env['tensorflow']} on {env['device']}; total {results['total_seconds']:.0f} s"
              + (f" in this invocation, which read {results['stored_runs']} finished runs from runs.jsonl (each keeps "
                 "its own train seconds)." if results.get("stored_runs") else "."), *runs_time_markdown(results), ""]
