@@ -45,9 +45,9 @@ def test_the_command_refuses_an_unknown_model_or_no_repeats_before_timing(argv, 
 
 @pytest.mark.slow
 def test_the_command_writes_its_table_and_numbers(tmp_path, monkeypatch):
-    original = dpsgd_speed.run
-    monkeypatch.setattr(dpsgd_speed, "run", lambda models, repeats, memory: original(
-        models=models, repeats=repeats, steps={"mlp": 2}, memory=memory, log=lambda *_: None))
+    original = dpsgd_speed.run_isolated
+    monkeypatch.setattr(dpsgd_speed, "run_isolated", lambda models, repeats, memory: original(
+        models, repeats=repeats, memory=memory, steps={"mlp": 2}))
     assert dpsgd_speed.main(["--models", "mlp", "--repeats", "1", "--no-memory", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert "--models mlp --repeats 1" in text and "tfdpmech fast_clipping" in text

@@ -237,13 +237,14 @@ MEMORY_BATCH_SCALE = 4  # the per-record memory: the peak at batch 4L against th
 MEMORY_VARIANTS = ("nonprivate", "tfdpmech fast_clipping")  # the variants whose memory is measured
 
 
-def run_isolated(models, repeats: int = 5, memory: bool = True) -> dict:
+def run_isolated(models, repeats: int = 5, memory: bool = True, steps: dict | None = None) -> dict:
     """:func:`run` for each model in a fresh process (its progress on stderr), the results merged, so that a
     model's timings do not depend on what the models measured before it left in the process."""
     result = None
     for name in models:
         code = (f"import json, sys; from tfdpmech.experiments import dpsgd_speed as s; "
                 f"r = s.run(models=({name!r},), repeats={int(repeats)}, memory={bool(memory)}, "
+                f"steps={dict(steps or {})!r}, "
                 f"log=lambda m: print(m, file=sys.stderr, flush=True)); print(json.dumps(r))")
         out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, check=True)
         one = json.loads(out.stdout.strip().splitlines()[-1])

@@ -224,9 +224,9 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
         for (tap, variables), g in zip(r.tapped.taps, r.grads):
             if variables and tap.dtype not in (tf.float32, tf.float64):
                 raise ValueError(
-                    f"the {r.rule.family or type(r.rule).__name__} rule of layer {r.layer.name!r} taps a {tap.dtype.name} "
-                    "tensor for the book-keeping sum: c_i g_i and the summed weight gradient would be rounded to it, and "
-                    "the sum could move by more than C. Compute the tap in float32 (registry.exact_dtype) or give the "
+                    f"the {r.rule.family or type(r.rule).__name__} rule of layer {r.layer.name!r} taps a "
+                    f"{tap.dtype.name} tensor for the book-keeping sum: c_i g_i and the summed weight gradient would be "
+                    "rounded to it, and the sum could move by more than C. Compute the tap in float32 (registry.exact_dtype) or give the "
                     "rule a clipped_sum")
             if variables:  # book-keeping: the local weight gradient with the output gradients c_i g_i
                 scaled = tf.cast(g * tf.reshape(factors, [-1] + [1] * (g.shape.rank - 1)), tap.dtype)

@@ -3,8 +3,9 @@
 Each computes, from one record alone, a normalised input ``x̂`` and returns ``x̂ ⊙ γ + β`` (γ and β
 broadcast over the positions). With ``g`` the gradient of the layer's output, record i's gradients are
 ``∂γ = Σ_positions g_i ⊙ x̂_i`` and ``∂β = Σ_positions g_i``: small (one number per feature), so they are
-materialised per record, and the clipped sum is ``Σ_i c_i ∂γ_i`` (float32 under every policy). The layer's output is its own ``call``'s (the tap); ``x̂`` is recomputed with the
-layer's settings (Keras's own normalisation op with γ = 1 and β = 0 where it takes them).
+materialised per record, and the clipped sum is ``Σ_i c_i ∂γ_i`` (float32 under every policy). The
+layer's output is its own ``call``'s (the tap); ``x̂`` is recomputed with the layer's settings (Keras's
+own normalisation op with γ = 1 and β = 0 where it takes them).
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ class AffineNormalizationRule(LayerRule):
 
     def clipped_sum(self, layer, saved, tap_grads, factors):
         per_record = self._per_record(layer, saved, tap_grads)
-        return [tf.reshape(tf.tensordot(factors, per_record[id(v)], axes=1), v.shape) for v in layer.trainable_variables]
+        return [tf.reshape(tf.tensordot(factors, per_record[id(v)], axes=1), v.shape)
+                for v in layer.trainable_variables]
 
 
 def _rows_sq(t):
