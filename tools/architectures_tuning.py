@@ -19,6 +19,7 @@ import json
 import os
 
 from tfdpmech.experiments import preset_config, run_comparison
+from tuning_report import write_tuning
 
 OUT = os.path.join("docs", "results", "architectures", "tuning")
 EPSILON = 3.0
@@ -45,9 +46,6 @@ def sweep(models, out=OUT, stored_only=False) -> dict:
 
 
 def write(result: dict, out=OUT) -> None:
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "tuning.json"), "w") as fh:
-        json.dump(result, fh, indent=2)
     lines = ["# Architectures preset: learning rates chosen on the validation split", "",
              "`python tools/architectures_tuning.py`: DP-SGD at ε = 3 (δ = 1e-5), trained on the first 55,000 MNIST "
              "training images, scored on the last 5,000 (`mnist_validation`); the test set is not read. Seed 0; the "
@@ -58,8 +56,7 @@ def write(result: dict, out=OUT) -> None:
         mark = "yes" if result["chosen"][row["model"]] == row["learning_rate"] else ""
         lines.append(f"| `dpsgd_{row['model']}` | {row['learning_rate']:g} | {100 * row['validation_accuracy']:.2f} % | "
                      f"{mark} |")
-    with open(os.path.join(out, "tuning.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    write_tuning(out, result, lines)
 
 
 def main() -> None:

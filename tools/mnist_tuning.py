@@ -19,6 +19,7 @@ import json
 import os
 
 from tfdpmech.experiments import preset_config, run_comparison
+from tuning_report import write_tuning
 
 OUT = os.path.join("docs", "results", "mnist", "tuning")
 # grid points: the epochs and the changes to the published recipe (the rest of it is kept)
@@ -64,9 +65,6 @@ def sweep(methods, epsilons, points=None, out=OUT, stored_only=False) -> dict:
 
 
 def write(result: dict, out=OUT) -> None:
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "tuning.json"), "w") as fh:
-        json.dump(result, fh, indent=2)
     lines = ["# Whole-MNIST preset: settings chosen on the validation split", "",
              "`python tools/mnist_tuning.py`: trained on the first 55,000 MNIST training images, scored on the last "
              "5,000 (`mnist_validation`); the test set is not read. Seed 0; every other setting is the published "
@@ -79,8 +77,7 @@ def write(result: dict, out=OUT) -> None:
         changes = ", ".join(f"{k} {v}" for k, v in row["point"].items() if k != "epochs") or "none"
         lines.append(f"| `{row['method']}` | {row['epsilon']:g} | {row['point'].get('epochs', '–')} | {changes} | "
                      f"{100 * row['validation_accuracy']:.2f} % | {row['seconds']:.0f} | {mark} |")
-    with open(os.path.join(out, "tuning.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    write_tuning(out, result, lines)
 
 
 def main() -> None:
