@@ -143,7 +143,7 @@ def _recording(units, tape, keep):
                     f"layer {layer.name!r} is called more than once per forward pass (shared weights), so its "
                     "per-example gradient is a sum ghost norms do not see; use path='vectorized'"
                 )
-            if rule is ALONE:  # the layer's own call, as Keras runs it (its per-record vectors are clipped as they are)
+            if rule is ALONE:  # the layer's own call as Keras runs it (its per-record vectors are clipped as they are)
                 tapped = rule.forward(layer, inputs, keep, args, kwargs)
             else:
                 with full_precision_weights():
@@ -226,8 +226,8 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
                 raise ValueError(
                     f"the {r.rule.family or type(r.rule).__name__} rule of layer {r.layer.name!r} taps a "
                     f"{tap.dtype.name} tensor for the book-keeping sum: c_i g_i and the summed weight gradient would be "
-                    "rounded to it, and the sum could move by more than C. Compute the tap in float32 (registry.exact_dtype) or give the "
-                    "rule a clipped_sum")
+                    "rounded to it, and the sum could move by more than C. Compute the tap in float32 "
+                    "(registry.exact_dtype) or give the rule a clipped_sum")
             if variables:  # book-keeping: the local weight gradient with the output gradients c_i g_i
                 scaled = tf.cast(g * tf.reshape(factors, [-1] + [1] * (g.shape.rank - 1)), tap.dtype)
                 by_variable.update({id(v): grad for v, grad in
