@@ -60,3 +60,10 @@ def test_memory_per_record_is_the_peak_growth_from_batch_l_to_4l_per_added_recor
     assert dpsgd_speed.MODELS["tanh_cnn"].expected == 512
     assert dpsgd_speed._memory_per_record("tanh_cnn", "nonprivate", 2, peaks[1]) == pytest.approx(0.25)
     assert dpsgd_speed._memory_per_record("tanh_cnn", "nonprivate", 2, None) is None
+
+
+@pytest.mark.parametrize("models, repeats, named", [(("mlp", "resnet"), 1, "resnet"), ((), 1, "models="),
+                                                    (("mlp",), 0, "repeats=0")])
+def test_run_isolated_refuses_an_unknown_model_or_no_repeats_before_starting_a_process(models, repeats, named):
+    with pytest.raises(ValueError, match=named):
+        dpsgd_speed.run_isolated(models, repeats=repeats, memory=False)

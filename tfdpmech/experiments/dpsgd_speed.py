@@ -239,7 +239,17 @@ MEMORY_VARIANTS = ("nonprivate", "tfdpmech fast_clipping")  # the variants whose
 
 def run_isolated(models, repeats: int = 5, memory: bool = True, steps: dict | None = None) -> dict:
     """:func:`run` for each model in a fresh process (its progress on stderr), the results merged, so that a
-    model's timings do not depend on what the models measured before it left in the process."""
+    model's timings do not depend on what the models measured before it left in the process.
+
+    Raises:
+        ValueError: ``models`` names none or an unknown model, or ``repeats`` is below 1.
+    """
+    models = tuple(models)
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown or not models:
+        raise ValueError(f"models={models!r}: give some of {', '.join(MODELS)}")
+    if int(repeats) < 1:
+        raise ValueError(f"repeats={repeats!r}: give at least 1")
     result = None
     for name in models:
         code = (f"import json, sys; from tfdpmech.experiments import dpsgd_speed as s; "

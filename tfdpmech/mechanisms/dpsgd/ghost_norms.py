@@ -143,11 +143,8 @@ def _recording(units, tape, keep):
                     f"layer {layer.name!r} is called more than once per forward pass (shared weights), so its "
                     "per-example gradient is a sum ghost norms do not see; use path='vectorized'"
                 )
-            if rule is ALONE:  # the layer's own call as Keras runs it (its per-record vectors are clipped as they are)
+            with full_precision_weights() if rule.full_precision_weights else contextlib.nullcontext():
                 tapped = rule.forward(layer, inputs, keep, args, kwargs)
-            else:
-                with full_precision_weights():
-                    tapped = rule.forward(layer, inputs, keep, args, kwargs)
             for tensor, _ in tapped.taps:
                 tape.watch(tensor)
             records.append(_Record(layer, rule, tapped))

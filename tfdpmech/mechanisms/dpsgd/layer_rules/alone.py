@@ -35,6 +35,8 @@ class AloneRule(LayerRule):
     """The per-record vector-Jacobian products of one layer's own weights (see the module docstring)."""
 
     family = "alone"
+    # the layer's own call as Keras runs it: each record's vector is clipped by its own norm, whatever its precision
+    full_precision_weights = False
 
     def applies(self, layer) -> bool:
         return not _draws_random_numbers(layer)

@@ -63,6 +63,9 @@ class LayerRule(abc.ABC):
     """How the per-record gradient norm of one layer type's own weights is computed (see the module docstring)."""
 
     family = ""  # the name reports use for the rule ("dense", "convolution", "alone", ...)
+    # the forward reads the layer's weights as stored (float32) under a mixed-precision policy
+    # (:func:`full_precision_weights`), so that its taps and weight gradients are float32
+    full_precision_weights = True
 
     def applies(self, layer) -> bool:
         """Whether this rule handles this layer's configuration (else the layer is handled alone)."""
