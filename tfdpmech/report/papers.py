@@ -14,7 +14,7 @@ from ..accounting.display import epsilon_upper
 from ..accounting.ledger import describe_scope
 from .settings import run_setting
 
-__all__ = ["paper_table_markdown", "published_accuracy"]
+__all__ = ["accuracy_cell", "paper_table_markdown", "published_accuracy"]
 
 NOT_RUN = "not run yet"
 
@@ -26,7 +26,7 @@ def published_accuracy(point: dict) -> str:
     return f"{100 * point['accuracy']:.2f} %"
 
 
-def _cell(row: dict | None, *, epsilons: bool) -> str:
+def accuracy_cell(row: dict | None, *, epsilons: bool) -> str:
     """Accuracy, and for a private or reference row its claimed and provable ε side by side."""
     if row is None or row["accuracy_mean"] is None:
         return NOT_RUN
@@ -78,8 +78,9 @@ def paper_table_markdown(results: dict, rows: list[dict]) -> list[str]:
         theirs = their_dpsgd.get(paper)
         theirs = "–" if theirs is None else f"{100 * theirs['accuracy']:.2f} %"
         trained_here = (reference and run_setting(results, reference["method"])) or "–"
-        lines.append(f"| {p['label']} | {eps:g} | {published_accuracy(p)} | {_cell(reference, epsilons=True)} | "
-                     f"{_cell(private, epsilons=True)} | {_cell(_at(rows, eps, method='dpsgd'), epsilons=True)} | "
-                     + (f"{_cell(_at(rows, eps, method='dpsgd_head'), epsilons=True)} | " if with_head else "")
-                     + f"{_cell(public_only, epsilons=False)} | {theirs} | {trained_here} / {p.get('setting', '–')} |")
+        cell = accuracy_cell
+        lines.append(f"| {p['label']} | {eps:g} | {published_accuracy(p)} | {cell(reference, epsilons=True)} | "
+                     f"{cell(private, epsilons=True)} | {cell(_at(rows, eps, method='dpsgd'), epsilons=True)} | "
+                     + (f"{cell(_at(rows, eps, method='dpsgd_head'), epsilons=True)} | " if with_head else "")
+                     + f"{cell(public_only, epsilons=False)} | {theirs} | {trained_here} / {p.get('setting', '–')} |")
     return lines

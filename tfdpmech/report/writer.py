@@ -12,6 +12,7 @@ import numpy as np
 
 from ..accounting.display import epsilon_lower, epsilon_upper
 from ..audit.canary import VERDICT_BUG
+from .pairs import pair_table_markdown
 from .papers import paper_table_markdown, published_accuracy
 from .settings import run_setting
 from .plots import has_step_curves, plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon, plot_accuracy_vs_step
@@ -160,7 +161,9 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     for name, d in results["data"].items():
         lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
                      f"{d['test']} test records. {d['note']}")
-    lines += ["", *findings_markdown(results), markdown_table(rows), *paper_table_markdown(results, rows), "", *skipped_markdown(results), *pending_markdown(results), EXPLANATION, "", *_audit_notes(results), ""]
+    lines += ["", *findings_markdown(results), markdown_table(rows), *paper_table_markdown(results, rows),
+              *pair_table_markdown(results, rows), "", *skipped_markdown(results), *pending_markdown(results),
+              EXPLANATION, "", *_audit_notes(results), ""]
     lines += [f"- **{name}** ({m['mode']}): {m['description']}{_own_setting(results, name)}"
               f"{_engine(results, name)}" for name, m in results["methods"].items()]
     lines += left_out_markdown(results)
