@@ -23,8 +23,9 @@ from tuning_report import write_tuning
 
 OUT = os.path.join("docs", "results", "architectures", "tuning")
 EPSILON = 3.0
-# the learning rates tried (the one stated in advance is among them)
-GRID = {"vit": (1e-3, 2e-3, 4e-3), "lstm": (2e-3, 4e-3, 8e-3), "conv1d": (2e-3, 4e-3, 8e-3)}
+# the learning rates tried (the one stated in advance is among them; the LSTM's grid goes on to 0.016 because its
+# best point of the first three was the largest)
+GRID = {"vit": (1e-3, 2e-3, 4e-3), "lstm": (2e-3, 4e-3, 8e-3, 1.6e-2), "conv1d": (2e-3, 4e-3, 8e-3)}
 
 
 def sweep(models, out=OUT, stored_only=False) -> dict:

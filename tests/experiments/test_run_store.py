@@ -86,6 +86,23 @@ def test_a_run_is_keyed_by_the_options_its_method_reads(tmp_path):
     assert key("kifer", dpsgd_epochs=20) != key("kifer")  # undeclared: every option counts
 
 
+def test_a_method_reads_its_own_entry_of_a_per_method_option(tmp_path):
+    """``"option[entry]"``: the architectures' DP-SGD rows read their own model's recipe only, so choosing another
+    model's learning rate leaves their finished runs valid; a dict with only the own entry keys as before."""
+    import tfdpmech.experiments.methods.architectures  # noqa: F401  (registers dpsgd_<model>)
+
+    def key(method, **options):
+        return RunStore(tmp_path, _config(tmp_path, options=options)).key("mnist", method, 1.0, 0)
+
+    lstm = {"lstm": {"learning_rate": 8e-3}}
+    assert key("dpsgd_vit", architecture_recipes=lstm) == key("dpsgd_vit")
+    assert key("dpsgd_lstm", architecture_recipes=lstm) != key("dpsgd_lstm")
+    both = {**lstm, "vit": {"learning_rate": 1e-3}}
+    assert key("dpsgd_lstm", architecture_recipes=both) == key("dpsgd_lstm", architecture_recipes=lstm)
+    assert key("dpsgd_lstm", architecture_recipes={1.0: lstm, 3.0: {"lstm": {"epochs": 5}}}) == key(
+        "dpsgd_lstm", architecture_recipes=lstm)  # per ε: its own ε's entry
+
+
 def test_without_resume_nothing_is_kept(tmp_path):
     run_comparison(_config(tmp_path, resume=False))
     assert not (tmp_path / RUNS_FILE).exists()

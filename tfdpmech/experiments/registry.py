@@ -140,7 +140,8 @@ def register_method(name: str, prepare: Callable, description: str, *, mode: str
 
     ``options``: the names of the comparison's ``options`` the method reads (None: any of them). A
     finished run is found again by its settings and those options only (:mod:`.run_store`), so a
-    preset's option for another method does not make it stale.
+    preset's option for another method does not make it stale; ``"option[entry]"`` names one entry of a dict
+    option (the method's own entry of a per-method option).
 
     Raises:
         ValueError: ``mode`` is not one of ``"reference"``, ``"private"``, ``"none"``; ``name`` is taken.

@@ -30,6 +30,19 @@ DATA_OPTIONS = ("max_private", "max_test")
 _RUN_SETTINGS = ("model", "epochs", "batch_size", "learning_rate", "delta", "public", "l2", "options", "audit")
 
 
+def _read(options: dict, declared: tuple | None) -> dict:
+    """The options a method reads: all when ``declared`` is None, else the declared names and the data caps; a
+    name declared as ``"option[entry]"`` reads that entry of a dict option only (``{entry: value}``, or nothing
+    when the option has no such entry), so another entry's change leaves the method's runs as they are."""
+    if declared is None:
+        return dict(options)
+    read = {name: value for name, value in options.items() if name in declared or name in DATA_OPTIONS}
+    for item in declared:
+        name, _, entry = item.partition("[")
+        if entry and isinstance(options.get(name), dict) and entry[:-1] in options[name]:
+            read[name] = {entry[:-1]: options[name][entry[:-1]]}
+    return read
+
 class RunStore:
     """The finished runs in ``folder/runs.jsonl``; ``get`` one by its key, ``add`` one as it ends.
 
@@ -57,8 +70,7 @@ class RunStore:
         # only the options the method reads (and the data caps every run reads); one that says nothing at this
         # ε (a per-ε option without it) is as if absent
         declared = METHODS[method].options if method in METHODS else None
-        settings["options"] = {name: value for name, value in options.items() if value is not None and (
-            declared is None or name in declared or name in DATA_OPTIONS)}
+        settings["options"] = {name: value for name, value in _read(options, declared).items() if value is not None}
         what = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, **settings}
         return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
 

@@ -103,7 +103,7 @@ for _name in ARCHITECTURE_MODELS:
     register_mechanism(f"dpsgd_{_name}", _dpsgd(_name),
                        f"DP-SGD (Poisson, tfdpmech's engine: the layer registry's ghost norms) on the {_name} "
                        "architecture (tfdpmech.models.architectures), its recipe stated in advance: proven",
-                       mode="private", paper="dpsgd", options=("architecture_recipes",))
+                       mode="private", paper="dpsgd", options=(f"architecture_recipes[{_name}]",))
     register_method(f"nonprivate_{_name}", _nonprivate(_name),
                     f"no privacy: the {_name} architecture, cross-entropy, Adam", mode="none",
                     options=("nonprivate_epochs",))
