@@ -103,6 +103,12 @@ def test_a_method_reads_its_own_entry_of_a_per_method_option(tmp_path):
         "dpsgd_lstm", architecture_recipes=lstm)  # per ε: its own ε's entry
 
 
+def test_stored_only_without_stored_runs_says_where_it_looked(tmp_path):
+    with pytest.raises(ValueError, match=r"stored_only: .*runs.jsonl holds no finished run"):
+        run_comparison(_config(tmp_path, stored_only=True))
+    assert not (tmp_path / RUNS_FILE).exists()
+
+
 def test_without_resume_nothing_is_kept(tmp_path):
     run_comparison(_config(tmp_path, resume=False))
     assert not (tmp_path / RUNS_FILE).exists()

@@ -307,6 +307,10 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
             runs.append(result.to_dict())
             store.add(key, run=runs[-1])
     progress.close()
+    if config.stored_only and not runs and not skipped:
+        raise ValueError(f"stored_only: {store.path} holds no finished run of this plan, so there is nothing to "
+                         "report; run the comparison without --stored-only, or give the --out whose runs.jsonl "
+                         "holds its runs")
     return {
         "schema": SCHEMA_VERSION,
         "preset": config.preset,
