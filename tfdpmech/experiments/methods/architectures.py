@@ -7,7 +7,9 @@ engine (``make_private``, ``compile``, ``fit``: the ghost-norm path with the lay
 each ``nonprivate_<model>`` row trains the same network without privacy. The recipes
 (:data:`ARCHITECTURE_RECIPES`) are stated before any run; ``options["architecture_recipes"]``
 (``{model: {Recipe field: value}}``, or ``{ε: {model: {...}}}``) replaces any field, for runs on a
-validation split (``mnist_validation``, ``fashion_mnist_validation``) that choose them.
+validation split (``mnist_validation``, ``fashion_mnist_validation``) that choose them; the ``architectures``
+preset passes the learning rates so chosen where they differ (``presets.ARCHITECTURES_CHOSEN``). Each
+``dpsgd_<model>`` reads its own model's entry only, so choosing one model's recipe leaves the others' runs valid.
 """
 
 from __future__ import annotations
