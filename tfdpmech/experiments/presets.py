@@ -218,7 +218,7 @@ ARCHITECTURES_PUBLISHED = (
 )
 # the learning rates chosen on the validation split where they differ from the ones stated in advance
 # (tools/architectures_tuning.py; docs/results/architectures/tuning/tuning.md)
-ARCHITECTURES_CHOSEN = {"lstm": {"learning_rate": 8e-3}}
+ARCHITECTURES_CHOSEN = {"lstm": {"learning_rate": 8e-3}, "vit": {"learning_rate": 4e-3}}
 register_preset(
     "architectures", "DP-SGD on today's architectures (the tanh CNN, a ViT on 7×7 patches, an LSTM and a Conv1D "
                      "over the rows, a GroupNorm CNN) on the whole MNIST and Fashion-MNIST at ε = 1 and 3, each "
