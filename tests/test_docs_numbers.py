@@ -228,8 +228,10 @@ def test_the_readme_states_results_that_the_rule_checks():
 
 
 def test_the_readme_is_a_short_product_page():
+    """Install, set-up, use, methods, the headline results (whole MNIST, the seed papers, today's architectures) and
+    the guarantees fit on one page; the rest is in docs/."""
     with open(README, encoding="utf-8") as f:
-        assert len(f.read().splitlines()) <= 170
+        assert len(f.read().splitlines()) <= 180
 
 
 # --- the rule itself, on synthetic READMEs ------------------------------------------------------

@@ -2,10 +2,10 @@
 
 A comparison whose methods come in pairs ``nonprivate_<net>`` / ``dpsgd_<net>`` (the ``architectures``
 preset) answers "what does privacy cost this network?": the non-private test accuracy, the DP accuracy at each
-target ε (with its provable ε), and the DP run's examples per second and peak memory as fractions of the
-non-private run's. Each run trains at its own recipe (batch size, epochs), so the speed and memory fractions
-compare the two trainings as run, not one step at equal batch (the speed benchmark,
-:mod:`tfdpmech.experiments.dpsgd_speed`, measures that).
+target ε (with its provable ε), and the DP run's examples per second as a fraction of the non-private run's.
+Each run trains at its own recipe (batch size, epochs), so the fraction compares the two trainings as run, not one
+step at equal batch (the speed benchmark, :mod:`tfdpmech.experiments.dpsgd_speed`, measures that, and memory:
+a run's peak-memory growth in the main table depends on what its process ran before, so no fraction is given).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ def pair_table_markdown(results: dict, rows: list[dict]) -> list[str]:
     epsilons = sorted({row["epsilon_target"] for row in rows
                        if row["method"].startswith(PRIVATE) and row["epsilon_target"] is not None})
     head = ("| dataset | network | non-private | " + " | ".join(f"DP-SGD ε = {e:g}" for e in epsilons)
-            + " | DP ÷ non-private examples/s | DP ÷ non-private peak memory |")
-    lines = ["", "Each network without privacy beside its DP-SGD runs (accuracy on the test set; the speed and memory "
-                 "fractions compare each DP run with the non-private run as each trained, at its own batch size and "
-                 "epochs, one value per ε; the speed benchmark compares one step at equal batch):", "",
+            + " | DP ÷ non-private examples/s |")
+    lines = ["", "Each network without privacy beside its DP-SGD runs (accuracy on the test set; the speed "
+                 "fraction compares each DP run with the non-private run as each trained, at its own batch size and "
+                 "epochs, one value per ε; the speed benchmark compares one step at equal batch, and memory):", "",
              head, "|---" * (head.count("|") - 1) + "|"]
     for dataset in dict.fromkeys(row["dataset"] for row in rows):
         for name in names:
@@ -56,8 +56,7 @@ def pair_table_markdown(results: dict, rows: list[dict]) -> list[str]:
                 continue
             speed = " / ".join(_ratio(p and p["examples_per_second"], base and base["examples_per_second"])
                                for p in private)
-            memory = " / ".join(_ratio(p and p["peak_memory_mb"], base and base["peak_memory_mb"]) for p in private)
             lines.append(f"| {dataset} | {name} | {accuracy_cell(base, epsilons=False)} | "
-                         + " | ".join(accuracy_cell(p, epsilons=True) for p in private) + f" | {speed} | {memory} |")
+                         + " | ".join(accuracy_cell(p, epsilons=True) for p in private) + f" | {speed} |")
     return lines
 
