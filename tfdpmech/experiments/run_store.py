@@ -43,6 +43,7 @@ def _read(options: dict, declared: tuple | None) -> dict:
             read[name] = {entry[:-1]: options[name][entry[:-1]]}
     return read
 
+
 class RunStore:
     """The finished runs in ``folder/runs.jsonl``; ``get`` one by its key, ``add`` one as it ends.
 

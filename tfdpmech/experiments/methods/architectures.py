@@ -104,7 +104,8 @@ def _nonprivate(name: str):
 for _name in ARCHITECTURE_MODELS:
     register_mechanism(f"dpsgd_{_name}", _dpsgd(_name),
                        f"DP-SGD (Poisson, tfdpmech's engine: the layer registry's ghost norms) on the {_name} "
-                       "architecture (tfdpmech.models.architectures), its recipe stated in advance: proven",
+                       "architecture (tfdpmech.models.architectures), its recipe stated in advance (a learning "
+                       "rate chosen on a validation split where the preset gives one): proven",
                        mode="private", paper="dpsgd", options=(f"architecture_recipes[{_name}]",))
     register_method(f"nonprivate_{_name}", _nonprivate(_name),
                     f"no privacy: the {_name} architecture, cross-entropy, Adam", mode="none",
