@@ -68,7 +68,8 @@ def write(result: dict, out: str = OUT) -> None:
              f"`{result['baseline']}` (baseline) and on this checkout (current), each in a fresh process on the same "
              "2-core CPU, nothing else training.", "",
              "| run | train seconds | test accuracy |", "|---|---|---|"]
-    lines += [f"| {name} | {r['train_seconds']:.1f} | {100 * r['accuracy']:.2f} % |" for name, r in result["runs"].items()]
+    lines += [f"| {name} | {r['train_seconds']:.1f} | {100 * r['accuracy']:.2f} % |"
+              for name, r in result["runs"].items()]
     medians = result["median_train_seconds"]
     lines += ["", "Median train seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in medians.items())
               + (f"; baseline ÷ current: {result['speedup']:.2f}." if result["speedup"] else ".")]
