@@ -145,6 +145,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
+    for name in ("rounds", "calls"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}={getattr(args, name)}: give at least 1")
     unknown = sorted(set(args.models.split(",")) - set(MODELS))
     if unknown:
         parser.error(f"--models: {unknown} are not benchmark models; use any of {sorted(MODELS)}")

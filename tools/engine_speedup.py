@@ -64,8 +64,9 @@ def measure(baseline: str, pairs: int, out: str = OUT, stored_only: bool = False
 def write(result: dict, out: str = OUT) -> None:
     lines = ["# The whole-MNIST `dpsgd` row: this engine against an older one", "",
              f"`python tools/engine_speedup.py --baseline {result['baseline']}`: `{result['command']}` (the tanh CNN, "
-             "Tramèr & Boneh's recipe at ε = 1, 20 epochs, 60,000 training images) run alternately on commit "
-             f"`{result['baseline']}` (baseline) and on this checkout (current), each in a fresh process on the same "
+             "Tramèr & Boneh's recipe, target ε = 1, proven by each run's ledger, 20 epochs, 60,000 training "
+             "images) run alternately on commit "
+             f"`{result['baseline']}` (baseline) and on the checkout the tool ran in (current), each in a fresh process on the same "
              "2-core CPU, nothing else training.", "",
              "| run | train seconds | test accuracy |", "|---|---|---|"]
     lines += [f"| {name} | {r['train_seconds']:.1f} | {100 * r['accuracy']:.2f} % |"
@@ -86,6 +87,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3, help="interleaved pairs of runs")
     parser.add_argument("--stored-only", action="store_true", help="run nothing: summarise the kept runs")
     args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error(f"--pairs={args.pairs}: give at least 1")
     result = measure(args.baseline, args.pairs, stored_only=args.stored_only)
     write(result)
     print(json.dumps(result["median_train_seconds"]), result["speedup"])
