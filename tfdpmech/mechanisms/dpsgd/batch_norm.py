@@ -204,7 +204,14 @@ def _rebuild(model, plan: dict, records: list):
                 id(sub) in plan for sub in all_layers(layer)):
             return _rebuild(layer, plan, records)  # its weights are set inside
         else:
-            new = layer.__class__.from_config(layer.get_config())
+            try:
+                new = layer.__class__.from_config(layer.get_config())
+            except Exception as exc:  # pylint: disable=broad-except  (any layer's own error, named with the layer)
+                raise ValueError(
+                    f"replace_batch_norm could not rebuild layer {layer.name!r} ({type(layer).__name__}) from its "
+                    f"config ({type(exc).__name__}: {exc}); give the class a get_config that from_config accepts "
+                    "(and register it with keras.saving.register_keras_serializable), or freeze the model's "
+                    "BatchNormalization layers (trainable = False) instead") from exc
         pairs.append((layer, new))
         return new
 
@@ -222,6 +229,25 @@ def _rebuild(model, plan: dict, records: list):
             for weight in ("gamma", "beta"):
                 if getattr(old, weight, None) is not None:
                     getattr(new, weight).assign(getattr(old, weight))
-        else:
-            new.set_weights(old.get_weights())
+        elif isinstance(old, keras.layers.Layer):  # Keras 3 also clones operations (x + 1), which hold no weights
+            _copy_weights(old, new)
     return new_model
+
+
+def _copy_weights(old, new) -> None:
+    """Every weight of ``old`` (trainable or not: a Normalization's statistics too) into its copy ``new``."""
+    values = old.get_weights()
+    try:
+        new.set_weights(values)
+    except ValueError as exc:
+        raise ValueError(f"replace_batch_norm could not copy the weights of layer {old.name!r} "
+                         f"({type(old).__name__}) into its rebuilt copy ({exc}); its config does not rebuild the "
+                         "same weights: freeze the model's BatchNormalization layers (trainable = False) "
+                         "instead") from exc
+    if isinstance(new, keras.layers.Normalization) and getattr(new, "input_mean", 0) is None \
+            and hasattr(new, "finalize_state"):
+        new.finalize_state()  # an adapted Normalization reads its statistics from the copied weights
+    if any(not np.array_equal(a, b) for a, b in zip(values, new.get_weights())):
+        raise ValueError(f"replace_batch_norm: the rebuilt layer {old.name!r} ({type(old).__name__}) does not hold "
+                         "the original's weights after copying them; freeze the model's BatchNormalization layers "
+                         "(trainable = False) instead")

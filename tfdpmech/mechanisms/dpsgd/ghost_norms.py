@@ -30,7 +30,7 @@ import keras
 import tensorflow as tf
 
 from .layer_rules import ALONE, registered_classes, registered_rule
-from .layer_rules.registry import compute_dtype, full_precision_weights, select_rows
+from .layer_rules.registry import compute_dtype, full_precision_weights, select_rows, watching
 
 __all__ = ["GHOST_LAYERS", "layer_units", "unit_rules", "assign_rules", "ghost_unsupported_layers", "gradients",
            "clip_factors", "select_rows", "ghost_clipped_sum", "backward_loss_scale", "layer_paths"]
@@ -127,12 +127,18 @@ class _Record:
     layer: object
     rule: object
     tapped: object
+    local: object  # a tape of this unit's own forward only: its book-keeping gradients stop at its inputs
     grads: list = dataclasses.field(default_factory=list)
 
 
 @contextlib.contextmanager
 def _recording(units, tape, keep):
-    """Run each ``(unit, rule)`` through its rule's forward and keep what it taps; restore on exit."""
+    """Run each ``(unit, rule)`` through its rule's forward and keep what it taps; restore on exit.
+
+    Each unit's forward is also recorded on a tape of its own (:attr:`_Record.local`): a weight gradient
+    taken there walks that unit's operations only. Taken on ``tape``, it would walk every operation
+    upstream of the unit too (the tape differentiates everything its target depends on), which makes
+    tracing the step quadratic in the depth of the network."""
     records: list[_Record] = []
     saved = []
 
@@ -143,11 +149,12 @@ def _recording(units, tape, keep):
                     f"layer {layer.name!r} is called more than once per forward pass (shared weights), so its "
                     "per-example gradient is a sum ghost norms do not see; use path='vectorized'"
                 )
-            with full_precision_weights() if rule.full_precision_weights else contextlib.nullcontext():
-                tapped = rule.forward(layer, inputs, keep, args, kwargs)
+            with tf.GradientTape(persistent=True) as local, watching((tape, local)):
+                with full_precision_weights() if rule.full_precision_weights else contextlib.nullcontext():
+                    tapped = rule.forward(layer, inputs, keep, args, kwargs)
             for tensor, _ in tapped.taps:
                 tape.watch(tensor)
-            records.append(_Record(layer, rule, tapped))
+            records.append(_Record(layer, rule, tapped, local))
             return tapped.output
         return call
 
@@ -182,12 +189,15 @@ def _units(model, rules):
     return units
 
 
+@tf.autograph.experimental.do_not_convert
 def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, rules=None, per_unit=False):
     """``(Σ_i w_i clip_C(∇θ ℓ_i), y_pred, ‖∇θ ℓ_i‖)`` by ghost norms (see the module docstring).
 
     Args:
         rules: ``{id(unit): rule}`` (default :func:`unit_rules`).
-        per_unit: also return ``{id(unit): (B,) squared norms}`` (the compile-time probe compares them).
+        per_unit: also return ``{id(unit): (B,) squared norms}`` and, as a reference, each record's gradient
+            of every trainable variable, ``(B, *shape)`` per variable, by automatic differentiation of the same
+            forward pass (the compile-time probe compares the two).
 
     Raises:
         ValueError: a unit is called twice in one forward pass, or a trainable unit has no rule.
@@ -200,7 +210,8 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
         with _recording(units, tape, keep) as records:
             y_pred = model(x, training=training)
         losses = loss_fn(y, y_pred)
-        total = tf.reduce_sum(select_rows(keep, losses * tf.cast(weights, losses.dtype))) * scale
+        losses = select_rows(keep, losses * tf.cast(weights, losses.dtype))
+        total = tf.reduce_sum(losses) * scale
     # the one backward pass through the network: every tap's per-record gradients
     taps = [tensor for r in records for tensor, _ in r.tapped.taps]
     grads = tape.gradient(total, taps, unconnected_gradients=tf.UnconnectedGradients.ZERO)
@@ -228,8 +239,26 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
             if variables:  # book-keeping: the local weight gradient with the output gradients c_i g_i
                 scaled = tf.cast(g * tf.reshape(factors, [-1] + [1] * (g.shape.rank - 1)), tap.dtype)
                 by_variable.update({id(v): grad for v, grad in
-                                    zip(variables, gradients(tape, tap, variables, output_gradients=scaled))})
+                                    zip(variables, gradients(r.local, tap, variables, output_gradients=scaled))})
+    reference = None
+    if per_unit:  # every use of every weight, record by record: one backward pass per record, traced once
+        reference = gradients_per_record(tape, losses, model.trainable_variables)
     del tape
+    for r in records:
+        r.local = None
     # a trainable unit the forward pass did not reach has a zero gradient
     summed = [by_variable.get(id(v), tf.zeros(v.shape, tf.as_dtype(v.dtype))) for v in model.trainable_variables]
-    return (summed, y_pred, norms, by_unit) if per_unit else (summed, y_pred, norms)
+    return (summed, y_pred, norms, by_unit, reference) if per_unit else (summed, y_pred, norms)
+
+
+def gradients_per_record(tape, losses, variables) -> list:
+    """``[(B, *v.shape)]``: each record's gradient of ``losses[i]`` with respect to each variable, from the
+    forward pass ``tape`` recorded (a graph loop over the records: one backward pass each, traced once)."""
+    variables = list(variables)
+    rows = tf.shape(losses)[0]
+
+    def one(i):
+        grads = gradients(tape, losses, variables, output_gradients=tf.one_hot(i, rows, dtype=losses.dtype))
+        return [tf.cast(g, tf.float32) for g in grads]
+
+    return tf.map_fn(one, tf.range(rows), fn_output_signature=[tf.TensorSpec(v.shape, tf.float32) for v in variables])

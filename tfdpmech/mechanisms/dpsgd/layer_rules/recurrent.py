@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from .alone import ALONE
 from .linear_algebra import bias_sq_norms, linear_sq_norms
-from .registry import LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
+from .registry import LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows, watched
 
 __all__ = ["RecurrentRule"]
 
@@ -106,7 +106,7 @@ class RecurrentRule(LayerRule):
         a = tf.einsum("bti,ig->btg", x, w)
         if bias is not None:
             a = a + bias
-        tap = tf.zeros_like(a)  # its gradient at step t: the loss's gradient at the recurrent product
+        tap = watched(tf.zeros_like(a))  # its gradient at step t: the loss's gradient at the recurrent product
         rows, units = tf.shape(x)[0], int(cell.units)
         zeros = tf.zeros(tf.stack([rows, units]), dtype)
         step = {"simple": lambda: _simple_step(cell, u), "lstm": lambda: _lstm_step(cell, u),

@@ -30,13 +30,14 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import threading
 
 import keras
 import tensorflow as tf
 
 __all__ = ["Tapped", "LayerRule", "register_layer_rule", "registered_rule", "registered_classes", "select_rows",
            "KERAS_3", "exact_dtype", "compute_dtype", "is_per_record", "full_precision_weights",
-           "weights_read_as"]
+           "weights_read_as", "watched", "watching"]
 
 KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
 _LOW_PRECISION = (tf.float16, tf.bfloat16)
@@ -112,6 +113,30 @@ def registered_rule(layer) -> LayerRule | None:
 def registered_classes() -> tuple[str, ...]:
     """The names of the layer classes with a registered rule."""
     return tuple(sorted(cls.__name__ for cls in _REGISTRY))
+
+
+_WATCHING = threading.local()
+
+
+@contextlib.contextmanager
+def watching(tapes):
+    """Inside this context :func:`watched` has ``tapes`` watch a tensor (the engine runs each rule's forward so)."""
+    before = getattr(_WATCHING, "tapes", ())
+    _WATCHING.tapes = tuple(tapes)
+    try:
+        yield
+    finally:
+        _WATCHING.tapes = before
+
+
+def watched(t):
+    """``t``, watched by the engine's tapes from now on. A tap a rule creates itself (a zero tensor added to a
+    product, not computed from the layer's input or weights) must be watched *before* the forward uses it: a
+    tape records an operation only if one of its inputs is watched when it runs, and in a traced function
+    with static shapes ``tf.zeros_like`` is a constant that depends on nothing watched."""
+    for tape in getattr(_WATCHING, "tapes", ()):
+        tape.watch(t)
+    return t
 
 
 def select_rows(keep, t):
