@@ -87,6 +87,7 @@ from .optimizer_settings import LR_SCHEDULES, OptimizerSettings, resolve_optimiz
 from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
 from .private_model import private_dpsgd_model
+from .record_weights import check_sample_weight
 from .resume import run_state
 from .guards import guard_poisson_train_step
 from .poisson_sampling import (  # noqa: F401
@@ -356,7 +357,7 @@ class DPSGD(DPSGDRun):
         }, event=event)
 
     # -- data ----------------------------------------------------------------------------------
-    def dataset(self, x, y, *, seed=None) -> tf.data.Dataset:
+    def dataset(self, x, y, *, seed=None, sample_weight=None) -> tf.data.Dataset:
         """This run's padded Poisson batches ``(x, y, (mask, ticket))``, ``steps_per_epoch`` per Keras epoch.
 
         The batch of global step t (the optimizer's step count, which ``model.save`` keeps with the
@@ -367,20 +368,31 @@ class DPSGD(DPSGDRun):
         Args:
             x, y: all n private records and their labels.
             seed: sampling seed; None uses the constructor's ``seed`` (the same batches; OS entropy without one).
+            sample_weight: None, or one finite weight >= 0 per record: it scales the record's loss before its
+                gradient is clipped, and travels with the record through the sampler (:mod:`.record_weights`).
                 Under ``MultiWorkerMirroredStrategy`` one of the two is required: the secret every worker
                 shares, so that all draw the same global batches (:mod:`tfdpmech.mechanisms.dpsgd.multiworker`).
 
         Raises:
             TypeError: a seed that is not None or a non-negative int.
-            ValueError: ``len(x)`` differs from n, or x and y differ in length.
+            ValueError: ``len(x)`` differs from n, or x and y differ in length; a ``sample_weight`` that is
+                not one finite weight >= 0 per record, or one given on tensorflow-privacy's engine or across workers.
         """
         seed = check_seed(seed)
         x, y = self._checked_data(x, y)  # numeric, finite, n records; integer labels one-hot for the default loss
+        weights = None
+        if sample_weight is not None:
+            weights = check_sample_weight(sample_weight, self.n)
+            if self.engine != "tfdpmech" or self.multiworker is not None:
+                raise ValueError("sample_weight trains on tfdpmech's engine on one machine (tfdpmech.make_private); "
+                                 f"this run has engine={self.engine!r}"
+                                 + (" under MultiWorkerMirroredStrategy" if self.multiworker is not None else ""))
         if self.multiworker is not None:  # the same global batches on every worker, each its slice
             return shared_dataset(self, x, y, seed if seed is not None else self._sampler_seed, poisson=True)
         key = self._sampling_key if seed is None else sampling_key(seed)
         return run_dataset(x, y, self.sampling_probability, self.steps_per_epoch, key=key,
-                           padded_size=self.batch_rows(), first_step=self.global_step, run_id=self.run_id)
+                           padded_size=self.batch_rows(), first_step=self.global_step, run_id=self.run_id,
+                           weights=weights)
 
     def batch_rows(self) -> int:
         """The rows a Poisson batch is padded to a multiple of: :data:`ROW_MULTIPLE` on tfdpmech's engine on one

@@ -83,20 +83,21 @@ class PoissonSampler:
         return self._rng.random((steps, self.n)) < self.q
 
 
-def pad_batch(x, y, indices: np.ndarray, size: int):
-    """Gather ``x[indices], y[indices]`` into zero-padded arrays with a 0/1 mask (``x`` and ``y`` may be lists,
+def pad_batch(x, y, indices: np.ndarray, size: int, weights: np.ndarray | None = None):
+    """Gather ``x[indices], y[indices]`` into zero-padded arrays with a mask (``x`` and ``y`` may be lists,
     tuples or dicts of arrays: several inputs or outputs, :mod:`.records`).
 
     The padded shape is ``size``, or the smallest multiple of ``size`` that holds every index
     (never truncated).
 
     Returns:
-        ``(x_batch, y_batch, mask)`` with ``mask[i] = 1`` for real rows and 0 for padding.
+        ``(x_batch, y_batch, mask)`` with ``mask[i]`` the record's weight (1 without ``weights``; see
+        :mod:`.record_weights`) for real rows and 0 for padding.
     """
     k = len(indices)
     rows = size * max(1, -(-k // size))
     mask = np.zeros((rows,), dtype=np.float32)
-    mask[:k] = 1.0
+    mask[:k] = 1.0 if weights is None else weights[indices]
     return take_rows(x, indices, rows), take_rows(y, indices, rows), mask
 
 
@@ -129,13 +130,14 @@ def step_rng(key, step: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(list(key), spawn_key=(int(step),)))
 
 
-def poisson_batch(x, y, q: float, padded: int, key, step: int):
+def poisson_batch(x, y, q: float, padded: int, key, step: int, weights: np.ndarray | None = None):
     """The batch of global step ``step``: each of the n records joins independently with probability q.
 
     A pure function of the secret ``key`` (:func:`sampling_key`) and ``step``; ``(x, y, mask)`` padded to
-    ``padded`` rows (or the next multiple, never cut), as :func:`pad_batch`.
+    ``padded`` rows (or the next multiple, never cut), as :func:`pad_batch` (the mask holds the sampled
+    records' ``weights``, when given).
     """
-    return pad_batch(x, y, PoissonSampler(record_count(x), q, step_rng(key, step)).sample(), padded)
+    return pad_batch(x, y, PoissonSampler(record_count(x), q, step_rng(key, step)).sample(), padded, weights)
 
 
 def _arrays(x, y):
@@ -197,9 +199,9 @@ def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_s
     return _stream(generate, signature, steps_per_epoch)
 
 
-def tagged_poisson_batch(x, y, q: float, padded: int, key, step: int, run_id: int):
+def tagged_poisson_batch(x, y, q: float, padded: int, key, step: int, run_id: int, weights=None):
     """:func:`poisson_batch` plus its ticket: ``(x, y, mask, ticket)``, ``ticket`` = ``(run_id, step)`` on every row."""
-    xb, yb, mask = poisson_batch(x, y, q, padded, key, step)
+    xb, yb, mask = poisson_batch(x, y, q, padded, key, step, weights)
     return xb, yb, mask, np.tile(np.array([run_id, step], np.int64), (len(mask), 1))
 
 
@@ -223,15 +225,15 @@ def is_run_dataset(data) -> bool:
     return isinstance(ticket, tf.TensorSpec) and ticket.dtype == tf.int64 and ticket.shape.as_list() == [None, 2]
 
 
-def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, first_step, run_id: int
-                ) -> tf.data.Dataset:
+def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, first_step, run_id: int,
+                weights: np.ndarray | None = None) -> tf.data.Dataset:
     """The Poisson batches of one run: ``(x, y, (mask, ticket))``, ``steps_per_epoch`` per pass.
 
     Each new iterator (each Keras epoch, each ``fit``) starts at ``first_step()``, the run's global step
     count, and draws the batches of the steps from there: batch t is :func:`poisson_batch` of
     ``(key, t)``. ``ticket`` holds ``(run_id, t)`` on every row (rows travel with their slice of the batch
     across replicas), so the run's train step can refuse a batch it did not draw, or one drawn for
-    another step.
+    another step. ``weights``: each record's weight (:mod:`.record_weights`), carried in the mask.
     """
     x, y = _arrays(x, y)
     steps_per_epoch = check_positive_int(steps_per_epoch, "steps_per_epoch")
@@ -239,6 +241,6 @@ def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, 
     def generate():
         start = int(first_step())
         for step in range(start, start + steps_per_epoch):
-            yield run_element(tagged_poisson_batch(x, y, q, padded_size, key, step, run_id))
+            yield run_element(tagged_poisson_batch(x, y, q, padded_size, key, step, run_id, weights))
 
     return _stream(generate, run_signature(x, y), steps_per_epoch)

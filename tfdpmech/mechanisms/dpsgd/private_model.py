@@ -19,6 +19,11 @@ import numpy as np
 
 from ...contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
 from .poisson_sampling import is_run_dataset
+from .record_weights import class_weight_to_sample_weight, split_for_validation
+from .records import record_count
+
+# the fit arguments of the records a DP-SGD model takes (:mod:`.record_weights`); the others are fixed by the release
+_RECORD_ARGUMENTS = ("sample_weight", "class_weight", "validation_split")
 
 __all__ = ["private_dpsgd_model"]
 
@@ -60,12 +65,14 @@ def private_dpsgd_model(model, dp):
         dp.compile(model, loss=loss, metrics=metrics or (), optimizer=optimizer, loss_weights=loss_weights)
         model.fit = fit  # under MultiWorkerMirroredStrategy compile installed its fit: it runs from here
 
-    def fit(x=None, y=None, epochs=None, callbacks=None, **kwargs):
+    def fit(x=None, y=None, epochs=None, callbacks=None, sample_weight=None, class_weight=None, validation_split=0.0,
+            **kwargs):
         unsupported = sorted(k for k in kwargs if k in FIT_ARGUMENTS_FIXED_BY_THE_RELEASE)
         if unsupported:
             raise TypeError(
                 f"{unsupported} do not apply to a DP-SGD model: fit draws Poisson batches of expected size "
-                f"{dp.expected_batch_size:g} from all n={dp.n} records itself; pass x and y only"
+                f"{dp.expected_batch_size:g} from all n={dp.n} records itself; pass the records (x, y, and "
+                "sample_weight, class_weight or validation_split if you use them)"
             )
         if dp.model is None:
             raise RuntimeError("compile the private model before fit (model.compile(optimizer, loss, metrics))")
@@ -75,7 +82,12 @@ def private_dpsgd_model(model, dp):
             raise ValueError(f"epochs={epochs!r}: the privacy budget covers 1 to {left} epochs (of the run's "
                              f"{dp.epochs}); pass at most {left} or make the model private again with more epochs "
                              "(and a larger ε): a new run composes with this one in its ledger")
+        given = [name for name, value in (("sample_weight", sample_weight), ("class_weight", class_weight),
+                                          ("validation_split", validation_split or None)) if value is not None]
         if y is None and not isinstance(x, np.ndarray):
+            if given:
+                raise ValueError(f"{given} apply to the records fit(x, y, ...) samples from; a dataset of the run's "
+                                 "batches already carries them: pass model.dp_sgd.dataset(x, y, sample_weight=w)")
             if not is_run_dataset(x):
                 raise ValueError(
                     f"fit takes the private records as arrays, fit(x, y), and draws the Poisson batches itself; got "
@@ -85,7 +97,7 @@ def private_dpsgd_model(model, dp):
                 )
             data = x
         else:
-            data = dp.dataset(x, y)
+            data, kwargs = _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwargs)
         callbacks = [*(callbacks or ()), dp.callback(verbose=0)]
         if dp.release is None and dp.multiworker is None:  # every check passed: the budget is committed now
             dp._record_release()
@@ -98,6 +110,29 @@ def private_dpsgd_model(model, dp):
     model.dp_sgd = dp
     model.privacy_ledger = dp.ledger
     return model
+
+
+def _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwargs):
+    """The run's batches of the records ``fit`` trains on, with their weights; the validation part in ``kwargs``.
+
+    Every check runs here, before the release: a split that leaves other than n records, weights, classes."""
+    if validation_split:
+        if kwargs.get("validation_data") is not None:
+            raise ValueError("pass validation_data or validation_split, not both (Keras would ignore the split)")
+        total = record_count(x)
+        x, y, sample_weight, held = split_for_validation(x, y, sample_weight, validation_split)
+        if record_count(x) != dp.n:
+            raise ValueError(
+                f"validation_split={validation_split} holds out the last {total - record_count(x)} of {total} records "
+                f"and leaves {record_count(x)} to train on, but the run's noise was calibrated for n={dp.n}; make the "
+                f"model private with DPSGD(..., n={record_count(x)}) (the records it trains on)")
+        kwargs = {**kwargs, "validation_data": held if held[2] is not None else held[:2]}
+    if class_weight is not None:
+        if sample_weight is not None:
+            raise ValueError("pass sample_weight or class_weight, not both; for both, multiply them into one "
+                             "sample_weight")
+        sample_weight = class_weight_to_sample_weight(class_weight, y)
+    return dp.dataset(x, y, sample_weight=sample_weight), kwargs
 
 
 def _optimizer_from_name(name: str):
