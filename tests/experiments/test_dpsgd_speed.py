@@ -67,3 +67,12 @@ def test_memory_per_record_is_the_peak_growth_from_batch_l_to_4l_per_added_recor
 def test_run_isolated_refuses_an_unknown_model_or_no_repeats_before_starting_a_process(models, repeats, named):
     with pytest.raises(ValueError, match=named):
         dpsgd_speed.run_isolated(models, repeats=repeats, memory=False)
+
+
+@pytest.mark.skipif(not dpsgd_speed.KERAS_3, reason="the application models are listed on Keras 3")
+def test_the_applications_are_timed_on_the_ghost_path_with_and_without_a_physical_batch():
+    labels = [label for label, _, _ in dpsgd_speed.variants("mobilenet_v2")]
+    assert labels == ["nonprivate", "tfdpmech fast_clipping",
+                      f"tfdpmech fast_clipping, physical batch {dpsgd_speed.PHYSICAL_BATCH}"]
+    x, y, mask = dpsgd_speed._batch(dpsgd_speed.MODELS["resnet50"], 8)
+    assert x.shape == (8, 32, 32, 3) and y.shape == (8, 10) and mask.sum() == 8

@@ -51,8 +51,8 @@ __all__ = ["MODELS", "Model", "variants", "measure", "run", "run_isolated", "for
 
 @dataclasses.dataclass(frozen=True)
 class Model:
-    """One benchmarked model: its builder, input kind ("image": 28×28×1, "tokens": 64 ids below 1,000),
-    expected batch L, private records n, timed steps, and dtype policy."""
+    """One benchmarked model: its builder, input kind ("image": 28×28×1, "image32": 32×32×3, "tokens": 64 ids
+    below 1,000), expected batch L, private records n, timed steps, and dtype policy."""
 
     build: object
     kind: str
@@ -91,7 +91,26 @@ def _models() -> dict:
             "gru_rows": Model(a.gru_rows, "image", 128, 1024, 20),
             "tanh_cnn_bf16": Model(tanh_cnn, "image", 512, 60_000, 15, policy="mixed_bfloat16"),
         })
+        models.update({name: Model(_application(cls, **options), "image32", 64, 1024, 4)
+                       for name, cls, options in APPLICATIONS})
     return models
+
+
+# keras.applications networks as fine-tuned under DP-SGD: 32×32×3, 10 classes, BatchNormalization replaced
+APPLICATIONS = (("mobilenet_v2", "MobileNetV2", {"alpha": 0.35}), ("efficientnet_b0", "EfficientNetB0", {}),
+                ("resnet50", "ResNet50", {}))
+PHYSICAL_BATCH = 16  # the chunk of the applications' physical-batch variant
+
+
+def _application(cls: str, **options):
+    def build():
+        from ..mechanisms.dpsgd.batch_norm import replace_batch_norm  # noqa: PLC0415
+
+        model = getattr(keras.applications, cls)(weights=None, input_shape=(32, 32, 3), classes=10,
+                                                 classifier_activation=None, **options)
+        return replace_batch_norm(model, verbose=False)
+    build.__name__ = cls
+    return build
 
 
 MODELS = _models()
@@ -99,6 +118,9 @@ MODELS = _models()
 
 def variants(model: str) -> list[tuple[str, str | None, str | None]]:
     """``(label, engine, path)`` of every variant that runs here (engine None: non-private)."""
+    if MODELS[model].kind == "image32":  # the per-record path of a 150-layer network takes minutes a step
+        return [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
+                (f"tfdpmech fast_clipping, physical batch {PHYSICAL_BATCH}", "tfdpmech", "fast_clipping")]
     out = [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
            ("tfdpmech fast_clipping, padded to P", "tfdpmech", "fast_clipping"),
            ("tfdpmech vectorized", "tfdpmech", "vectorized")]
@@ -119,6 +141,8 @@ def _batch(spec: Model, rows: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     if spec.kind == "tokens":
         x, classes = rng.integers(0, 1000, (rows, 64)).astype(np.int32), 2
+    elif spec.kind == "image32":
+        x, classes = rng.random((rows, 32, 32, 3), dtype=np.float32), 10
     else:
         x, classes = rng.random((rows, 28, 28, 1), dtype=np.float32), 10
     y = keras.utils.to_categorical(rng.integers(0, classes, rows), classes).astype(np.float32)
@@ -161,8 +185,9 @@ def _variant(name: str, label: str, engine, path, spec: Model | None = None) -> 
     if engine is None:
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
     else:
+        chunk = PHYSICAL_BATCH if "physical batch" in label else None
         dp = DPSGD(1.0, 1e-5, expected_batch_size=spec.expected, epochs=10_000, n=spec.n, engine=engine, path=path,
-                   seed=0)
+                   seed=0, physical_batch_size=chunk)
         model = dp.compile(model, loss=loss)
     variant = _Variant(model, dp, _batch(spec, _rows(spec, label)))
     variant.timed_fit(2)  # trace and warm up
@@ -234,7 +259,8 @@ def run(models=None, repeats: int = 5, steps: dict | None = None, memory: bool =
 
 
 MEMORY_BATCH_SCALE = 4  # the per-record memory: the peak at batch 4L against the peak at L
-MEMORY_VARIANTS = ("nonprivate", "tfdpmech fast_clipping")  # the variants whose memory is measured
+MEMORY_VARIANTS = ("nonprivate", "tfdpmech fast_clipping",  # the variants whose memory is measured
+                   f"tfdpmech fast_clipping, physical batch {PHYSICAL_BATCH}")
 
 
 def run_isolated(models, repeats: int = 5, memory: bool = True, steps: dict | None = None) -> dict:

@@ -184,3 +184,25 @@ def test_depthwise_convolutions_are_exact(layer, shape):
     assert layer_paths(model)[depthwise.name] == "depthwise_convolution"
     rng = np.random.default_rng(3)
     _exact(model, rng.normal(size=(7, *shape)).astype(np.float32), rng.integers(0, 3, 7))
+
+
+class OwnWeights(keras.Model):
+    """A subclassed model whose own weights (a temperature and an offset) are read in its call, outside its layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden, self.out = keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(3)
+        self.temperature = self.add_weight(shape=(), initializer="ones", name="temperature")
+        self.offset = self.add_weight(shape=(8,), initializer="zeros", name="offset")
+
+    def call(self, inputs):
+        return self.out(self.hidden(inputs) + self.offset) * self.temperature
+
+
+def test_a_subclassed_models_own_weights_are_a_unit_of_their_own_on_the_ghost_path():
+    keras.utils.set_random_seed(0)
+    model = OwnWeights()
+    model(np.zeros((1, 5), np.float32))
+    assert resolve_clipping(model, "auto") == "fast_clipping"
+    rng = np.random.default_rng(4)
+    _exact(model, rng.normal(size=(7, 5)).astype(np.float32), rng.integers(0, 3, 7))

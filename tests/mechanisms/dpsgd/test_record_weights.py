@@ -137,3 +137,60 @@ def test_bad_record_arguments_are_refused_before_the_release(fit_kwargs, words):
         model.fit(x, y, verbose=0, **fit_kwargs)
     assert len(model.privacy_ledger) == 0
     assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, model.trainable_variables))
+
+
+# --- tf.data datasets of single records ---------------------------------------------------------------------------
+def _private(n=120, **kwargs):
+    model = tfdpmech.make_private(_model(), tfdpmech.DPSGD(epsilon=1.0, delta=1e-5, n=n, expected_batch_size=24,
+                                                           epochs=1, seed=0, **kwargs))
+    model.compile(optimizer="sgd", loss=LOSS)
+    return model
+
+
+def test_a_dataset_of_single_records_trains_as_its_arrays_do():
+    x, y = _data(120)
+    w = np.linspace(0.5, 2.0, 120).astype(np.float32)
+    from_arrays, from_dataset = _private(), _private()
+    from_arrays.fit(x, y, sample_weight=w, verbose=0)
+    from_dataset.fit(tf.data.Dataset.from_tensor_slices((x, y, w)), verbose=0)
+    for a, b in zip(from_arrays.trainable_variables, from_dataset.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())  # the same records, weights and Poisson batches
+    assert len(from_dataset.privacy_ledger) == 1
+
+
+def test_record_datasets_the_run_cannot_sample_are_refused_before_the_release():
+    x, y = _data(120)
+    cases = [
+        (tf.data.Dataset.from_tensor_slices((x, y)).batch(24), "dataset of batches"),
+        (tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True), "cardinality is unknown"),
+        (tf.data.Dataset.from_tensor_slices((x, y)).repeat(), "cardinality is infinite"),
+        (tf.data.Dataset.from_tensor_slices((x, y)).take(100), "n=120"),  # 100 records for a run of n=120
+    ]
+    for dataset, words in cases:
+        model = _private()
+        with pytest.raises(ValueError, match=words):
+            model.fit(dataset, verbose=0)
+        assert len(model.privacy_ledger) == 0
+
+
+def test_a_record_dataset_over_the_memory_budget_is_refused_naming_the_memmap_way(monkeypatch):
+    from tfdpmech.mechanisms.dpsgd import record_datasets
+
+    monkeypatch.setattr(record_datasets, "MEMORY_BUDGET_BYTES", 1000)
+    x, y = _data(120)
+    model = _private()
+    with pytest.raises(ValueError, match="mmap_mode='r'"):
+        model.fit(tf.data.Dataset.from_tensor_slices((x, y)), verbose=0)
+    assert len(model.privacy_ledger) == 0
+
+
+def test_a_memmap_is_sampled_where_it_lies(tmp_path):
+    x, y = _data(120)
+    path = tmp_path / "x.npy"
+    np.save(path, x)
+    mapped = np.load(path, mmap_mode="r")
+    model = _private()
+    checked, _ = model.dp_sgd._checked_data(mapped, y)
+    assert np.shares_memory(checked, mapped)  # checked in place, never copied into memory
+    model.fit(mapped, y, verbose=0)
+    assert len(model.privacy_ledger) == 1

@@ -32,7 +32,8 @@ import tensorflow as tf
 from .layer_rules import ALONE, registered_classes, registered_rule
 from .layer_rules.registry import compute_dtype, full_precision_weights, select_rows, watching
 
-__all__ = ["GHOST_LAYERS", "layer_units", "unit_rules", "assign_rules", "ghost_unsupported_layers", "gradients",
+__all__ = ["GHOST_LAYERS", "layer_units", "unit_rules", "assign_rules", "ghost_unsupported_layers", "own_weights",
+           "gradients",
            "clip_factors", "select_rows", "ghost_clipped_sum", "backward_loss_scale", "layer_paths"]
 
 GHOST_LAYERS = registered_classes()  # the layer classes with a rule of their own
@@ -91,15 +92,18 @@ def layer_paths(model) -> dict:
 
 
 def ghost_unsupported_layers(model) -> list[str]:
-    """The trainable units no rule handles, and weights outside every unit (a model's own ``add_weight``):
-    empty when ``"fast_clipping"`` applies."""
+    """The trainable units no rule handles: empty when ``"fast_clipping"`` applies. (Weights outside every unit,
+    a model's own ``add_weight``, are a unit of their own: :func:`own_weights`.)"""
     rules = unit_rules(model)
-    units = [u for u in layer_units(model) if id(u) in rules]
-    unsupported = [f"{u.name} ({type(u).__name__})" for u in units if rules[id(u)] is None]
-    covered = {id(v) for u in units for v in u.trainable_variables}
-    if any(id(v) not in covered for v in model.trainable_variables):
-        unsupported.append(f"{model.name} ({type(model).__name__}: weights outside its layers)")
-    return unsupported
+    return [f"{u.name} ({type(u).__name__})" for u in layer_units(model) if id(u) in rules and rules[id(u)] is None]
+
+
+def own_weights(model) -> list:
+    """The trainable weights outside every unit (a subclassed model's own ``add_weight`` read in its ``call``):
+    one unit of their own, each record's gradient of them taken by its own backward pass through the
+    recorded forward (:func:`gradients_per_record`), while the layers stay on the ghost-norm path."""
+    covered = {id(v) for u in layer_units(model) for v in u.trainable_variables}
+    return [v for v in model.trainable_variables if id(v) not in covered]
 
 
 def gradients(tape, target, variables, output_gradients=None):
@@ -221,9 +225,14 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
         r.grads = [select_rows(keep, tf.cast(g, tf.float32)) / scale for g in grads[position:position + count]]
         position += count
     by_unit = {id(r.layer): r.rule.sq_norms(r.layer, r.tapped.saved, r.grads) for r in records}
-    sq_norms = tf.add_n(list(by_unit.values())) if by_unit else tf.zeros(tf.shape(weights), tf.float32)
+    own = own_weights(model)
+    own_per_record = gradients_per_record(tape, losses, own) if own else []
+    parts = list(by_unit.values()) + [tf.reduce_sum(tf.reshape(tf.square(g), (tf.shape(g)[0], -1)), axis=1)
+                                      for g in own_per_record]
+    sq_norms = tf.add_n(parts) if parts else tf.zeros(tf.shape(weights), tf.float32)
     factors, norms = clip_factors(sq_norms, l2_norm_clip)
-    by_variable = {}
+    by_variable = {id(v): tf.cast(tf.tensordot(factors, g, axes=1), tf.as_dtype(v.dtype))
+                   for v, g in zip(own, own_per_record)}
     for r in records:
         summed = r.rule.clipped_sum(r.layer, r.tapped.saved, r.grads, factors)
         if summed is not None:

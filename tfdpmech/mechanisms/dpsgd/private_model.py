@@ -4,8 +4,11 @@
 run: it runs tfdpmech's own engine (:mod:`.train_step`) on every stack, Keras 2.15 and Keras 3 alike.
 ``compile`` checks the model and installs the train step; the first ``fit`` checks the data and then
 records the run's release (the budget is committed then, before the first noisy step); ``fit`` takes the n
-private records as arrays (or lists and dicts of them) and draws the Poisson batches itself (``batch_size`` and ``shuffle`` do not apply),
-or a dataset from ``model.dp_sgd.dataset(x, y)``, and refuses any other dataset; every ``fit``
+private records as arrays (or lists and dicts of them; a NumPy memmap is sampled without loading it), with
+Keras's ``sample_weight``, ``class_weight`` and ``validation_split`` (:mod:`.record_weights`), or a
+``tf.data.Dataset`` of single records (:mod:`.record_datasets`), and draws the Poisson batches itself
+(``batch_size`` and ``shuffle`` do not apply), or a dataset from ``model.dp_sgd.dataset(x, y)``; it refuses a
+dataset of batches; every ``fit``
 continues the run's Poisson stream (the batch of step t is drawn from the secret key and t); its default
 is the epochs the run has left, and it refuses more. Everything else (``predict``, ``evaluate``) is
 the model's own; ``save`` keeps the optimizer, its step count and the run with it
@@ -19,6 +22,7 @@ import numpy as np
 
 from ...contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
 from .poisson_sampling import is_run_dataset
+from .record_datasets import is_dataset, records_from_dataset
 from .record_weights import class_weight_to_sample_weight, split_for_validation
 from .records import record_count
 
@@ -82,6 +86,13 @@ def private_dpsgd_model(model, dp):
             raise ValueError(f"epochs={epochs!r}: the privacy budget covers 1 to {left} epochs (of the run's "
                              f"{dp.epochs}); pass at most {left} or make the model private again with more epochs "
                              "(and a larger ε): a new run composes with this one in its ledger")
+        if y is None and is_dataset(x) and not is_run_dataset(x):  # single records: read into arrays (or refused)
+            x, y, weights = records_from_dataset(x, model)
+            if weights is not None:
+                if sample_weight is not None or class_weight is not None:
+                    raise ValueError("this dataset's records carry their weights (x, y, w); pass no sample_weight "
+                                     "or class_weight besides")
+                sample_weight = weights
         given = [name for name, value in (("sample_weight", sample_weight), ("class_weight", class_weight),
                                           ("validation_split", validation_split or None)) if value is not None]
         if y is None and not isinstance(x, np.ndarray):
