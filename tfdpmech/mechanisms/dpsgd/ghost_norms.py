@@ -33,8 +33,8 @@ from .layer_rules import ALONE, registered_classes, registered_rule
 from .layer_rules.registry import compute_dtype, full_precision_weights, select_rows, watching
 
 __all__ = ["GHOST_LAYERS", "layer_units", "unit_rules", "assign_rules", "ghost_unsupported_layers", "own_weights",
-           "gradients",
-           "clip_factors", "select_rows", "ghost_clipped_sum", "backward_loss_scale", "layer_paths"]
+           "gradients", "gradients_per_record", "clip_factors", "select_rows", "ghost_clipped_sum",
+           "backward_loss_scale", "layer_paths"]
 
 GHOST_LAYERS = registered_classes()  # the layer classes with a rule of their own
 _TINY = 1e-12
@@ -193,7 +193,6 @@ def _units(model, rules):
     return units
 
 
-@tf.autograph.experimental.do_not_convert
 def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, rules=None, per_unit=False):
     """``(Σ_i w_i clip_C(∇θ ℓ_i), y_pred, ‖∇θ ℓ_i‖)`` by ghost norms (see the module docstring).
 

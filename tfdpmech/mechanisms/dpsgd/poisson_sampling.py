@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from ...accounting.poisson_dpsgd import check_sampling_probability
 from ...validation import check_positive_int
+from .record_sources import LazyRows
 from .records import is_structure, record_count, records_spec, take_rows
 
 __all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "ROW_MULTIPLE",
@@ -146,7 +147,7 @@ def _arrays(x, y):
         if is_structure(value):
             value = tf.nest.map_structure(np.asarray, tuple(value) if isinstance(value, list) else value)
             return tf.nest.map_structure(_float32, value)
-        return _float32(np.asarray(value))
+        return _float32(value if isinstance(value, LazyRows) else np.asarray(value))
     x, y = arrays(x), arrays(y)
     if record_count(x) != record_count(y):
         raise ValueError(f"x and y must have the same number of records, got {record_count(x)} and {record_count(y)}")
@@ -154,6 +155,8 @@ def _arrays(x, y):
 
 
 def _float32(a: np.ndarray) -> np.ndarray:
+    if isinstance(a, LazyRows):  # read by index, its rows cast as they are read
+        return a
     return a.astype(np.float32) if a.dtype != np.float32 and np.issubdtype(a.dtype, np.floating) else a
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from ...contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
 from .poisson_sampling import is_run_dataset
 from .record_datasets import is_dataset, records_from_dataset
+from .record_sources import LazyRows, is_array_like, is_record_source, lazy_array, records_from_source
 from .record_weights import class_weight_to_sample_weight, split_for_validation
 from .records import record_count
 
@@ -86,16 +87,24 @@ def private_dpsgd_model(model, dp):
             raise ValueError(f"epochs={epochs!r}: the privacy budget covers 1 to {left} epochs (of the run's "
                              f"{dp.epochs}); pass at most {left} or make the model private again with more epochs "
                              "(and a larger ε): a new run composes with this one in its ledger")
+        weights = None
         if y is None and is_dataset(x) and not is_run_dataset(x):  # single records: read into arrays (or refused)
             x, y, weights = records_from_dataset(x, model)
-            if weights is not None:
-                if sample_weight is not None or class_weight is not None:
-                    raise ValueError("this dataset's records carry their weights (x, y, w); pass no sample_weight "
-                                     "or class_weight besides")
-                sample_weight = weights
+        elif y is None and is_record_source(x):  # read by index at each step (.record_sources)
+            x, y, weights = records_from_source(x)
+        elif is_array_like(x):  # an h5py / zarr array: read by index at each step
+            x = lazy_array(x)
+        if isinstance(x, LazyRows) and validation_split:
+            raise ValueError("validation_split holds out records of an in-memory array; for records read by index "
+                             "pass validation_data=(x_val, y_val) instead")
+        if weights is not None:
+            if sample_weight is not None or class_weight is not None:
+                raise ValueError("these records carry their weights (x, y, w); pass no sample_weight or "
+                                 "class_weight besides")
+            sample_weight = weights
         given = [name for name, value in (("sample_weight", sample_weight), ("class_weight", class_weight),
                                           ("validation_split", validation_split or None)) if value is not None]
-        if y is None and not isinstance(x, np.ndarray):
+        if y is None and not isinstance(x, (np.ndarray, LazyRows)):
             if given:
                 raise ValueError(f"{given} apply to the records fit(x, y, ...) samples from; a dataset of the run's "
                                  "batches already carries them: pass model.dp_sgd.dataset(x, y, sample_weight=w)")

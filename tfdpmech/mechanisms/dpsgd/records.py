@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...array_checks import check_array
+from .record_sources import LazyRows
 
 __all__ = ["is_structure", "check_records", "take_rows", "records_spec", "record_count"]
 
@@ -33,6 +34,8 @@ def check_records(value, name: str):
         TypeError / ValueError: an empty structure, a non-string dict key, a nested structure, an array that
             fails :func:`~tfdpmech.array_checks.check_array`, or arrays of different lengths (each named).
     """
+    if isinstance(value, LazyRows):  # records read by index, each checked once already (.record_sources)
+        return value
     if not is_structure(value):
         return check_array(value, name)
     if not value:

@@ -1,0 +1,99 @@
+"""Random-access sources under DP-SGD: a record source and an h5py array are sampled by index, each step reading
+exactly its sampled records, with the ledger's n the source's length; bad records are refused, by index,
+before the release."""
+
+from __future__ import annotations
+
+import h5py
+import keras
+import numpy as np
+import pytest
+
+import tfdpmech
+from tfdpmech.mechanisms.dpsgd.poisson_sampling import PoissonSampler, sampling_key, step_rng
+
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+N, L, SEED = 96, 16, 7
+
+
+class CountingSource:
+    """A record source ``(x, y)`` that logs every index it reads."""
+
+    def __init__(self, x, y, w=None):
+        self.x, self.y, self.w, self.reads = x, y, w, []
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        self.reads.append(int(i))
+        return (self.x[i], self.y[i]) if self.w is None else (self.x[i], self.y[i], self.w[i])
+
+
+def _data(n=N):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, 5)).astype(np.float32), rng.integers(0, 3, n)
+
+
+def _private(epochs=1):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+    model = tfdpmech.make_private(model, tfdpmech.DPSGD(epsilon=1.0, delta=1e-5, n=N, expected_batch_size=L,
+                                                        epochs=epochs, seed=SEED))
+    model.compile(optimizer="sgd", loss=LOSS)
+    return model
+
+
+def test_each_step_reads_exactly_its_sampled_records():
+    x, y = _data()
+    source = CountingSource(x, y)
+    model = _private(epochs=2)
+    model.fit(source, verbose=0)
+    assert source.reads[:N] == list(range(N))  # every record checked once before the release
+    key, steps = sampling_key(SEED), model.dp_sgd.steps
+    sampled = [PoissonSampler(N, L / N, step_rng(key, t)).sample().tolist() for t in range(steps)]
+    assert source.reads[N:] == [i for batch in sampled for i in batch]
+    assert len(model.privacy_ledger) == 1
+
+
+def test_a_source_trains_the_weights_its_arrays_train():
+    x, y = _data()
+    w = np.linspace(0.5, 2.0, N).astype(np.float32)
+    from_arrays, from_source = _private(), _private()
+    from_arrays.fit(x, y, sample_weight=w, verbose=0)
+    from_source.fit(CountingSource(x, y, w), verbose=0)
+    for a, b in zip(from_arrays.trainable_variables, from_source.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_an_h5py_array_is_read_by_index(tmp_path):
+    x, y = _data()
+    with h5py.File(tmp_path / "records.h5", "w") as f:
+        f["x"] = x
+    from_arrays = _private()
+    from_arrays.fit(x, y, verbose=0)
+    with h5py.File(tmp_path / "records.h5", "r") as f:
+        from_file = _private()
+        from_file.fit(f["x"], y, verbose=0)
+    for a, b in zip(from_arrays.trainable_variables, from_file.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("bad, words", [
+    (lambda x, y: CountingSource(np.where(np.arange(N)[:, None] == 5, np.nan, x), y), "source\\[5\\] x holds NaN"),
+    (lambda x, y: _Ragged(x, y), "source\\[2\\] x has shape \\(4,\\)"),
+    (lambda x, y: CountingSource(x, y, -np.ones(N)), "source\\[0\\]'s weight is -1.0"),
+    (lambda x, y: CountingSource(x[:50], y[:50]), "n=96"),
+])
+def test_a_bad_source_is_refused_by_index_before_the_release(bad, words):
+    x, y = _data()
+    model = _private()
+    with pytest.raises((ValueError, TypeError), match=words):
+        model.fit(bad(x, y), verbose=0)
+    assert len(model.privacy_ledger) == 0
+
+
+class _Ragged(CountingSource):
+    def __getitem__(self, i):
+        x, y = super().__getitem__(i)
+        return (x[:4] if i == 2 else x), y
