@@ -120,35 +120,40 @@ def per_example_loss(loss):
 _VECTORIZED_MAP_IS_EXACT = tuple(int(p) for p in tf.__version__.split(".")[:2]) < (2, 16)
 
 
-def _vectorized_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training):
+def _vectorized_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, group_size=1):
     variables = model.trainable_variables
+    k = int(group_size)
 
-    def one_record(record):
-        xi, yi, wi = tf.nest.map_structure(lambda t: t[None], record)
-        keep = tf.cast(wi, tf.float32) > 0  # (1,): a padding record is selected out, never multiplied by 0
+    def one_record(record):  # one clipping unit: a record (k = 1), or a group of k rows
+        xi, yi, wi = tf.nest.map_structure(lambda t: t[None], record) if k == 1 else record
+        keep = tf.cast(wi, tf.float32) > 0  # (k,): a padding row is selected out, never multiplied by 0
         with tf.GradientTape() as tape:
             losses = loss_fn(yi, model(xi, training=training))
             loss = tf.reduce_sum(select_rows(keep, losses * tf.cast(wi, losses.dtype)))
-        grads = [tf.where(keep[0], g, tf.zeros_like(g)) for g in gradients(tape, loss, variables)]
+        grads = [tf.where(tf.reduce_any(keep), g, tf.zeros_like(g)) for g in gradients(tape, loss, variables)]
         sq = tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g in grads])
         factor, norm = clip_factors(sq, l2_norm_clip)
         return [g * tf.cast(factor, g.dtype) for g in grads], norm
 
     signature = ([tf.TensorSpec(v.shape, tf.as_dtype(v.dtype)) for v in variables], tf.TensorSpec((), tf.float32))
+    units = (x, y, weights) if k == 1 else tf.nest.map_structure(
+        lambda t: tf.reshape(t, tf.concat([[-1, k], tf.shape(t)[1:]], 0)), (x, y, weights))
     clipped = None
     if _VECTORIZED_MAP_IS_EXACT:
         try:
-            clipped, norms = tf.vectorized_map(one_record, (x, y, weights))
+            clipped, norms = tf.vectorized_map(one_record, units)
         except (TypeError, ValueError, NotImplementedError):  # no vectorized form (recurrent loops on 2.15)
             clipped = None
-    if clipped is None:  # one record at a time in a graph loop: slower, exact
-        clipped, norms = tf.map_fn(one_record, (x, y, weights), fn_output_signature=signature)
+    if clipped is None:  # one unit at a time in a graph loop: slower, exact
+        clipped, norms = tf.map_fn(one_record, units, fn_output_signature=signature)
     y_pred = model(x, training=training)
-    return [tf.reduce_sum(g, axis=0) for g in clipped], y_pred, norms
+    return [tf.reduce_sum(g, axis=0) for g in clipped], y_pred, (norms if k == 1 else tf.repeat(norms, k))
 
 
-def clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: float, method: str, *, training=True):
-    """``(Σ_i w_i clip_C(∇θ ℓ_i), y_pred, ‖∇θ ℓ_i‖)`` for one batch.
+def clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: float, method: str, *, training=True,
+                         group_size: int = 1):
+    """``(Σ_i w_i clip_C(∇θ ℓ_i), y_pred, ‖∇θ ℓ_i‖)`` for one batch (``group_size`` k > 1: every k consecutive
+    rows one clipping unit, ``Σ_g clip_C(Σ_{i∈g} w_i ∇θ ℓ_i)``, each row's norm its group's).
 
     Args:
         model: a Keras model whose layers do not mix the records of a batch.
@@ -162,7 +167,7 @@ def clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: float, met
         output on ``x``, and each record's unclipped gradient norm.
     """
     if method == "fast_clipping":
-        return ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training)
+        return ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, group_size=group_size)
     if method == "vectorized":
-        return _vectorized_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training)
+        return _vectorized_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, group_size)
     raise ValueError(f"method must be 'fast_clipping' or 'vectorized', got {method!r}")

@@ -30,6 +30,7 @@ import keras
 import tensorflow as tf
 
 from .layer_rules import ALONE, registered_classes, registered_rule
+from .layer_rules.groups import row_groups
 from .layer_rules.registry import compute_dtype, full_precision_weights, select_rows, watching
 
 __all__ = ["GHOST_LAYERS", "layer_units", "unit_rules", "assign_rules", "ghost_unsupported_layers", "own_weights",
@@ -184,16 +185,28 @@ def clip_factors(sq_norms, l2_norm_clip: float):
     return tf.minimum(1.0, l2_norm_clip / tf.maximum(norms, _TINY)), norms
 
 
-def _units(model, rules):
+def _units(model, rules, group_size: int = 1):
     rules = unit_rules(model) if rules is None else rules
     units = [(u, rules.get(id(u))) for u in layer_units(model) if u.trainable_variables]
     missing = [u.name for u, rule in units if rule is None]
     if missing:
         raise ValueError(f"no ghost-norm rule handles the layers {missing}; use path='vectorized'")
+    if group_size > 1:  # a rule without per-unit reductions is handled alone (its per-row vectors, summed by group)
+        units = [(u, rule if rule.groups or not ALONE.applies(u) else ALONE) for u, rule in units]
+        ungrouped = [u.name for u, rule in units if not rule.groups]
+        if ungrouped:
+            raise ValueError(f"the rules of layers {ungrouped} compute no norm of a group of rows and the layers "
+                             "cannot be handled alone (a dropout rate); use path='vectorized'")
     return units
 
 
-def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, rules=None, per_unit=False):
+def _per_unit(t, k: int):
+    """``(B,)`` per-row values summed per group of k rows: ``(B/k,)``."""
+    return t if k == 1 else tf.reduce_sum(tf.reshape(t, (-1, k)), axis=1)
+
+
+def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, rules=None, per_unit=False,
+                      group_size: int = 1):
     """``(Σ_i w_i clip_C(∇θ ℓ_i), y_pred, ‖∇θ ℓ_i‖)`` by ghost norms (see the module docstring).
 
     Args:
@@ -201,11 +214,16 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
         per_unit: also return ``{id(unit): (B,) squared norms}`` and, as a reference, each record's gradient
             of every trainable variable, ``(B, *shape)`` per variable, by automatic differentiation of the same
             forward pass (the compile-time probe compares the two).
+        group_size: k: every k consecutive rows are one clipping unit (a record's views, a user's records),
+            their weighted gradients summed, then clipped once: ``Σ_g clip_C(Σ_{i∈g} w_i ∇θ ℓ_i)``. The norms
+            returned are then each row's group's; ``per_unit``'s values are per group. The batch holds whole
+            groups (rows a multiple of k).
 
     Raises:
         ValueError: a unit is called twice in one forward pass, or a trainable unit has no rule.
     """
-    units = _units(model, rules)
+    k = int(group_size)
+    units = _units(model, rules, k)
     scale = backward_loss_scale([u for u, _ in units])
     weights = tf.cast(weights, tf.float32)
     keep = weights > 0
@@ -215,6 +233,10 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
         losses = loss_fn(y, y_pred)
         losses = select_rows(keep, losses * tf.cast(weights, losses.dtype))
         total = tf.reduce_sum(losses) * scale
+        if k > 1:
+            tf.debugging.assert_equal(tf.shape(weights)[0] % k, 0,
+                                      message=f"a grouped batch holds whole groups: its rows must be a multiple of {k}")
+        unit_losses = _per_unit(losses, k)  # on the tape: each unit's gradient is taken of it
     # the one backward pass through the network: every tap's per-record gradients
     taps = [tensor for r in records for tensor, _ in r.tapped.taps]
     grads = tape.gradient(total, taps, unconnected_gradients=tf.UnconnectedGradients.ZERO)
@@ -223,15 +245,18 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
         count = len(r.tapped.taps)
         r.grads = [select_rows(keep, tf.cast(g, tf.float32)) / scale for g in grads[position:position + count]]
         position += count
-    by_unit = {id(r.layer): r.rule.sq_norms(r.layer, r.tapped.saved, r.grads) for r in records}
+    with row_groups(k):
+        by_unit = {id(r.layer): r.rule.sq_norms(r.layer, r.tapped.saved, r.grads) for r in records}
     own = own_weights(model)
-    own_per_record = gradients_per_record(tape, losses, own) if own else []
+    own_per_unit = gradients_per_record(tape, unit_losses, own) if own else []
     parts = list(by_unit.values()) + [tf.reduce_sum(tf.reshape(tf.square(g), (tf.shape(g)[0], -1)), axis=1)
-                                      for g in own_per_record]
-    sq_norms = tf.add_n(parts) if parts else tf.zeros(tf.shape(weights), tf.float32)
-    factors, norms = clip_factors(sq_norms, l2_norm_clip)
-    by_variable = {id(v): tf.cast(tf.tensordot(factors, g, axes=1), tf.as_dtype(v.dtype))
-                   for v, g in zip(own, own_per_record)}
+                                      for g in own_per_unit]
+    sq_norms = tf.add_n(parts) if parts else tf.zeros(tf.shape(unit_losses), tf.float32)
+    unit_factors, norms = clip_factors(sq_norms, l2_norm_clip)
+    factors = unit_factors if k == 1 else tf.repeat(unit_factors, k)  # every row of a group: its group's factor
+    norms = norms if k == 1 else tf.repeat(norms, k)
+    by_variable = {id(v): tf.cast(tf.tensordot(unit_factors, g, axes=1), tf.as_dtype(v.dtype))
+                   for v, g in zip(own, own_per_unit)}
     for r in records:
         summed = r.rule.clipped_sum(r.layer, r.tapped.saved, r.grads, factors)
         if summed is not None:
@@ -250,7 +275,7 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
                                     zip(variables, gradients(r.local, tap, variables, output_gradients=scaled))})
     reference = None
     if per_unit:  # every use of every weight, record by record: one backward pass per record, traced once
-        reference = gradients_per_record(tape, losses, model.trainable_variables)
+        reference = gradients_per_record(tape, unit_losses, model.trainable_variables)
     del tape
     for r in records:
         r.local = None

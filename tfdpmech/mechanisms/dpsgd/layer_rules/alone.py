@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from .groups import unit_sq_norms
 from .registry import LayerRule, Tapped, compute_dtype, is_per_record, select_rows, weights_read_as
 
 __all__ = ["AloneRule", "ALONE"]
@@ -33,6 +34,8 @@ def _draws_random_numbers(layer) -> bool:
 
 class AloneRule(LayerRule):
     """The per-record vector-Jacobian products of one layer's own weights (see the module docstring)."""
+
+    groups = True  # its norms reduce per clipping unit (.groups)
 
     family = "alone"
     # the layer's own call as Keras runs it: each record's vector is clipped by its own norm, whatever its precision
@@ -71,7 +74,7 @@ class AloneRule(LayerRule):
     def sq_norms(self, layer, saved, tap_grads):
         per_record = self._per_record_gradients(layer, saved, tap_grads)
         saved["per_record"] = per_record
-        return tf.add_n([tf.reduce_sum(tf.reshape(tf.square(g), (tf.shape(g)[0], -1)), axis=1) for g in per_record])
+        return tf.add_n([unit_sq_norms(g) for g in per_record])
 
     def clipped_sum(self, layer, saved, tap_grads, factors):
         return [tf.tensordot(factors, g, axes=1) for g in saved["per_record"]]

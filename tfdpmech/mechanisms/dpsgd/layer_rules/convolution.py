@@ -23,6 +23,7 @@ import math
 import keras
 import tensorflow as tf
 
+from .groups import unit_zeros
 from .linear_algebra import bias_sq_norms, flatten_positions, linear_sq_norms, trains
 from .registry import LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
 
@@ -76,6 +77,8 @@ def _kernel_sq_norms(p, g, kernel_in: int, filters: int):
 class ConvolutionRule(LayerRule):
     """``Conv1D``, ``Conv2D``, ``Conv3D`` (channels last, one group; any strides, dilation and padding)."""
 
+    groups = True  # its norms reduce per clipping unit (.groups)
+
     family = "convolution"
 
     def applies(self, layer) -> bool:
@@ -95,7 +98,7 @@ class ConvolutionRule(LayerRule):
 
     def sq_norms(self, layer, saved, tap_grads):
         g = tf.cast(tap_grads[0], tf.float32)
-        total = tf.zeros(tf.shape(g)[:1], tf.float32)
+        total = unit_zeros(g)
         if trains(layer, layer.kernel):
             p = patches(tf.cast(saved["a"], tf.float32), layer.kernel_size, layer.strides, layer.dilation_rate,
                         saved["padding"])
@@ -129,6 +132,8 @@ def pre_activation(layer, inputs, keep):
 class TransposedConvolutionRule(LayerRule):
     """``Conv1DTranspose``, ``Conv2DTranspose``, ``Conv3DTranspose`` (channels last, no ``output_padding``)."""
 
+    groups = True  # its norms reduce per clipping unit (.groups)
+
     family = "transposed_convolution"
 
     def applies(self, layer) -> bool:
@@ -142,7 +147,7 @@ class TransposedConvolutionRule(LayerRule):
     def sq_norms(self, layer, saved, tap_grads):
         g = tf.cast(tap_grads[0], tf.float32)
         a = tf.cast(saved["a"], tf.float32)
-        total = tf.zeros(tf.shape(g)[:1], tf.float32)
+        total = unit_zeros(g)
         if trains(layer, layer.kernel):
             p = patches(g, layer.kernel_size, layer.strides, layer.dilation_rate, layer.padding)
             total += _kernel_sq_norms(p, a, int(p.shape[-1]), int(a.shape[-1]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from .groups import unit_sq_norms, unit_zeros
 from .linear_algebra import bias_sq_norms, flatten_positions, linear_sq_norms, trains
 from .registry import LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
 
@@ -48,6 +49,8 @@ def _linear(layer, inputs, keep, product) -> Tapped:
 class DenseRule(LayerRule):
     """``keras.layers.Dense`` over ``(B, d)`` or ``(B, ..., d)`` inputs."""
 
+    groups = True  # its norms reduce per clipping unit (.groups)
+
     family = "dense"
 
     def forward(self, layer, inputs, keep, args, kwargs) -> Tapped:
@@ -58,7 +61,7 @@ class DenseRule(LayerRule):
     def sq_norms(self, layer, saved, tap_grads):
         g3 = flatten_positions(tf.cast(tap_grads[0], tf.float32))
         a3 = flatten_positions(tf.cast(saved["a"], tf.float32))
-        total = tf.zeros(tf.shape(g3)[:1], tf.float32)
+        total = unit_zeros(g3)
         if trains(layer, layer.kernel):
             total += linear_sq_norms(a3, g3, int(saved["a"].shape[-1]), int(tap_grads[0].shape[-1]))
         if trains(layer, getattr(layer, "bias", None)):
@@ -68,6 +71,8 @@ class DenseRule(LayerRule):
 
 class EinsumDenseRule(LayerRule):
     """``keras.layers.EinsumDense`` (the projections of ``MultiHeadAttention`` among them)."""
+
+    groups = True  # its norms reduce per clipping unit (.groups)
 
     family = "einsum_dense"
 
@@ -80,17 +85,13 @@ class EinsumDenseRule(LayerRule):
     def sq_norms(self, layer, saved, tap_grads):
         inp, ker, out = einsum_parts(layer.equation)
         a, g = tf.cast(saved["a"], tf.float32), tf.cast(tap_grads[0], tf.float32)
-        total = tf.zeros(tf.shape(g)[:1], tf.float32)
+        total = unit_zeros(g)
         if trains(layer, layer.kernel):
-            total += _rows_sq(tf.einsum(f"{inp},{out}->{inp[0]}{ker}", a, g))
+            total += unit_sq_norms(tf.einsum(f"{inp},{out}->{inp[0]}{ker}", a, g))
         bias_axes = getattr(layer, "bias_axes", None)
         if bias_axes and trains(layer, getattr(layer, "bias", None)):
-            total += _rows_sq(tf.einsum(f"{out}->{out[0]}{bias_axes}", g))
+            total += unit_sq_norms(tf.einsum(f"{out}->{out[0]}{bias_axes}", g))
         return total
-
-
-def _rows_sq(t):
-    return tf.reduce_sum(tf.reshape(tf.square(t), (tf.shape(t)[0], -1)), axis=1)
 
 
 register_layer_rule(keras.layers.Dense, DenseRule())

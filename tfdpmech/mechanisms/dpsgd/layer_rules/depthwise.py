@@ -18,6 +18,7 @@ import keras
 import tensorflow as tf
 
 from .convolution import patches, pre_activation
+from .groups import unit_sq_norms, unit_zeros
 from .linear_algebra import bias_sq_norms, flatten_positions, linear_sq_norms, trains
 from .registry import KERAS_3, LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
 
@@ -33,8 +34,7 @@ def _depthwise_sq_norms(layer_geometry, a, g, multiplier: int):
     p = flatten_positions(patches(a, kernel_size, strides, dilation, padding))  # (B, P, K·C)
     p = tf.reshape(p, (tf.shape(p)[0], tf.shape(p)[1], -1, channels))
     g = tf.reshape(flatten_positions(g), (tf.shape(p)[0], tf.shape(p)[1], channels, multiplier))
-    per_record = tf.einsum("bpkc,bpcm->bkcm", p, g)
-    return tf.reduce_sum(tf.square(per_record), axis=[1, 2, 3])
+    return unit_sq_norms(tf.einsum("bpkc,bpcm->bkcm", p, g))
 
 
 def _folded_sq_norms(a, g, kernel_size: tuple, stride: int, padding: str, multiplier: int):
@@ -52,7 +52,7 @@ def _folded_sq_norms(a, g, kernel_size: tuple, stride: int, padding: str, multip
         folded(a), tf.stack([*kernel_size, batch * channels, multiplier]), folded(g),
         strides=[1, stride, stride, 1], padding=padding.upper())
     per_record = tf.reshape(kernel, tf.stack([-1, batch, channels * multiplier]))  # (kh·kw, B, C·M)
-    return tf.reduce_sum(tf.square(per_record), axis=[0, 2])
+    return unit_sq_norms(tf.transpose(per_record, [1, 0, 2]))
 
 
 def _geometry(layer):
@@ -66,6 +66,8 @@ def _channels_last(layer) -> bool:
 class DepthwiseConvolutionRule(LayerRule):
     """``DepthwiseConv1D`` and ``DepthwiseConv2D`` (channels last)."""
 
+    groups = True  # its norms reduce per clipping unit (.groups)
+
     family = "depthwise_convolution"
 
     def applies(self, layer) -> bool:
@@ -78,7 +80,7 @@ class DepthwiseConvolutionRule(LayerRule):
     def sq_norms(self, layer, saved, tap_grads):
         kernel = layer.depthwise_kernel if hasattr(layer, "depthwise_kernel") else layer.kernel  # Keras 2.15 / 3
         g = tf.cast(tap_grads[0], tf.float32)
-        total = tf.zeros(tf.shape(g)[:1], tf.float32)
+        total = unit_zeros(g)
         if trains(layer, kernel):
             total += _depthwise_sq_norms(_geometry(layer), tf.cast(saved["a"], tf.float32), g,
                                          int(layer.depth_multiplier))
@@ -89,6 +91,8 @@ class DepthwiseConvolutionRule(LayerRule):
 
 class SeparableConvolutionRule(LayerRule):
     """``SeparableConv1D`` and ``SeparableConv2D`` (Keras 3, channels last)."""
+
+    groups = True  # its norms reduce per clipping unit (.groups)
 
     family = "separable_convolution"
 
@@ -113,7 +117,7 @@ class SeparableConvolutionRule(LayerRule):
 
     def sq_norms(self, layer, saved, tap_grads):
         g_d, g_z = (tf.cast(g, tf.float32) for g in tap_grads)
-        total = tf.zeros(tf.shape(g_z)[:1], tf.float32)
+        total = unit_zeros(g_z)
         if trains(layer, layer.depthwise_kernel):
             total += _depthwise_sq_norms(_geometry(layer), tf.cast(saved["a"], tf.float32), g_d,
                                          int(layer.depth_multiplier))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from .groups import merge_rows
 from .registry import LayerRule, Tapped, compute_dtype, is_per_record, register_layer_rule, select_rows
 
 __all__ = ["EmbeddingRule"]
@@ -19,6 +20,8 @@ __all__ = ["EmbeddingRule"]
 
 class EmbeddingRule(LayerRule):
     """``keras.layers.Embedding`` (its table is the one trainable weight)."""
+
+    groups = True  # its norms reduce per clipping unit (.groups)
 
     family = "embedding"
 
@@ -31,9 +34,9 @@ class EmbeddingRule(LayerRule):
         return Tapped(tf.cast(z, compute_dtype(layer)), [(z, list(layer.trainable_variables))], {"ids": ids})
 
     def sq_norms(self, layer, saved, tap_grads):
-        ids = tf.reshape(saved["ids"], (tf.shape(saved["ids"])[0], -1))
+        ids = merge_rows(tf.reshape(saved["ids"], (tf.shape(saved["ids"])[0], -1)))
         g = tf.cast(tap_grads[0], tf.float32)
-        gs = tf.reshape(g, (tf.shape(g)[0], -1, tf.shape(g)[-1]))
+        gs = merge_rows(tf.reshape(g, (tf.shape(g)[0], -1, g.shape[-1])))
         same = tf.cast(tf.equal(ids[:, :, None], ids[:, None, :]), tf.float32)
         return tf.reduce_sum(same * tf.matmul(gs, gs, transpose_b=True), axis=[1, 2])
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from .groups import merge_rows
+
 __all__ = ["flatten_positions", "linear_sq_norms", "bias_sq_norms", "trains"]
 
 
@@ -21,7 +23,9 @@ def flatten_positions(t):
 
 
 def linear_sq_norms(a, g, d_in: int, d_out: int):
-    """``‖a_iᵀ g_i‖²_F`` per record for ``a`` (B, T, d_in), ``g`` (B, T, d_out): ghost or materialised."""
+    """``‖a_iᵀ g_i‖²_F`` per record for ``a`` (B, T, d_in), ``g`` (B, T, d_out): ghost or materialised (per
+    clipping unit: a group's rows are its positions, :mod:`.groups`)."""
+    a, g = merge_rows(a), merge_rows(g)
     positions = a.shape[1]
     if positions == 1:
         return tf.reduce_sum(tf.square(a[:, 0]), 1) * tf.reduce_sum(tf.square(g[:, 0]), 1)
@@ -31,7 +35,8 @@ def linear_sq_norms(a, g, d_in: int, d_out: int):
 
 
 def bias_sq_norms(g3):
-    """``‖Σ_t g_it‖²`` per record for ``g3`` (B, T, d)."""
+    """``‖Σ_t g_it‖²`` per record (per clipping unit) for ``g3`` (B, T, d)."""
+    g3 = merge_rows(g3)
     return tf.reduce_sum(tf.square(tf.reduce_sum(g3, axis=1)), axis=1)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from .groups import unit_sq_norms, unit_zeros
 from .linear_algebra import trains
 from .registry import KERAS_3, LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
 
@@ -49,6 +50,8 @@ def _rms_norm(layer, x):
 class AffineNormalizationRule(LayerRule):
     """A per-record normalisation ``x̂ ⊙ γ + β``; ``normalise(layer, x)`` computes ``x̂``; ``scale`` and ``offset``
     name the layer's γ and β attributes; ``channels_axis_only``: γ spans the last axis only."""
+
+    groups = True  # its norms reduce per clipping unit (.groups)
 
     def __init__(self, family: str, normalise, *, scale: str = "gamma", offset: str | None = "beta",
                  channels_axis_only: bool = False):
@@ -87,16 +90,12 @@ class AffineNormalizationRule(LayerRule):
 
     def sq_norms(self, layer, saved, tap_grads):
         per_record = self._per_record(layer, saved, tap_grads).values()
-        return tf.add_n([_rows_sq(t) for t in per_record]) if per_record else tf.zeros(tf.shape(tap_grads[0])[:1])
+        return tf.add_n([unit_sq_norms(t) for t in per_record]) if per_record else unit_zeros(tap_grads[0])
 
     def clipped_sum(self, layer, saved, tap_grads, factors):
         per_record = self._per_record(layer, saved, tap_grads)
         return [tf.reshape(tf.tensordot(factors, per_record[id(v)], axes=1), v.shape)
                 for v in layer.trainable_variables]
-
-
-def _rows_sq(t):
-    return tf.reduce_sum(tf.reshape(tf.square(t), (tf.shape(t)[0], -1)), axis=1)
 
 
 register_layer_rule(keras.layers.LayerNormalization, AffineNormalizationRule("layer_normalization", _layer_norm))

@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from .alone import ALONE
+from .groups import unit_zeros
 from .linear_algebra import bias_sq_norms, linear_sq_norms
 from .registry import LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows, watched
 
@@ -76,6 +77,8 @@ def _gru_step(cell, u, recurrent_bias):
 
 class RecurrentRule(LayerRule):
     """``SimpleRNN``, ``LSTM`` and ``GRU`` (see the module docstring); ``kind`` names the cell."""
+
+    groups = True  # its norms reduce per clipping unit (.groups)
 
     family = "recurrent"
 
@@ -138,7 +141,7 @@ class RecurrentRule(LayerRule):
         x, h_prev = tf.cast(saved["x"], tf.float32), tf.cast(saved["h_prev"], tf.float32)
         kernel, recurrent, bias = self._parts(layer)
         gates = int(g.shape[-1])
-        total = tf.zeros(tf.shape(g)[:1], tf.float32)
+        total = unit_zeros(g)
         if kernel:
             total += linear_sq_norms(x, g, int(x.shape[-1]), gates)
         if recurrent:

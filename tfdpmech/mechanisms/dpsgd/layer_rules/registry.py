@@ -67,6 +67,9 @@ class LayerRule(abc.ABC):
     # the forward reads the layer's weights as stored (float32) under a mixed-precision policy
     # (:func:`full_precision_weights`), so that its taps and weight gradients are float32
     full_precision_weights = True
+    # sq_norms reduces per clipping unit with the reductions of :mod:`.groups` (a group of k rows: a record's
+    # views, a user's records); a rule without them is handled alone in a grouped run
+    groups = False
 
     def applies(self, layer) -> bool:
         """Whether this rule handles this layer's configuration (else the layer is handled alone)."""
@@ -78,7 +81,8 @@ class LayerRule(abc.ABC):
 
     @abc.abstractmethod
     def sq_norms(self, layer, saved: dict, tap_grads: list) -> tf.Tensor:
-        """``(B,)`` float32: each record's squared gradient norm over the layer's trainable weights."""
+        """``(B,)`` float32: each record's squared gradient norm over the layer's trainable weights (``(B/k,)``,
+        one per group of k rows, inside :func:`.groups.row_groups` for a rule with ``groups = True``)."""
 
     def clipped_sum(self, layer, saved: dict, tap_grads: list, factors) -> list | None:
         """``Σ_i c_i ∇W ℓ_i`` per trainable weight of the layer, or None for the engine's book-keeping pass."""
