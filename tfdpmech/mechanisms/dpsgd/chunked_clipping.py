@@ -35,7 +35,7 @@ def _rows_array(t) -> tf.TensorArray:
 
 
 def chunked_clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: float, method: str,
-                                 physical_batch_size: int | None, *, training=True):
+                                 physical_batch_size: int | None, *, training=True, group_size: int = 1):
     """:func:`~.clipping.clipped_gradient_sum` of one batch, computed ``physical_batch_size`` rows at a time.
 
     Returns the same ``(clipped sum, y_pred, norms)`` as the unchunked call (equal up to the order of the
@@ -43,8 +43,9 @@ def chunked_clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: fl
     rest in a ``tf.while_loop``, so only one chunk's activations are alive at once.
     """
     if physical_batch_size is None:
-        return clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip, method, training=training)
-    chunk = int(physical_batch_size)
+        return clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip, method, training=training,
+                                    group_size=group_size)
+    chunk = (int(physical_batch_size) // group_size) * group_size  # whole groups of rows only
     rows = tf.shape(weights)[0]
 
     def part(i):
@@ -54,7 +55,8 @@ def chunked_clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: fl
 
     def clipped(i):
         xs, ys, ws = part(i)
-        return clipped_gradient_sum(model, loss_fn, xs, ys, ws, l2_norm_clip, method, training=training)
+        return clipped_gradient_sum(model, loss_fn, xs, ys, ws, l2_norm_clip, method, training=training,
+                                    group_size=group_size)
 
     sums, y_pred, norms = clipped(tf.constant(0))
     preds = tf.nest.flatten(y_pred)

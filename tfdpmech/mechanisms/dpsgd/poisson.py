@@ -88,6 +88,7 @@ from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
 from .private_model import private_dpsgd_model
 from .record_weights import check_sample_weight
+from .augmentation import augment_batch, check_augmentation, check_multiplicity
 from .resume import run_state
 from .guards import guard_poisson_train_step
 from .poisson_sampling import (  # noqa: F401
@@ -138,6 +139,11 @@ class DPSGD(DPSGDRun):
         physical_batch_size: None (each Poisson batch in one piece) or the most records the train step
             processes at once: the batch is clipped in chunks of this size, their clipped sums added, the
             noise drawn once per logical step (memory bounded by the chunk; the update and ε unchanged).
+        augmentation: None, or a Keras layer or a function ``fn(record, seed)`` applied to every view of a
+            sampled record (:mod:`.augmentation`: ``random_crop``, ``random_flip``, ``compose``).
+        augmentation_multiplicity: K >= 1 views of each sampled record, their gradients averaged and clipped
+            once (De et al. 2022): the record still moves the sum by at most C, the ε is unchanged; a step
+            computes K rows per sampled record (a chunk of ``physical_batch_size`` holds whole records' views).
         seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
         layer_registry, use_xla, ledger: as for ``ShuffledDPSGD``.
 
@@ -162,8 +168,11 @@ class DPSGD(DPSGDRun):
                  noise_multiplier: float | None = None, l2_norm_clip: float = 1.0,
                  optimizer: str | OptimizerSettings = "adam", path: str = "auto", accountant: str = "pld",
                  physical_batch_size: int | None = None, seed=None, layer_registry=None, use_xla: bool = False,
-                 engine: str = "auto", ledger: PrivacyLedger | None = None):
+                 engine: str = "auto", ledger: PrivacyLedger | None = None, augmentation=None,
+                 augmentation_multiplicity: int = 1):
         optimizer = resolve_optimizer(optimizer)
+        self.augmentation_multiplicity = check_multiplicity(augmentation, augmentation_multiplicity)
+        self.augmentation = augmentation
         seed = check_seed(seed)
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError(
@@ -206,6 +215,14 @@ class DPSGD(DPSGDRun):
         self.steps = self.epochs * self.steps_per_epoch
         self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)
         self.physical_batch_size = check_physical_batch_size(physical_batch_size)
+        k = self.augmentation_multiplicity
+        if self.physical_batch_size is not None and self.physical_batch_size < k:
+            raise ValueError(f"physical_batch_size={self.physical_batch_size} is smaller than "
+                             f"augmentation_multiplicity={k}: a chunk holds all views of a record; pass "
+                             f"physical_batch_size >= {k} (a multiple of {k} uses every row of a chunk)")
+        if k > 1 and self.requested_engine == "tensorflow_privacy":
+            raise ValueError("augmentation_multiplicity > 1 trains on tfdpmech's engine (engine='tfdpmech' or "
+                             "tfdpmech.make_private); tensorflow-privacy's DPModel clips single rows")
         if noise_multiplier is not None:
             self.noise_multiplier = check_positive_real(noise_multiplier, "noise_multiplier")
         else:
@@ -328,7 +345,11 @@ class DPSGD(DPSGDRun):
             f"DP-SGD (Abadi et al. 2016, Algorithm 1) with Poisson sampling: every step includes each of the n={self.n} "
             f"records independently with probability q={self.sampling_probability:.6g}; per-example clipping "
             f"C={self.l2_norm_clip:g}; Gaussian noise σ·C with σ={self.noise_multiplier:.6g} added to the clipped sum, "
-            f"divided by the expected batch size L={self.expected_batch_size:g}. Proven ε: "
+            f"divided by the expected batch size L={self.expected_batch_size:g}. "
+            + (f"Augmentation multiplicity K={self.augmentation_multiplicity} (De et al. 2022): a sampled record's K "
+               "views are one clipping unit, their gradients averaged, then clipped to C. "
+               if self.augmentation_multiplicity > 1 else "")
+            + "Proven ε: "
             f"{ACCOUNTANT_NAMES[self.accountant]} over {self.steps} Poisson-subsampled Gaussian steps (amplification "
             "by sampling; Mironov, Talwar & Zhang 2019), assuming the sampling randomness stays secret."
         )
@@ -353,6 +374,7 @@ class DPSGD(DPSGDRun):
             "lr_schedule": self.lr_schedule,
             "ema_momentum": self.ema_momentum,
             "physical_batch_size": self.physical_batch_size,
+            "augmentation_multiplicity": self.augmentation_multiplicity,
             "run_id": self.run_id,
         }, event=event)
 
@@ -387,12 +409,20 @@ class DPSGD(DPSGDRun):
                 raise ValueError("sample_weight trains on tfdpmech's engine on one machine (tfdpmech.make_private); "
                                  f"this run has engine={self.engine!r}"
                                  + (" under MultiWorkerMirroredStrategy" if self.multiworker is not None else ""))
+        views, augment = self.augmentation_multiplicity, None
+        if self.augmentation is not None:
+            if self.engine != "tfdpmech" or self.multiworker is not None or self.replicas != 1:
+                raise ValueError("augmentation trains on tfdpmech's engine on one device (tfdpmech.make_private); "
+                                 f"this run has engine={self.engine!r}, {self.replicas} replica(s)")
+            key = self._sampling_key if seed is None else sampling_key(seed)
+            check_augmentation(self.augmentation, x, key)  # before the release
+            augment = lambda xb, steps: augment_batch(self.augmentation, xb, steps, key)  # noqa: E731
         if self.multiworker is not None:  # the same global batches on every worker, each its slice
             return shared_dataset(self, x, y, seed if seed is not None else self._sampler_seed, poisson=True)
         key = self._sampling_key if seed is None else sampling_key(seed)
         return run_dataset(x, y, self.sampling_probability, self.steps_per_epoch, key=key,
                            padded_size=self.batch_rows(), first_step=self.global_step, run_id=self.run_id,
-                           weights=weights)
+                           weights=weights, views=views, augment=augment)
 
     def batch_rows(self) -> int:
         """The rows a Poisson batch is padded to a multiple of: :data:`ROW_MULTIPLE` on tfdpmech's engine on one

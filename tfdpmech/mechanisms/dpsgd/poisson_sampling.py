@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from ...accounting.poisson_dpsgd import check_sampling_probability
 from ...validation import check_positive_int
+from .augmentation import repeat_views
 from .record_sources import LazyRows
 from .records import is_structure, record_count, records_spec, take_rows
 
@@ -229,14 +230,16 @@ def is_run_dataset(data) -> bool:
 
 
 def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, first_step, run_id: int,
-                weights: np.ndarray | None = None) -> tf.data.Dataset:
+                weights: np.ndarray | None = None, views: int = 1, augment=None) -> tf.data.Dataset:
     """The Poisson batches of one run: ``(x, y, (mask, ticket))``, ``steps_per_epoch`` per pass.
 
     Each new iterator (each Keras epoch, each ``fit``) starts at ``first_step()``, the run's global step
     count, and draws the batches of the steps from there: batch t is :func:`poisson_batch` of
     ``(key, t)``. ``ticket`` holds ``(run_id, t)`` on every row (rows travel with their slice of the batch
     across replicas), so the run's train step can refuse a batch it did not draw, or one drawn for
-    another step. ``weights``: each record's weight (:mod:`.record_weights`), carried in the mask.
+    another step. ``weights``: each record's weight (:mod:`.record_weights`), carried in the mask. ``views``:
+    each row repeated that many times, consecutively, its weight divided by it, and ``augment(x, steps)``
+    applied to the batch's rows (augmentation multiplicity, :mod:`.augmentation`).
     """
     x, y = _arrays(x, y)
     steps_per_epoch = check_positive_int(steps_per_epoch, "steps_per_epoch")
@@ -244,6 +247,10 @@ def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, 
     def generate():
         start = int(first_step())
         for step in range(start, start + steps_per_epoch):
-            yield run_element(tagged_poisson_batch(x, y, q, padded_size, key, step, run_id, weights))
+            yield run_element(repeat_views(*tagged_poisson_batch(x, y, q, padded_size, key, step, run_id, weights),
+                                           views))
 
-    return _stream(generate, run_signature(x, y), steps_per_epoch)
+    ds = tf.data.Dataset.from_generator(generate, output_signature=run_signature(x, y))
+    if augment is not None:
+        ds = ds.map(lambda xb, yb, tagged: (augment(xb, tagged[1][:, 1]), yb, tagged))
+    return ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch)).prefetch(2)

@@ -42,6 +42,7 @@ def run_state(dp) -> dict | None:
             "noise_multiplier": dp.noise_multiplier, "l2_norm_clip": dp.l2_norm_clip, "accountant": dp.accountant,
             "path": dp.requested_path, "physical_batch_size": dp.physical_batch_size, "steps": dp.steps,
             "first_step": dp.first_step, "one_hot_labels": dp._one_hot_labels, "sparse_labels": dp._sparse_labels,
+            "augmentation_multiplicity": dp.augmentation_multiplicity,
         },
         "ledger": dp.ledger.to_dict(),
         "release_index": [i for i, r in enumerate(dp.ledger.releases) if r is dp.release][0],
@@ -65,6 +66,12 @@ def run_from_state(state: dict, *, seed=None):
 
     if not isinstance(state, dict) or state.get("format") != RUN_STATE_FORMAT:
         raise _bad_state(f"format {state.get('format') if isinstance(state, dict) else state!r}")
+    if isinstance(state.get("run"), dict) and state["run"].get("augmentation_multiplicity", 1) > 1:
+        raise ValueError(
+            f"the model's run averaged {state['run']['augmentation_multiplicity']} augmented views per record; its "
+            "augmentation is code, which the saved model does not hold, so tfdpmech.resume cannot continue it. Start "
+            "a new run, tfdpmech.make_private(model, tfdpmech.DPSGD(..., augmentation=...)), with a ledger holding "
+            "this run's releases (they compose)")
     try:
         run, ledger = state["run"], PrivacyLedger.from_dict(state["ledger"])
         release = ledger.releases[state["release_index"]]

@@ -78,7 +78,8 @@ class RunEngines:
         install_dp_train_step(model, loss=per_record_loss(model, loss, loss_weights), l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
                               divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
                               require_mask=self._poisson,
-                              physical_batch_size=getattr(self, "physical_batch_size", None))
+                              physical_batch_size=getattr(self, "physical_batch_size", None),
+                              group_size=getattr(self, "augmentation_multiplicity", 1))
         return model
 
     def _resolve_path(self, model) -> str:

@@ -115,7 +115,8 @@ def _log_loss_and_metrics(model, loss_fn, x, y, y_pred, weights):
 
 
 def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier: float, divisor: float,
-                          clipping: str, noise_seed=None, require_mask: bool = False, physical_batch_size=None):
+                          clipping: str, noise_seed=None, require_mask: bool = False, physical_batch_size=None,
+                          group_size: int = 1):
     """Make ``model.fit`` train ``model`` with DP-SGD (see the module docstring).
 
     Args:
@@ -129,6 +130,7 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
             with the optimizer's step count the noise of each step (:func:`step_noise`).
         require_mask: batches must be ``(x, y, mask)`` (Poisson batches).
         physical_batch_size: None, or the most records clipped at once (:mod:`.chunked_clipping`).
+        group_size: k: every k consecutive rows are one clipping unit (a record's views; :mod:`.augmentation`).
 
     Under ``mixed_float16`` Keras wraps the optimizer in a ``LossScaleOptimizer``, which divides the
     gradients it is given by its loss scale; the DP step scales its own backward pass instead
@@ -151,7 +153,7 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
             mask = tf.ones(tf.shape(first)[:1], tf.float32)
         mask = tf.cast(mask, tf.float32)
         summed, y_pred, norms = chunked_clipped_gradient_sum(model, loss_fn, x, y, mask, l2_norm_clip, clipping,
-                                                             physical_batch_size)
+                                                             physical_batch_size, group_size=group_size)
         first_replica = _on_first_replica()
         noise = step_noise(key, model.optimizer.iterations, [(tf.shape(g), g.dtype) for g in summed], std)
         grads = [(g + z * tf.cast(first_replica, g.dtype)) / tf.cast(divisor, g.dtype) for g, z in zip(summed, noise)]
