@@ -24,7 +24,7 @@ __all__ = ["Release", "check_epochs", "describe_scope", "NEIGHBOURS", "PROTECTS"
 # The neighbour relation an ε is stated for: add or remove one record (n changes; DP-SGD's accountants), or
 # replace one record (n fixed and public; the heads, input and output perturbation). Neither implies the other
 # at the same ε, so a total over releases of both kinds is none proven (see PrivacyLedger.provable).
-NEIGHBOURS = ("add_remove", "replace_one")
+NEIGHBOURS = ("add_remove", "replace_one", "add_remove_user")  # the last: one user with all of their records
 # What the ε protects: the whole record (features and label), or the features only (labels public).
 PROTECTS = ("record", "features")
 UNSTATED = "unstated"  # a release read from a ledger file written before these fields existed
@@ -259,6 +259,6 @@ def _scope_word(value, name: str, choices: tuple) -> str:
 def describe_scope(neighbours: str, protects: str) -> str:
     """Words for a guarantee's scope, e.g. ``"replace-one, record"`` or ``"add/remove, features only"``."""
     words = {"add_remove": "add/remove", "replace_one": "replace-one", UNSTATED: "neighbours unstated",
-             "mixed": "mixed neighbours"}
+             "mixed": "mixed neighbours", "add_remove_user": "add/remove one user (all of their records)"}
     return f"{words.get(neighbours, neighbours)}, " + ("features only (labels public)" if protects == "features"
                                                        else "protects unstated" if protects == UNSTATED else protects)

@@ -308,8 +308,8 @@ class DPSGDRun(RunEngines, Mechanism):
         return Release(
             component="dpsgd_training", mechanism="dpsgd", epsilon_claimed=self.epsilon_achieved,
             epsilon_provable=epsilon_provable, event=event, basis=basis, delta=self.delta,
-            neighbours="add_remove", protects="record",
-            sensitivity=self.l2_norm_clip, noise_scale=self.noise_multiplier, per_epoch=False,
+            neighbours="add_remove_user" if getattr(self, "users", None) is not None else "add_remove",
+            protects="record", sensitivity=self.l2_norm_clip, noise_scale=self.noise_multiplier, per_epoch=False,
             details={"epsilon_target": self.epsilon, "epsilon_achieved": self.epsilon_achieved, **details,
                      "l2_norm_clip": self.l2_norm_clip, "engine": self.engine, "path": self.path,
                      "optimizer": self.optimizer_name,
@@ -343,7 +343,11 @@ class DPSGDRun(RunEngines, Mechanism):
         if record_count(x) != record_count(y):
             raise ValueError(f"x and y must have the same number of examples, got {record_count(x)} and "
                              f"{record_count(y)}")
-        if record_count(x) != self.n:
+        users = getattr(self, "users", None)
+        if users is not None and record_count(x) != users.n_records:
+            raise ValueError(f"user_ids holds one id for each of {users.n_records} records, got {record_count(x)} "
+                             "records; pass the records user_ids describes")
+        if users is None and record_count(x) != self.n:
             raise ValueError(
                 f"the noise was calibrated for n={self.n} training examples, got {record_count(x)}; pass all n examples "
                 f"or create the {type(self).__name__} with n={record_count(x)}"

@@ -89,6 +89,7 @@ from .poisson_models import poisson_model_classes
 from .private_model import private_dpsgd_model
 from .record_weights import check_sample_weight
 from .augmentation import augment_batch, check_augmentation, check_multiplicity
+from .user_sampling import UserRecords, check_users
 from .resume import run_state
 from .guards import guard_poisson_train_step
 from .poisson_sampling import (  # noqa: F401
@@ -144,6 +145,10 @@ class DPSGD(DPSGDRun):
         augmentation_multiplicity: K >= 1 views of each sampled record, their gradients averaged and clipped
             once (De et al. 2022): the record still moves the sum by at most C, the ε is unchanged; a step
             computes K rows per sampled record (a chunk of ``physical_batch_size`` holds whole records' views).
+        user_ids, records_per_user: a user-level run (:mod:`.user_sampling`): one user id per record and k >= 1;
+            n is then the number of users, each step samples users with q = L / n, a sampled user contributes up
+            to k of their records, summed and clipped once; the ε is for adding or removing one user with all
+            of their records.
         seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
         layer_registry, use_xla, ledger: as for ``ShuffledDPSGD``.
 
@@ -169,10 +174,20 @@ class DPSGD(DPSGDRun):
                  optimizer: str | OptimizerSettings = "adam", path: str = "auto", accountant: str = "pld",
                  physical_batch_size: int | None = None, seed=None, layer_registry=None, use_xla: bool = False,
                  engine: str = "auto", ledger: PrivacyLedger | None = None, augmentation=None,
-                 augmentation_multiplicity: int = 1):
+                 augmentation_multiplicity: int = 1, user_ids=None, records_per_user: int | None = None):
         optimizer = resolve_optimizer(optimizer)
         self.augmentation_multiplicity = check_multiplicity(augmentation, augmentation_multiplicity)
         self.augmentation = augmentation
+        self.users = None
+        if user_ids is not None or records_per_user is not None:
+            if user_ids is None:
+                raise ValueError("records_per_user applies to a user-level run: pass user_ids (one per record) too")
+            if augmentation is not None:
+                raise ValueError("a run is record-level with augmentation multiplicity, or user-level: not both")
+            if n is None:
+                raise ValueError("n (the number of users of a user-level run) is required, e.g. "
+                                 "n=len(np.unique(user_ids))")
+            self.users = UserRecords(*check_users(user_ids, records_per_user, check_positive_int(n, "n")))
         seed = check_seed(seed)
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError(
@@ -215,14 +230,15 @@ class DPSGD(DPSGDRun):
         self.steps = self.epochs * self.steps_per_epoch
         self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)
         self.physical_batch_size = check_physical_batch_size(physical_batch_size)
-        k = self.augmentation_multiplicity
+        k = self.group_size
+        name = "records_per_user" if self.users is not None else "augmentation_multiplicity"
         if self.physical_batch_size is not None and self.physical_batch_size < k:
-            raise ValueError(f"physical_batch_size={self.physical_batch_size} is smaller than "
-                             f"augmentation_multiplicity={k}: a chunk holds all views of a record; pass "
-                             f"physical_batch_size >= {k} (a multiple of {k} uses every row of a chunk)")
+            raise ValueError(f"physical_batch_size={self.physical_batch_size} is smaller than {name}={k}: a chunk "
+                             f"holds whole clipping units; pass physical_batch_size >= {k} (a multiple of {k} uses "
+                             "every row of a chunk)")
         if k > 1 and self.requested_engine == "tensorflow_privacy":
-            raise ValueError("augmentation_multiplicity > 1 trains on tfdpmech's engine (engine='tfdpmech' or "
-                             "tfdpmech.make_private); tensorflow-privacy's DPModel clips single rows")
+            raise ValueError(f"{name} > 1 trains on tfdpmech's engine (engine='tfdpmech' or tfdpmech.make_private); "
+                             "tensorflow-privacy's DPModel clips single rows")
         if noise_multiplier is not None:
             self.noise_multiplier = check_positive_real(noise_multiplier, "noise_multiplier")
         else:
@@ -241,6 +257,11 @@ class DPSGD(DPSGDRun):
         self.run_id = secrets.randbits(62)  # tags this run's batches (see _guard_train_step)
 
     _path_alternatives = "path='vectorized' or path='auto'"  # path='microbatch' is refused
+
+    @property
+    def group_size(self) -> int:
+        """The rows of one clipping unit: a user's k records, a record's K views, or 1."""
+        return self.users.k if self.users is not None else self.augmentation_multiplicity
 
     def _check_path(self, path) -> str:
         path = check_choice(path, "path", PATHS)
@@ -343,9 +364,13 @@ class DPSGD(DPSGDRun):
     def _make_release(self) -> Release:
         basis = (
             f"DP-SGD (Abadi et al. 2016, Algorithm 1) with Poisson sampling: every step includes each of the n={self.n} "
-            f"records independently with probability q={self.sampling_probability:.6g}; per-example clipping "
+            f"{'users' if self.users is not None else 'records'} independently with probability "
+            f"q={self.sampling_probability:.6g}; per-{'user' if self.users is not None else 'example'} clipping "
             f"C={self.l2_norm_clip:g}; Gaussian noise σ·C with σ={self.noise_multiplier:.6g} added to the clipped sum, "
             f"divided by the expected batch size L={self.expected_batch_size:g}. "
+            + (f"User level (McMahan et al. 2018): the n={self.n} units sampled are users; a sampled user contributes "
+               f"up to k={self.users.k} of their records (cycled over the steps it is sampled in), their gradients "
+               "summed, then clipped to C. " if self.users is not None else "")
             + (f"Augmentation multiplicity K={self.augmentation_multiplicity} (De et al. 2022): a sampled record's K "
                "views are one clipping unit, their gradients averaged, then clipped to C. "
                if self.augmentation_multiplicity > 1 else "")
@@ -375,6 +400,8 @@ class DPSGD(DPSGDRun):
             "ema_momentum": self.ema_momentum,
             "physical_batch_size": self.physical_batch_size,
             "augmentation_multiplicity": self.augmentation_multiplicity,
+            "records_per_user": None if self.users is None else self.users.k,
+            "records": self.n if self.users is None else self.users.n_records,
             "run_id": self.run_id,
         }, event=event)
 
@@ -404,12 +431,15 @@ class DPSGD(DPSGDRun):
         x, y = self._checked_data(x, y)  # numeric, finite, n records; integer labels one-hot for the default loss
         weights = None
         if sample_weight is not None:
-            weights = check_sample_weight(sample_weight, self.n)
+            weights = check_sample_weight(sample_weight, self.n if self.users is None else self.users.n_records)
             if self.engine != "tfdpmech" or self.multiworker is not None:
                 raise ValueError("sample_weight trains on tfdpmech's engine on one machine (tfdpmech.make_private); "
                                  f"this run has engine={self.engine!r}"
                                  + (" under MultiWorkerMirroredStrategy" if self.multiworker is not None else ""))
         views, augment = self.augmentation_multiplicity, None
+        if self.users is not None and (self.engine != "tfdpmech" or self.multiworker is not None
+                                       or self.replicas != 1):
+            raise ValueError("a user-level run trains on tfdpmech's engine on one device (tfdpmech.make_private)")
         if self.augmentation is not None:
             if self.engine != "tfdpmech" or self.multiworker is not None or self.replicas != 1:
                 raise ValueError("augmentation trains on tfdpmech's engine on one device (tfdpmech.make_private); "
@@ -422,7 +452,7 @@ class DPSGD(DPSGDRun):
         key = self._sampling_key if seed is None else sampling_key(seed)
         return run_dataset(x, y, self.sampling_probability, self.steps_per_epoch, key=key,
                            padded_size=self.batch_rows(), first_step=self.global_step, run_id=self.run_id,
-                           weights=weights, views=views, augment=augment)
+                           weights=weights, views=views, augment=augment, users=self.users)
 
     def batch_rows(self) -> int:
         """The rows a Poisson batch is padded to a multiple of: :data:`ROW_MULTIPLE` on tfdpmech's engine on one

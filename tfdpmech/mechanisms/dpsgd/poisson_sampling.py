@@ -230,7 +230,7 @@ def is_run_dataset(data) -> bool:
 
 
 def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, first_step, run_id: int,
-                weights: np.ndarray | None = None, views: int = 1, augment=None) -> tf.data.Dataset:
+                weights: np.ndarray | None = None, views: int = 1, augment=None, users=None) -> tf.data.Dataset:
     """The Poisson batches of one run: ``(x, y, (mask, ticket))``, ``steps_per_epoch`` per pass.
 
     Each new iterator (each Keras epoch, each ``fit``) starts at ``first_step()``, the run's global step
@@ -239,7 +239,8 @@ def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, 
     across replicas), so the run's train step can refuse a batch it did not draw, or one drawn for
     another step. ``weights``: each record's weight (:mod:`.record_weights`), carried in the mask. ``views``:
     each row repeated that many times, consecutively, its weight divided by it, and ``augment(x, steps)``
-    applied to the batch's rows (augmentation multiplicity, :mod:`.augmentation`).
+    applied to the batch's rows (augmentation multiplicity, :mod:`.augmentation`). ``users``: a
+    :class:`~.user_sampling.UserRecords`: users are sampled, each in k rows (user-level DP-SGD).
     """
     x, y = _arrays(x, y)
     steps_per_epoch = check_positive_int(steps_per_epoch, "steps_per_epoch")
@@ -247,6 +248,10 @@ def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, 
     def generate():
         start = int(first_step())
         for step in range(start, start + steps_per_epoch):
+            if users is not None:
+                xb, yb, mask = users.batch(x, y, q, padded_size, key, step, weights)
+                yield run_element((xb, yb, mask, np.tile(np.array([run_id, step], np.int64), (len(mask), 1))))
+                continue
             yield run_element(repeat_views(*tagged_poisson_batch(x, y, q, padded_size, key, step, run_id, weights),
                                            views))
 

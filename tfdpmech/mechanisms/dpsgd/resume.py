@@ -43,6 +43,7 @@ def run_state(dp) -> dict | None:
             "path": dp.requested_path, "physical_batch_size": dp.physical_batch_size, "steps": dp.steps,
             "first_step": dp.first_step, "one_hot_labels": dp._one_hot_labels, "sparse_labels": dp._sparse_labels,
             "augmentation_multiplicity": dp.augmentation_multiplicity,
+            "records_per_user": None if dp.users is None else dp.users.k,
         },
         "ledger": dp.ledger.to_dict(),
         "release_index": [i for i, r in enumerate(dp.ledger.releases) if r is dp.release][0],
@@ -66,6 +67,11 @@ def run_from_state(state: dict, *, seed=None):
 
     if not isinstance(state, dict) or state.get("format") != RUN_STATE_FORMAT:
         raise _bad_state(f"format {state.get('format') if isinstance(state, dict) else state!r}")
+    if isinstance(state.get("run"), dict) and (state["run"].get("records_per_user") or 0) > 0:
+        raise ValueError("the model's run is user-level; its user ids are not saved with the model, so "
+                         "tfdpmech.resume cannot continue it. Start a new run, tfdpmech.make_private(model, "
+                         "tfdpmech.DPSGD(..., user_ids=..., records_per_user=...)), with a ledger holding this run's "
+                         "releases (they compose)")
     if isinstance(state.get("run"), dict) and state["run"].get("augmentation_multiplicity", 1) > 1:
         raise ValueError(
             f"the model's run averaged {state['run']['augmentation_multiplicity']} augmented views per record; its "

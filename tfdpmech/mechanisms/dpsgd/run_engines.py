@@ -79,7 +79,7 @@ class RunEngines:
                               divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
                               require_mask=self._poisson,
                               physical_batch_size=getattr(self, "physical_batch_size", None),
-                              group_size=getattr(self, "augmentation_multiplicity", 1))
+                              group_size=getattr(self, "group_size", 1))
         return model
 
     def _resolve_path(self, model) -> str:
