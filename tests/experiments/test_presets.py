@@ -15,18 +15,23 @@ def _runnable(config):
 
 
 def _needs_whole_mnist(config):
-    if "mnist" in config.datasets:
-        from tfdpmech import data
+    for name in ("mnist", "fashion_mnist"):
+        if name in config.datasets:
+            from tfdpmech import data
 
-        try:
-            data.load("mnist")
-        except (RuntimeError, ValueError) as exc:
-            pytest.skip(f"the whole MNIST is not here ({exc}); set $TFDPMECH_DATA_DIR (.ci/run does)")
+            try:
+                data.load(name)
+            except (RuntimeError, ValueError) as exc:
+                pytest.skip(f"the whole {name} is not here ({exc}); set $TFDPMECH_DATA_DIR (.ci/run does)")
 
 
-# the presets on the whole MNIST load 70,000 images and run every row: slow (and skipped without the data)
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow)
-                                  if "mnist" in PRESETS[name].settings.get("datasets", ()) else name
+def _whole(name) -> bool:
+    return bool({"mnist", "fashion_mnist"} & set(PRESETS[name].settings.get("datasets", ())))
+
+
+# the presets on the whole MNIST or Fashion-MNIST load 70,000 images and run every row: slow (and skipped without
+# the data)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if _whole(name) else name
                                   for name in sorted(PRESETS)])
 def test_quick_run_of_each_preset_has_the_one_schema(name, tmp_path):
     config = _runnable(preset_config(name, quick=True, audit=(), verbose=0))

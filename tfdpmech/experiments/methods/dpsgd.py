@@ -16,6 +16,9 @@ engine (``notes["engine"]``) and the report states it.
   head starts from the public model's own output layer.
 - ``dpsgd_finetune``: DP-SGD (Poisson) on the whole public model, initialised from its public
   weights (its batch min-max frozen at the public estimates, so every layer is per-example).
+- ``dpsgd_augmult``: ``dpsgd`` with augmentation multiplicity (De et al. 2022): each sampled record's K views
+  (``options["augmult_k"]``, default 4; a random crop after 2-pixel reflect padding, and a left-right flip on
+  Fashion-MNIST, whose classes are mirror-symmetric) averaged, then clipped once; the same ε.
 
 Tabular data: the bias-free linear model of the DP-ERM methods, δ = 1/n² as theirs.
 
@@ -37,15 +40,18 @@ import numpy as np
 from ...accounting.ledger import Release
 from ...contract import release
 from ...mechanisms.dpsgd import ShuffledDPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, OptimizerSettings, DPSGD, make_dpsgd, tanh_mlp
+from ...mechanisms.dpsgd import augmentation
 from ...mechanisms.dpsgd.paths import resolve_engine
 from ...features import scattering_coefficients
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
 from ..registry import Build, register_mechanism
 from .baselines import tabular_labels, tabular_loss
+from ..options import option_at
 from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for, recipe_for
 
 _DPSGD_OPTIONS = ("dpsgd_epochs", "dpsgd_recipe")  # the options the DP-SGD rows read (run_store keys)
+AUGMULT_K = 4  # the views per record of dpsgd_augmult, unless options["augmult_k"] says otherwise
 FEATURE_LAYER = "hidden_clip"  # the bounded last hidden layer of every private-family model (as the functional head)
 
 
@@ -117,6 +123,30 @@ def _dpsgd(sampling):
     def build(ctx, epsilon, seed) -> Build:
         return (_tabular if ctx.kind == "tabular" else _image)(ctx, epsilon, seed, sampling)
     return build
+
+
+def _augmentation(dataset: str):
+    """The views of a record of ``dataset``: a crop after 2-pixel reflect padding (a shift of up to 2 pixels), and
+    on Fashion-MNIST a left-right flip (a mirrored garment is the same class; a mirrored digit is not)."""
+    crop = augmentation.random_crop(2)
+    return augmentation.compose(crop, augmentation.random_flip()) if dataset == "fashion_mnist" else crop
+
+
+def _augmult(ctx, epsilon, seed) -> Build:
+    """``dpsgd`` on the tanh CNN with each sampled record's K views one clipping unit (De et al. 2022)."""
+    cfg = ctx.config
+    if ctx.kind != "image" or ctx.x_private.ndim != 4:
+        raise ValueError("dpsgd_augmult augments images (height, width, channels): run it on an image dataset with "
+                         "a convolutional model (--model tanh_cnn)")
+    recipe = recipe_for(cfg.options, epsilon, TANH_CNN_RECIPE)
+    k = option_at(cfg.options, epsilon, "augmult_k", AUGMULT_K)
+    model = ctx.build("standard")
+    dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech",
+                    augmentation=_augmentation(ctx.dataset), augmentation_multiplicity=k)
+    notes = {"recipe": "Tramèr & Boneh 2021 (mnist_recipes.TANH_CNN_RECIPE) with augmentation multiplicity",
+             "network": model.name, "epochs": recipe.epochs, "augmentation_multiplicity": k,
+             **_changed(recipe, TANH_CNN_RECIPE)}
+    return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
 
 
 def _tf_privacy(ctx, epsilon, seed) -> Build:
@@ -253,6 +283,11 @@ register_mechanism("dpsgd", _dpsgd("poisson"),
                 "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe (tfdpmech.mechanisms.dpsgd.recipe); "
                 "tanh CNN: Tramèr & Boneh's recipe (mnist_recipes); CNN: the comparison's batch, epochs and rate",
                 mode="private", paper="dpsgd", data=("image", "tabular"), options=_DPSGD_OPTIONS)
+register_mechanism("dpsgd_augmult", _augmult,
+                "dpsgd on the tanh CNN with augmentation multiplicity (De et al. 2022): each sampled record's K views "
+                "(a 2-pixel random crop; and a flip on Fashion-MNIST) averaged, then clipped once; same σ and ε, "
+                "proven",
+                mode="private", paper="dpsgd", data=("image",), options=(*_DPSGD_OPTIONS, "augmult_k"))
 register_mechanism("dpsgd_tfprivacy", _tf_privacy,
                 "the dpsgd run through tensorflow-privacy's DP Keras model (its Poisson train step and clipping; "
                 "TensorFlow 2.15 stack): same network, data, σ and sampling as dpsgd, proven",
