@@ -68,7 +68,6 @@ import secrets
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from ...accounting.poisson_dpsgd import (
     ACCOUNTANT_NAMES,
@@ -82,14 +81,11 @@ from ...accounting.ledger import PrivacyLedger, Release
 from ...validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
 from .chunked_clipping import check_physical_batch_size
 from .base import MAX_STEPS, DPSGDRun
-from .multiworker import shared_dataset
 from .optimizer_settings import LR_SCHEDULES, OptimizerSettings, resolve_optimizer
 from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
 from .private_model import private_dpsgd_model
-from .record_weights import check_sample_weight
-from .augmentation import augment_batch, check_augmentation, check_multiplicity
-from .user_sampling import UserRecords, check_users
+from .poisson_units import PoissonUnits
 from .resume import run_state
 from .guards import guard_poisson_train_step
 from .poisson_sampling import (  # noqa: F401
@@ -109,7 +105,7 @@ __all__ = ["PoissonSampler", "DPSGD", "padded_batch_size", "pad_batch", "poisson
            "LR_SCHEDULES"]
 
 
-class DPSGD(DPSGDRun):
+class DPSGD(PoissonUnits, DPSGDRun):
     """DP-SGD with Poisson sampling, σ calibrated to a target (ε, δ), the ε recorded as **proven**.
 
     One object is one training run, as for :class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD` (both are a
@@ -176,18 +172,7 @@ class DPSGD(DPSGDRun):
                  engine: str = "auto", ledger: PrivacyLedger | None = None, augmentation=None,
                  augmentation_multiplicity: int = 1, user_ids=None, records_per_user: int | None = None):
         optimizer = resolve_optimizer(optimizer)
-        self.augmentation_multiplicity = check_multiplicity(augmentation, augmentation_multiplicity)
-        self.augmentation = augmentation
-        self.users = None
-        if user_ids is not None or records_per_user is not None:
-            if user_ids is None:
-                raise ValueError("records_per_user applies to a user-level run: pass user_ids (one per record) too")
-            if augmentation is not None:
-                raise ValueError("a run is record-level with augmentation multiplicity, or user-level: not both")
-            if n is None:
-                raise ValueError("n (the number of users of a user-level run) is required, e.g. "
-                                 "n=len(np.unique(user_ids))")
-            self.users = UserRecords(*check_users(user_ids, records_per_user, check_positive_int(n, "n")))
+        self._set_units(augmentation, augmentation_multiplicity, user_ids, records_per_user, n)
         seed = check_seed(seed)
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError(
@@ -230,15 +215,7 @@ class DPSGD(DPSGDRun):
         self.steps = self.epochs * self.steps_per_epoch
         self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)
         self.physical_batch_size = check_physical_batch_size(physical_batch_size)
-        k = self.group_size
-        name = "records_per_user" if self.users is not None else "augmentation_multiplicity"
-        if self.physical_batch_size is not None and self.physical_batch_size < k:
-            raise ValueError(f"physical_batch_size={self.physical_batch_size} is smaller than {name}={k}: a chunk "
-                             f"holds whole clipping units; pass physical_batch_size >= {k} (a multiple of {k} uses "
-                             "every row of a chunk)")
-        if k > 1 and self.requested_engine == "tensorflow_privacy":
-            raise ValueError(f"{name} > 1 trains on tfdpmech's engine (engine='tfdpmech' or tfdpmech.make_private); "
-                             "tensorflow-privacy's DPModel clips single rows")
+        self._check_unit_chunks()
         if noise_multiplier is not None:
             self.noise_multiplier = check_positive_real(noise_multiplier, "noise_multiplier")
         else:
@@ -257,11 +234,6 @@ class DPSGD(DPSGDRun):
         self.run_id = secrets.randbits(62)  # tags this run's batches (see _guard_train_step)
 
     _path_alternatives = "path='vectorized' or path='auto'"  # path='microbatch' is refused
-
-    @property
-    def group_size(self) -> int:
-        """The rows of one clipping unit: a user's k records, a record's K views, or 1."""
-        return self.users.k if self.users is not None else self.augmentation_multiplicity
 
     def _check_path(self, path) -> str:
         path = check_choice(path, "path", PATHS)
@@ -368,12 +340,7 @@ class DPSGD(DPSGDRun):
             f"q={self.sampling_probability:.6g}; per-{'user' if self.users is not None else 'example'} clipping "
             f"C={self.l2_norm_clip:g}; Gaussian noise σ·C with σ={self.noise_multiplier:.6g} added to the clipped sum, "
             f"divided by the expected batch size L={self.expected_batch_size:g}. "
-            + (f"User level (McMahan et al. 2018): the n={self.n} units sampled are users; a sampled user contributes "
-               f"up to k={self.users.k} of their records (cycled over the steps it is sampled in), their gradients "
-               "summed, then clipped to C. " if self.users is not None else "")
-            + (f"Augmentation multiplicity K={self.augmentation_multiplicity} (De et al. 2022): a sampled record's K "
-               "views are one clipping unit, their gradients averaged, then clipped to C. "
-               if self.augmentation_multiplicity > 1 else "")
+            + self._unit_basis()
             + "Proven ε: "
             f"{ACCOUNTANT_NAMES[self.accountant]} over {self.steps} Poisson-subsampled Gaussian steps (amplification "
             "by sampling; Mironov, Talwar & Zhang 2019), assuming the sampling randomness stays secret."
@@ -404,62 +371,6 @@ class DPSGD(DPSGDRun):
             "records": self.n if self.users is None else self.users.n_records,
             "run_id": self.run_id,
         }, event=event)
-
-    # -- data ----------------------------------------------------------------------------------
-    def dataset(self, x, y, *, seed=None, sample_weight=None) -> tf.data.Dataset:
-        """This run's padded Poisson batches ``(x, y, (mask, ticket))``, ``steps_per_epoch`` per Keras epoch.
-
-        The batch of global step t (the optimizer's step count, which ``model.save`` keeps with the
-        model) is drawn from ``(secret key, t)``: every ``fit`` continues the stream where the last one
-        stopped, so no draw is ever repeated. Every row carries its ticket ``(run, t)``; the compiled
-        model trains only on batches of this run, each at the step it was drawn for.
-
-        Args:
-            x, y: all n private records and their labels.
-            seed: sampling seed; None uses the constructor's ``seed`` (the same batches; OS entropy without one).
-            sample_weight: None, or one finite weight >= 0 per record: it scales the record's loss before its
-                gradient is clipped, and travels with the record through the sampler (:mod:`.record_weights`).
-                Under ``MultiWorkerMirroredStrategy`` one of the two is required: the secret every worker
-                shares, so that all draw the same global batches (:mod:`tfdpmech.mechanisms.dpsgd.multiworker`).
-
-        Raises:
-            TypeError: a seed that is not None or a non-negative int.
-            ValueError: ``len(x)`` differs from n, or x and y differ in length; a ``sample_weight`` that is
-                not one finite weight >= 0 per record, or one given on tensorflow-privacy's engine or across workers.
-        """
-        seed = check_seed(seed)
-        x, y = self._checked_data(x, y)  # numeric, finite, n records; integer labels one-hot for the default loss
-        weights = None
-        if sample_weight is not None:
-            weights = check_sample_weight(sample_weight, self.n if self.users is None else self.users.n_records)
-            if self.engine != "tfdpmech" or self.multiworker is not None:
-                raise ValueError("sample_weight trains on tfdpmech's engine on one machine (tfdpmech.make_private); "
-                                 f"this run has engine={self.engine!r}"
-                                 + (" under MultiWorkerMirroredStrategy" if self.multiworker is not None else ""))
-        views, augment = self.augmentation_multiplicity, None
-        if self.users is not None and (self.engine != "tfdpmech" or self.multiworker is not None
-                                       or self.replicas != 1):
-            raise ValueError("a user-level run trains on tfdpmech's engine on one device (tfdpmech.make_private)")
-        if self.augmentation is not None:
-            if self.engine != "tfdpmech" or self.multiworker is not None or self.replicas != 1:
-                raise ValueError("augmentation trains on tfdpmech's engine on one device (tfdpmech.make_private); "
-                                 f"this run has engine={self.engine!r}, {self.replicas} replica(s)")
-            key = self._sampling_key if seed is None else sampling_key(seed)
-            check_augmentation(self.augmentation, x, key)  # before the release
-            augment = lambda xb, steps: augment_batch(self.augmentation, xb, steps, key)  # noqa: E731
-        if self.multiworker is not None:  # the same global batches on every worker, each its slice
-            return shared_dataset(self, x, y, seed if seed is not None else self._sampler_seed, poisson=True)
-        key = self._sampling_key if seed is None else sampling_key(seed)
-        return run_dataset(x, y, self.sampling_probability, self.steps_per_epoch, key=key,
-                           padded_size=self.batch_rows(), first_step=self.global_step, run_id=self.run_id,
-                           weights=weights, views=views, augment=augment, users=self.users)
-
-    def batch_rows(self) -> int:
-        """The rows a Poisson batch is padded to a multiple of: :data:`ROW_MULTIPLE` on tfdpmech's engine on one
-        device (its traced train step takes a batch of any size, so no step computes on more than 7 padding
-        rows), the fixed P (:func:`padded_batch_size`, split evenly across replicas) under a strategy and on
-        tensorflow-privacy's engine. A batch is never cut: it is padded up to the next multiple."""
-        return ROW_MULTIPLE if self.engine == "tfdpmech" and self.replicas == 1 else self.padded_batch_size
 
     def __repr__(self) -> str:
         return (f"DPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, q={self.sampling_probability:.4g}"
