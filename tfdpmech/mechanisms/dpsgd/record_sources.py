@@ -24,13 +24,12 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import tensorflow as tf
 
 __all__ = ["LazyRows", "is_array_like", "is_record_source", "records_from_source"]
 
 
 def _excluded(value) -> bool:
-    import tensorflow as tf  # noqa: PLC0415
-
     return isinstance(value, (np.ndarray, list, tuple, dict, str, bytes, tf.data.Dataset, tf.Tensor))
 
 

@@ -17,6 +17,10 @@ Bu et al. 2023). A :class:`LayerRule` says how, for one layer type:
     gradient with the output gradients ``c_i g_i`` (Bu et al.'s book-keeping: the weight gradient is linear
     in ``g``), one local backward pass per tap.
 
+A rule whose ``sq_norms`` reduces with :mod:`.groups` (``groups = True``) also gives the norm of a group of
+rows (a record's augmented views, a user's records) clipped as one unit; a rule without it is handled alone
+in such a run.
+
 Rules are registered by exact class (:func:`register_layer_rule`, open to a user's own layers, as
 tensorflow-privacy's ``LayerRegistry`` and Opacus's grad samplers). A trainable layer with no rule is
 handled **alone** (:mod:`.alone`: its own weights' per-record gradients, recomputed record by record for
