@@ -97,3 +97,28 @@ class _Ragged(CountingSource):
     def __getitem__(self, i):
         x, y = super().__getitem__(i)
         return (x[:4] if i == 2 else x), y
+
+
+def test_a_source_of_batches_or_of_unreadable_records_is_refused_before_the_release():
+    x, y = _data()
+
+    class Batches(CountingSource):  # a PyDataset-like source: each item a batch of 8 records
+        def __len__(self):
+            return N // 8
+
+        def __getitem__(self, i):
+            return self.x[8 * i:8 * (i + 1)], self.y[8 * i:8 * (i + 1)]
+
+    class Columns:  # a table keyed by column names, not by record
+        def __len__(self):
+            return N
+
+        def __getitem__(self, key):
+            return {"x": x, "y": y}[key]
+
+    for source, exc, words in ((Batches(x, y), ValueError, "model's batch dimension"),
+                               (Columns(), TypeError, "source\\[0\\] raised KeyError")):
+        model = _private()
+        with pytest.raises(exc, match=words):
+            model.fit(source, verbose=0)
+        assert len(model.privacy_ledger) == 0

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
 from .poisson_sampling import is_run_dataset
-from .record_datasets import is_dataset, records_from_dataset
+from .record_datasets import is_dataset, records_from_dataset, refuse_batches
 from .record_sources import LazyRows, is_array_like, is_record_source, lazy_array, records_from_source
 from .record_weights import class_weight_to_sample_weight, split_for_validation
 from .records import record_count
@@ -92,6 +92,7 @@ def private_dpsgd_model(model, dp):
             x, y, weights = records_from_dataset(x, model)
         elif y is None and is_record_source(x):  # read by index at each step (.record_sources)
             x, y, weights = records_from_source(x)
+            refuse_batches([x.shape[1:]], model, "record source")
         elif is_array_like(x):  # an h5py / zarr array: read by index at each step
             x = lazy_array(x)
         if isinstance(x, LazyRows) and validation_split:

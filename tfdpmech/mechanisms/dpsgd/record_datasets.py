@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["MEMORY_BUDGET_BYTES", "is_dataset", "records_from_dataset"]
+__all__ = ["MEMORY_BUDGET_BYTES", "is_dataset", "records_from_dataset", "refuse_batches"]
 
 MEMORY_BUDGET_BYTES = 2 * 1024 ** 3  # the most a record dataset is read into (2 GiB); larger: a memmap
 _READ_BATCH = 1024
@@ -35,17 +35,19 @@ def _model_ranks(model) -> list | None:
     return [t.shape.rank if hasattr(t.shape, "rank") else len(t.shape) for t in inputs] if inputs else None
 
 
-def _refuse_batches(spec_x, model) -> None:
+def refuse_batches(record_shapes, model, what: str = "dataset") -> None:
+    """Refuse records whose shapes (one per model input, without the batch axis) have the model's batch
+    dimension: a source of batches, not of single records (checked before any release)."""
     ranks = _model_ranks(model)
-    leaves = tf.nest.flatten(spec_x)
-    if ranks is None or len(ranks) != len(leaves):
+    shapes = [tf.TensorShape(s) for s in record_shapes]
+    if ranks is None or len(ranks) != len(shapes):
         return
-    if any(leaf.shape.rank is not None and leaf.shape.rank == rank for leaf, rank in zip(leaves, ranks)):
+    if any(s.rank is not None and s.rank == rank for s, rank in zip(shapes, ranks)):
         raise ValueError(
-            "fit takes a dataset of single records (x, y) or (x, y, sample_weight), each with the shape of one "
-            f"model input; this dataset's elements have the model's batch dimension ({leaves[0].shape}): a dataset "
-            "of batches (shuffled or not) does not have the Poisson ε the ledger records, and the run draws its own "
-            "batches. Pass dataset.unbatch(), or the arrays fit(x, y)")
+            f"fit takes a {what} of single records (x, y) or (x, y, sample_weight), each with the shape of one "
+            f"model input; this {what}'s elements have the model's batch dimension ({shapes[0]}): a {what} of "
+            "batches (shuffled or not) does not have the Poisson ε the ledger records, and the run draws its own batches. Give it "
+            "single records (dataset.unbatch()), or pass the arrays fit(x, y)")
 
 
 def _record_bytes(spec) -> int:
@@ -74,7 +76,7 @@ def records_from_dataset(dataset, model, *, budget_bytes: int | None = None):
     spec = dataset.element_spec
     if not isinstance(spec, tuple) or len(spec) not in (2, 3):
         raise ValueError(f"fit takes a dataset of records (x, y) or (x, y, sample_weight); its elements are {spec}")
-    _refuse_batches(spec[0], model)
+    refuse_batches([leaf.shape for leaf in tf.nest.flatten(spec[0])], model)
     n = int(dataset.cardinality())
     if n < 0:
         kind = "infinite" if n == int(tf.data.INFINITE_CARDINALITY) else "unknown"

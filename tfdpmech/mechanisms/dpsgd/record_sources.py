@@ -116,7 +116,11 @@ def records_from_source(source):
     n = len(source)
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ValueError(f"the record source has length {n!r}; it must hold at least one record")
-    first = _parts(source[0], 0)
+    try:
+        first = _parts(source[0], 0)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise TypeError(f"fit(source) reads record i as source[i], (x, y) or (x, y, w); source[0] raised "
+                        f"{type(exc).__name__}: {exc}") from exc
     x0 = _check_record(first[0], "source[0] x", None, None)
     y0 = _check_record(first[1], "source[0] y", None, None)
     ys = np.empty((n, *y0.shape), y0.dtype)
