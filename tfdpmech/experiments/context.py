@@ -21,6 +21,8 @@ MODEL_FAMILIES = {
     "cnn": {"private": models.mnist_cnn, "standard": models.standard_cnn},
     # DP-SGD's MNIST baseline (Papernot et al. 2021; Tramèr & Boneh 2021); the public section's heads keep AdLM's CNN
     "tanh_cnn": {"private": models.mnist_cnn, "standard": models.tanh_cnn},
+    # a keras.applications backbone (MobileNetV2, width 0.35, GroupNorm): the fine-tuning preset's public model
+    "mobilenet_v2": {"private": models.mobilenet_v2_gn, "standard": models.mobilenet_v2_gn},
 }
 TABULAR_MODELS = ("linear", "mlp")
 KNOWN_DATASETS = tuple(image_data.KNOWN_DATASETS) + tuple(data_tabular.TABULAR_DATASETS)

@@ -4,6 +4,8 @@ own models offered here too.
 * :mod:`.mnist`: AdLM's MNIST networks (``mnist_cnn``, ``mlp``) and the standard-layer
   ``standard_cnn`` / ``standard_mlp`` (non-private baseline, DP-SGD).
 * :mod:`.tanh_cnn`: DP-SGD's MNIST baseline CNN (Papernot et al. 2021; Tramèr & Boneh 2021).
+* :mod:`.application`: ``mobilenet_v2_gn``, Keras's MobileNetV2 with GroupNormalization on small images (the
+  fine-tuning preset's backbone; resolved on first access).
 
 The papers' own models live in their paper's subpackage and are offered here too (resolved on
 first access, :mod:`tfdpmech._lazy`):
@@ -31,11 +33,12 @@ _PAPER_MODELS = {
     "afrrs_mnist_model": _AFRRS, "afrrs_cifar_model": _AFRRS,
     "authors_mnist_network": _ADLM, "lenet5_relevance_model": _ADLM,
     "pcdbn_authors_network": "tfdpmech.mechanisms.pcdbn.networks",
+    "mobilenet_v2_gn": "tfdpmech.models.application",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _PAPER_MODELS)
 
 __all__ = [
     "mnist_cnn", "mlp", "standard_cnn", "standard_mlp", "tanh_cnn", "linear_model", "paper_mlp", "L2BallConstraint",
     "convexified_mlp", "logits_model_from", "afrrs_mnist_model", "afrrs_cifar_model", "authors_mnist_network",
-    "lenet5_relevance_model", "pcdbn_authors_network",
+    "lenet5_relevance_model", "pcdbn_authors_network", "mobilenet_v2_gn",
 ]
