@@ -130,3 +130,54 @@ def test_with_every_row_far_above_c_a_group_moves_the_sum_by_exactly_c(name):
     rest = clipped_gradient_sum(model, fn, x, y, without, clip, "fast_clipping", training=False, group_size=k)[0]
     moved = np.sqrt(sum(float(np.sum((a.numpy() - b.numpy()) ** 2)) for a, b in zip(whole, rest)))
     assert moved == pytest.approx(clip, rel=1e-5)
+
+
+class _Scale(keras.layers.Layer):
+    """``x ⊙ w``: one weight per feature."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, inputs):
+        return inputs * self.w
+
+
+class _RowsOnlyScale(_Scale):
+    pass
+
+
+def _rows_only_rule():
+    """A rule exact for rows that claims groups but sums its rows' squared norms: a group's squared norm is
+    ‖Σ_i g_i‖², not Σ_i ‖g_i‖², so it is wrong for every group whose rows' gradients are not orthogonal."""
+    from tfdpmech.mechanisms.dpsgd import LayerRule
+    from tfdpmech.mechanisms.dpsgd.layer_rules import Tapped
+    from tfdpmech.mechanisms.dpsgd.layer_rules.groups import sum_rows
+    from tfdpmech.mechanisms.dpsgd.layer_rules.registry import select_rows
+
+    class RowsOnly(LayerRule):
+        family, groups = "rows_only", True
+
+        def forward(self, layer, inputs, keep, args, kwargs):
+            a = select_rows(keep, inputs)
+            out = a * layer.w
+            return Tapped(out, [(out, [layer.w])], {"a": a})
+
+        def sq_norms(self, layer, saved, tap_grads):
+            return sum_rows(tf.reduce_sum(tf.square(tap_grads[0] * saved["a"]), axis=-1))
+
+    return RowsOnly()
+
+
+def test_the_probe_checks_groups_and_demotes_a_rule_exact_for_rows_only():
+    from tfdpmech.mechanisms.dpsgd import register_layer_rule
+    from tfdpmech.mechanisms.dpsgd.clipping import resolve_clipping
+    from tfdpmech.mechanisms.dpsgd.ghost_norms import layer_paths
+
+    register_layer_rule(_RowsOnlyScale, _rows_only_rule())
+    for k, family in ((1, "rows_only"), (3, "alone")):
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((6,))
+        scale = _RowsOnlyScale()
+        model = keras.Model(inputs, keras.layers.Dense(3)(scale(keras.layers.Dense(5, activation="tanh")(inputs))))
+        assert resolve_clipping(model, "auto", group_size=k) == "fast_clipping"
+        assert layer_paths(model)[scale.name] == family, k

@@ -56,12 +56,12 @@ CLIPPING_METHODS = ("auto", "fast_clipping", "vectorized")
 # --------------------------------------------------------------------------------------------
 # Which method a model gets
 # --------------------------------------------------------------------------------------------
-def resolve_clipping(model, method: str) -> str:
+def resolve_clipping(model, method: str, group_size: int = 1) -> str:
     """``"fast_clipping"`` or ``"vectorized"`` for ``method`` in :data:`CLIPPING_METHODS`.
 
     ``"auto"`` takes ghost norms when every trainable unit has a rule (its registered one, or the alone
     rule) and :func:`ghost_norms_mismatch` finds them exact on a probe batch (a unit whose registered rule
-    does not match is handled alone), else ``"vectorized"``.
+    does not match is handled alone), else ``"vectorized"``; ``group_size`` k > 1: for clipping units of k rows.
 
     Raises:
         ValueError: ``method="fast_clipping"`` for a model whose ghost norms would not be exact.
@@ -79,7 +79,7 @@ def resolve_clipping(model, method: str) -> str:
             f"alone any other layer that draws no random numbers; model {model.name!r} also trains "
             f"{', '.join(unsupported)}. Use path='vectorized' (per-example gradients, any layer) or path='auto'"
         )
-    why = ghost_norms_mismatch(model)
+    why = ghost_norms_mismatch(model, group_size=group_size)
     if why is None:
         return "fast_clipping"
     if method == "auto":

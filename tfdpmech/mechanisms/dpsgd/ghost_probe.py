@@ -86,8 +86,16 @@ def _eager_or_traced(fn):
         return tf.function(fn, autograph=False)()
 
 
-def _probe(model, rules, x):
-    """``(why, units to demote)``: why the ghost norms are not exact on ``x`` (None when they are)."""
+def _grouped(x, k: int):
+    """The probe batch repeated k times: every k consecutive rows then hold k different records, one group."""
+    return x if k == 1 else tf.nest.map_structure(lambda t: tf.concat([t] * k, axis=0), x)
+
+
+def _probe(model, rules, x, group_size: int = 1):
+    """``(why, units to demote)``: why the ghost norms are not exact on ``x`` (None when they are); with
+    ``group_size`` k > 1, of every k consecutive rows of ``x`` repeated k times (one clipping unit each)."""
+    k = int(group_size)
+    x = _grouped(x, k)
     try:
         outputs = _eager_or_traced(lambda: model(x, training=False))
     except Exception as exc:  # pylint: disable=broad-except  (the exact path is taken; its own errors are the model's)
@@ -97,7 +105,7 @@ def _probe(model, rules, x):
     rows = int(tf.shape(tf.nest.flatten(outputs)[0])[0])
     try:
         summed, _, norms, by_unit, reference = _eager_or_traced(lambda: ghost_clipped_sum(
-            model, _probe_loss, x, r, tf.ones((rows,)), _NO_CLIP, False, rules=rules, per_unit=True))
+            model, _probe_loss, x, r, tf.ones((rows,)), _NO_CLIP, False, rules=rules, per_unit=True, group_size=k))
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:  # a unit called twice, shapes a rule rejects
         return f"the ghost-norm pass failed on a probe batch ({type(exc).__name__}: {_own_message(exc)})", []
     variables = model.trainable_variables
@@ -113,11 +121,12 @@ def _probe(model, rules, x):
         got = np.sqrt(np.maximum(by_unit[id(unit)].numpy().astype(np.float64), 0.0))
         if np.any(np.abs(got - want) > relative * want + floor * total):
             bad[id(unit)] = unit
-    norms = norms.numpy().astype(np.float64)
+    norms = norms.numpy().astype(np.float64)[::k]  # each row carries its unit's norm: one per unit
     off = np.flatnonzero(np.abs(norms - total) > relative * total)
     if off.size and not bad:
         i = int(off[0])
-        return (f"the ghost norm of a probe record is {norms[i]:.6g}, its gradient's norm is {total[i]:.6g}: some "
+        unit = "record" if k == 1 else f"group of {k} rows"
+        return (f"the ghost norm of a probe {unit} is {norms[i]:.6g}, its gradient's norm is {total[i]:.6g}: some "
                 "use of a trainable weight happens outside the layer that owns it"), []
     for v, got, g in zip(variables, summed, reference):
         scale = float(np.sum(_row_norms(g)))  # the size of a sum whose records may cancel
@@ -149,10 +158,12 @@ def _in_replicas(model, fn):
     return outcome.why, outcome.demote
 
 
-def choose_rules(model, x=None) -> tuple[dict | None, str | None]:
+def choose_rules(model, x=None, group_size: int = 1) -> tuple[dict | None, str | None]:
     """``(rules, None)`` when the ghost norms of ``model`` (with units demoted to the alone rule where their
-    registered rule does not match) are exact on a probe batch, else ``(None, why)``. Under a
-    ``tf.distribute`` strategy the probe runs in its replicas (where the gradients of its variables exist)."""
+    registered rule does not match) are exact on a probe batch, else ``(None, why)``; with ``group_size`` k > 1
+    the norms of groups of k rows (a record's views, a user's records) against each group's summed gradient.
+    Under a ``tf.distribute`` strategy the probe runs in its replicas (where the gradients of its variables
+    exist)."""
     x = probe_inputs(model) if x is None else x
     if x is None:
         return None, f"model {model.name!r} has no known input shape to probe"
@@ -160,7 +171,7 @@ def choose_rules(model, x=None) -> tuple[dict | None, str | None]:
     if any(rule is None for rule in rules.values()):
         return None, "a trainable layer has no ghost-norm rule"
     for _ in range(2):
-        why, demote = _in_replicas(model, lambda: _probe(model, rules, x))
+        why, demote = _in_replicas(model, lambda: _probe(model, rules, x, group_size))
         if why is None:
             return rules, None
         demotable = [u for u in demote if rules[id(u)] is not ALONE and ALONE.applies(u)]
@@ -181,16 +192,17 @@ def _units_and_rules(model) -> tuple:
                  for u in layer_units(model))
 
 
-def ghost_norms_mismatch(model, x=None) -> str | None:
-    """Why ghost norms are not exact for ``model`` on a probe batch, or None when they are; the rules that
-    were found exact are kept for the model's train step (:func:`.ghost_norms.assign_rules`). The decision
-    is kept for the model and given again while its units, their weights and rules are unchanged."""
-    key = _units_and_rules(model)
+def ghost_norms_mismatch(model, x=None, group_size: int = 1) -> str | None:
+    """Why ghost norms are not exact for ``model`` on a probe batch (for clipping units of ``group_size``
+    rows), or None when they are; the rules that were found exact are kept for the model's train step
+    (:func:`.ghost_norms.assign_rules`). The decision is kept for the model and given again while its units,
+    their weights and rules and the group size are unchanged."""
+    key = (_units_and_rules(model), int(group_size))
     decided = _DECIDED.get(model) if x is None else None
     if decided is not None and decided[0] == key:
         rules, why = decided[1], decided[2]
     else:
-        rules, why = choose_rules(model, x)
+        rules, why = choose_rules(model, x, group_size)
         if x is None:
             _DECIDED[model] = (key, rules, why)
     if rules is not None:

@@ -68,7 +68,7 @@ class RunEngines:
 
     def _compile_tfdpmech(self, model, loss, metrics, optimizer=None):
         """tfdpmech's engine: the user's model itself, compiled, with the DP train step installed."""
-        self.path = resolve_clipping(model, self.requested_path)
+        self.path = resolve_clipping(model, self.requested_path, group_size=getattr(self, "group_size", 1))
         loss = self._loss(loss, "sum_over_batch_size")
         # the class's compile: tfdpmech.make_private replaces the instance's compile with one that comes here
         loss_weights = getattr(self, "loss_weights", None)
