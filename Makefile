@@ -18,6 +18,10 @@ VENV_TFPRIVACY ?= .venv-tfprivacy
 EXTRAS := dpsgd,scatter,test,notebooks
 comma := ,
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# The tests run in JOBS worker processes (pytest-xdist): one per core, at most 4 (each imports TensorFlow, about
+# 1-2 GB). A test process keeps about one core busy (TensorFlow's small ops), so two cores halve the suite's time.
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+PYTEST = -m pytest -ra --durations=10 -n $(JOBS)
 
 # $(call pip_install,VENV,CONSTRAINTS,EXTRAS): pip, then tfdpmech (editable) and its extras under the pins
 define pip_install
@@ -50,16 +54,16 @@ $(VENV_TFPRIVACY)/.installed: setup.cfg setup.py constraints-tfprivacy.txt
 	touch $@
 
 test: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -ra --durations=10 -m "not slow"
+	$(VENV)/bin/python $(PYTEST) -m "not slow"
 
 test-slow: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -ra --durations=10 -m slow
+	$(VENV)/bin/python $(PYTEST) -m slow
 
 test-colab: $(VENV_COLAB)/.installed
-	$(VENV_COLAB)/bin/python -m pytest -ra --durations=10
+	$(VENV_COLAB)/bin/python $(PYTEST)
 
 test-tfprivacy: $(VENV_TFPRIVACY)/.installed
-	$(VENV_TFPRIVACY)/bin/python -m pytest -ra --durations=10
+	$(VENV_TFPRIVACY)/bin/python $(PYTEST)
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/tfdpmech compare
