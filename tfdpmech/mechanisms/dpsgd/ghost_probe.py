@@ -24,6 +24,11 @@ The probe runs eagerly: nothing is traced, so it costs one forward pass, one bac
 and the rules' own work (seconds on a 150-layer ``keras.applications`` network); its decision is kept per
 model (:func:`ghost_norms_mismatch` returns it again while the model's units and rules are unchanged).
 
+**Groups.** A run whose clipping unit is a group of k rows (a record's K views, a user's records:
+``group_size`` k > 1) is probed on groups: the probe batch repeated k times, every k consecutive rows (k
+different records) one unit, each unit's norms against the summed gradient of its rows; a rule exact for rows
+but not for groups is demoted like any other.
+
 :func:`choose_rules` demotes a unit whose registered rule does not match to the alone rule
 (:mod:`.layer_rules.alone`) and probes again; the model takes the ghost-norm path when every unit then
 matches and no weight is used where no unit sees it.
