@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--public", type=_public, default=None,
                      help="public data: N training records kept out of the private set, a source name, or 0")
     cmp.add_argument("--learning-rate", type=float, default=None)
+    cmp.add_argument("--users", type=int, default=None,
+                     help="assign the private records to this many users (Zipf counts): dpsgd_user's units, and the "
+                          "largest user's group-privacy ε beside every record-level row")
     cmp.add_argument("--audit", type=_audits, default=None, help="comma-separated audits (mia, canary) or none")
     cmp.add_argument("--out", default=None, help="output directory (default: the preset's, else results)")
     cmp.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
@@ -117,6 +120,8 @@ def _compare(args) -> int:
                                learning_rate=args.learning_rate, audit=args.audit, out=args.out,
                                resume=args.resume, stored_only=args.stored_only or None,
                                verbose=0 if args.quiet else 1)
+        if args.users is not None:
+            config.options = {**(config.options or {}), "users": args.users}
         # the preset's list: skip what this installation cannot run, visibly (a report of stored runs trains
         # nothing, so it keeps every method: runs made on another stack stay in it)
         if args.methods is None and not config.stored_only:

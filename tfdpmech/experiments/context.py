@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import data as image_data
 from .. import data_tabular, models
+from .users import user_ids_for
 
 __all__ = ["Context", "build_context", "MODEL_FAMILIES", "PUBLIC_SOURCES", "dataset_kind", "KNOWN_DATASETS"]
 
@@ -73,6 +74,7 @@ class Context:
     num_classes: int
     public_source: str = "none"
     note: str = ""
+    user_ids: np.ndarray | None = None  # the user of each private record (options["users"]; .users)
     _public_models: dict = dataclasses.field(default_factory=dict, repr=False)
     _public_seconds: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -184,4 +186,5 @@ def build_context(config, name: str) -> Context:
     if options.get("max_test"):
         k = int(options["max_test"])
         ctx.x_test, ctx.y_test = ctx.x_test[:k], ctx.y_test[:k]
+    ctx.user_ids = user_ids_for(options, ctx.n_private)
     return ctx

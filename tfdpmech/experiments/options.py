@@ -18,9 +18,9 @@ __all__ = ["COUNT_OPTIONS", "at_epsilon", "option_at", "check_options"]
 COUNT_OPTIONS = (
     "dpsgd_epochs", "scatter_epochs", "nonprivate_epochs", "pretrain_epochs", "head_epochs", "reference_epochs",
     "pcdbn_reference_epochs", "per_record_batch", "per_record_epochs", "kifer_steps", "scatter_units",
-    "augmult_k", "finetune_epochs",
+    "augmult_k", "finetune_epochs", "users", "records_per_user", "user_epochs",
 )
-REAL_OPTIONS = ("gamma",)  # positive reals
+REAL_OPTIONS = ("gamma", "user_zipf")  # positive reals
 
 
 def _per_epsilon(value) -> bool:

@@ -279,3 +279,21 @@ register_preset(
     {"seeds": (0,), "epsilons": (3.0,), "public": 200, "epochs": 1, "batch_size": 100, "out": "results",
      "resume": False, "options": {"max_private": 400, "max_test": 200, "finetune_epochs": 1,
                                   "finetune_recipe": {"expected_batch_size": 100}}})
+
+
+# Privacy per person on the whole MNIST: the 60,000 private training images assigned to 6,000 users with Zipf
+# counts (user j holds a share ∝ 1/j; the largest user holds several thousand images, most users a handful).
+# Record-level DP-SGD (dpsgd) beside user-level DP-SGD (dpsgd_user: users Poisson-sampled with the record-level
+# recipe's q, up to 8 records of a sampled user summed and clipped once), ε = 1 and 3; the report states what each
+# record-level ε gives the largest user by group privacy. Resumes from docs/results/users/runs.jsonl.
+register_preset(
+    "users", "privacy per person on the whole MNIST: the private images assigned to 6,000 users (Zipf counts); "
+             "record-level DP-SGD beside user-level DP-SGD (up to 8 records of a sampled user clipped together) at "
+             "ε = 1 and 3, each record-level row with the group-privacy ε of its largest user; δ = 1e-5; resumes "
+             "from docs/results/users/runs.jsonl",
+    {"datasets": ("mnist",), "methods": ("dpsgd", "dpsgd_user"), "epsilons": (1.0, 3.0), "seeds": (0,),
+     "model": "tanh_cnn", "public": 0, "delta": 1e-5, "audit": (), "out": "docs/results/users", "resume": True,
+     "options": {"users": 6000, "records_per_user": 8}},
+    {"epsilons": (3.0,), "out": "results", "resume": False,
+     "options": {"users": 60, "records_per_user": 4, "max_private": 600, "max_test": 200, "dpsgd_epochs": 1,
+                 "user_epochs": 1}})

@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ..accounting.ledger import PrivacyLedger
 from ..accounting.sigma_search import NotCertifiableError
 from ..report.schema import SCHEMA_VERSION, RunResult
 from ..validation import check_delta, check_epsilon, check_positive_int
@@ -28,6 +29,7 @@ from .measuring import EpochRecorder, PeakMemory, device_description
 from .options import check_options
 from .progress import Progress
 from .registry import METHODS, Method, Prepared, method as get_method
+from .users import largest_user_note
 from .run_store import RunStore
 
 __all__ = ["CompareConfig", "run_comparison", "run_one", "AUDITS", "register_audit"]
@@ -219,6 +221,9 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
         examples_per_second=per_epoch / float(np.mean(steady)) if steady else None,
         preprocessing_seconds=preprocessing, peak_memory_bytes=memory.peak_bytes, peak_memory_kind=memory.kind,
         notes=_notes(prepared, ctx, method, seed), **_ledger_fields(prepared.ledger, epochs))
+    if ctx.user_ids is not None and result.ledger is not None:  # what a record-level ε says of the largest user
+        result.notes.update(largest_user_note(ctx.user_ids, *PrivacyLedger.from_dict(result.ledger).scope(),
+                                              result.epsilon_provable, result.delta))
     for audit in audits:
         if not diverged:  # NaN outputs carry no membership signal to measure
             setattr(result, audit.field, audit.run(ctx, method, epsilon, seed, prepared))

@@ -18,6 +18,7 @@ from .settings import run_setting
 from .plots import has_step_curves, plot_accuracy_vs_epoch, plot_accuracy_vs_epsilon, plot_accuracy_vs_step
 from .schema import check_results_schema
 from .tables import audit_findings, markdown_table, summarize
+from .users import users_markdown
 
 __all__ = ["FILES", "check_writable", "write_report", "report_markdown"]
 
@@ -162,7 +163,8 @@ def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
         lines.append(f"- data {name}: {d['private']} private, {d['public']} public ({d['public_source']}), "
                      f"{d['test']} test records. {d['note']}")
     lines += ["", *findings_markdown(results), markdown_table(rows), *paper_table_markdown(results, rows),
-              *pair_table_markdown(results, rows), "", *skipped_markdown(results), *pending_markdown(results),
+              *pair_table_markdown(results, rows), "", *users_markdown(results), *skipped_markdown(results),
+              *pending_markdown(results),
               EXPLANATION, "", *_audit_notes(results), ""]
     lines += [f"- **{name}** ({m['mode']}): {m['description']}{_own_setting(results, name)}"
               f"{_engine(results, name)}" for name, m in results["methods"].items()]
