@@ -18,7 +18,8 @@ import tfdpmech.mechanisms.dpsgd.run_engines as engines
 from tfdpmech.distribute import is_chief
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, OptimizerSettings, DPSGD
 
-MODE, OUT = sys.argv[1], sys.argv[2]
+# the test module imports this one for its data, model and seed: the command line is read only when run
+MODE, OUT = (sys.argv[1], sys.argv[2]) if __name__ == "__main__" else (None, None)
 SEED = 1234  # the shared sampling seed
 
 
