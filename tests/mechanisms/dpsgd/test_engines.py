@@ -17,6 +17,7 @@ from tfdpmech.mechanisms.dpsgd.poisson_sampling import run_element
 from tfdpmech.mechanisms.dpsgd.train_step import install_dp_train_step
 from tfdpmech.models import standard_cnn
 
+pytestmark = pytest.mark.dpsgd  # the slow ones run on the tensorflow-privacy stack too (.ci/run: "not slow or dpsgd")
 NEEDS_TF_PRIVACY = pytest.mark.skipif(not tf_privacy_available(),
                                       reason="tensorflow-privacy imports on the TensorFlow 2.15 stack only")
 
