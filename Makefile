@@ -56,8 +56,10 @@ $(VENV_TFPRIVACY)/.installed: setup.cfg setup.py constraints-tfprivacy.txt
 test: $(VENV)/.installed
 	$(VENV)/bin/python $(PYTEST) -m "not slow"
 
+# SLOW_MARKS: the -m expression of make test-slow; .ci/run passes "slow and not applications"
+SLOW_MARKS ?= slow
 test-slow: $(VENV)/.installed
-	$(VENV)/bin/python $(PYTEST) -m slow
+	$(VENV)/bin/python $(PYTEST) -m "$(SLOW_MARKS)"
 
 test-colab: $(VENV_COLAB)/.installed
 	$(VENV_COLAB)/bin/python $(PYTEST)

@@ -11,7 +11,8 @@ Each network is built as a user fine-tuning it would (``weights=None`` here: no 
   engine), to 1e-5 of the sum of the clipped records' norms, per weight;
 * one DP step trains (eagerly: tracing a 150-layer train step is the first fit's cost, not the engine's).
 
-MobileNetV3Small runs in the default suite; the other families are marked slow.
+MobileNetV3Small runs in the default suite; the other families are marked slow and ``applications`` (``make
+test-slow`` runs them, about ten minutes on two cores; ``.ci/run`` leaves them out to keep within its time).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def _per_record_gradients(model, x, y):
 
 
 def _params(names):
-    return [pytest.param(name, marks=() if name in FAST else pytest.mark.slow) for name in names]
+    return [pytest.param(name, marks=() if name in FAST else (pytest.mark.slow, pytest.mark.applications))
+            for name in names]
 
 
 @pytest.mark.skipif(not KERAS_3, reason="keras.applications under Keras 2.15 build their own BatchNormalization "
