@@ -276,8 +276,10 @@ register_preset(
     {"datasets": ("fashion_mnist",), "methods": FINETUNE_METHODS, "epsilons": (1.0, 3.0), "seeds": (0,),
      "model": "mobilenet_v2", "public": 2000, "delta": 1e-5, "epochs": 10, "batch_size": 1024, "learning_rate": 1e-3,
      "audit": (), "out": "docs/results/finetune", "resume": True},
-    {"seeds": (0,), "epsilons": (3.0,), "public": 200, "epochs": 1, "batch_size": 100, "out": "results",
-     "resume": False, "options": {"max_private": 400, "max_test": 200, "finetune_epochs": 1,
+    # quick: one fine-tuning part (the others differ only in set_trainable_part) beside the public model alone
+    {"methods": ("dpsgd_finetune_top",), "seeds": (0,), "epsilons": (3.0,), "public": 200, "epochs": 1,
+     "batch_size": 100, "out": "results", "resume": False,
+     "options": {"max_private": 400, "max_test": 200, "finetune_epochs": 1,
                                   "finetune_recipe": {"expected_batch_size": 100, "reference_n": 400}}})
 
 
