@@ -280,7 +280,7 @@ register_preset(
     {"methods": ("dpsgd_finetune_top",), "seeds": (0,), "epsilons": (3.0,), "public": 200, "epochs": 1,
      "batch_size": 100, "out": "results", "resume": False,
      "options": {"max_private": 400, "max_test": 200, "finetune_epochs": 1,
-                                  "finetune_recipe": {"expected_batch_size": 100, "reference_n": 400}}})
+                 "finetune_recipe": {"expected_batch_size": 100, "reference_n": 400}}})
 
 
 # Privacy per person on the whole MNIST: the 60,000 private training images assigned to 6,000 users with Zipf
