@@ -12,6 +12,8 @@ import tensorflow as tf
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss
 from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
 
+from .test_layer_rules import Scale  # x ⊙ w: a layer the registry does not know
+
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
@@ -132,17 +134,7 @@ def test_with_every_row_far_above_c_a_group_moves_the_sum_by_exactly_c(name):
     assert moved == pytest.approx(clip, rel=1e-5)
 
 
-class _Scale(keras.layers.Layer):
-    """``x ⊙ w``: one weight per feature."""
-
-    def build(self, input_shape):
-        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones")
-
-    def call(self, inputs):
-        return inputs * self.w
-
-
-class _RowsOnlyScale(_Scale):
+class _RowsOnlyScale(Scale):
     pass
 
 
