@@ -2,8 +2,8 @@
 
 Image benchmarks have no owners, so ``options["users"]`` = U assigns the private records to U users whose
 record counts follow Zipf's law (``options["user_zipf"]`` = s, default 1: user j holds a share ∝ 1/j^s, every
-user at least one record; a heavy tail, as messages or visits per person have), drawn once from the data seed
-(:func:`zipf_user_ids`). Then
+user at least one record; a heavy tail, as messages or visits per person have), drawn once from a fixed seed of
+its own, apart from the runs' seeds (:data:`USER_SEED`, :func:`zipf_user_ids`). Then
 
 * ``dpsgd_user`` (:mod:`.methods.user_level`) trains user-level DP-SGD on them: its ε protects a user, all of
   their records;
