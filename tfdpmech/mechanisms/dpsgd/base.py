@@ -39,6 +39,16 @@ def _delta_hint(n: int) -> str:
     return f"{10.0 ** math.floor(math.log10(0.1 / n)):g}"
 
 
+def check_delta_below_one_over_n(delta: float, n: int) -> None:
+    """Refuse δ >= 1/n: a mechanism that publishes one random record in full meets that δ."""
+    if delta >= 1.0 / n:
+        raise ValueError(
+            f"delta={delta:g} is not below 1/n = {1.0 / n:.3g} (n={n}): a mechanism that publishes one random "
+            "record in full meets that δ, so the (ε, δ) would protect nobody. Pass a delta well below 1/n, e.g. "
+            f"delta={_delta_hint(n)}, as tensorflow-privacy and Opacus advise"
+        )
+
+
 class DPSGDRun(RunEngines, Mechanism):
     """The state and the methods :class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD` and :class:`~tfdpmech.mechanisms.dpsgd.DPSGD` share.
 
@@ -72,12 +82,8 @@ class DPSGDRun(RunEngines, Mechanism):
                  l2_norm_clip: float, optimizer: OptimizerSettings, path: str,
                  num_microbatches: int | None, layer_registry, use_xla: bool, engine: str,
                  ledger: PrivacyLedger | None):
-        if delta >= 1.0 / n:
-            raise ValueError(
-                f"delta={delta:g} is not below 1/n = {1.0 / n:.3g} (n={n}): a mechanism that publishes one random "
-                "record in full meets that δ, so the (ε, δ) would protect nobody. Pass a delta well below 1/n, e.g. "
-                f"delta={_delta_hint(n)}, as tensorflow-privacy and Opacus advise"
-            )
+        if n is not None:  # a Poisson run without n checks it when the first fit gives n (.poisson_calibration)
+            check_delta_below_one_over_n(delta, n)
         self.epsilon, self.delta, self.n, self.epochs, self.batch_size = epsilon, delta, n, epochs, batch_size
         self.l2_norm_clip = check_positive_real(l2_norm_clip, "l2_norm_clip")
         self.optimizer_settings = optimizer
@@ -85,7 +91,7 @@ class DPSGDRun(RunEngines, Mechanism):
         self.learning_rate = optimizer.step_size
         self.requested_path = self._check_path(path)
         self.path = self.requested_path
-        if num_microbatches is not None:
+        if num_microbatches is not None:  # batch_size is known: only a Poisson run (no microbatches) defers n
             num_microbatches = check_positive_int(num_microbatches, "num_microbatches")
             if self.batch_size % num_microbatches:
                 raise ValueError(
@@ -198,6 +204,8 @@ class DPSGDRun(RunEngines, Mechanism):
     def _compile_checked(self, model, loss, metrics, optimizer, *, resumed: bool = False) -> keras.Model:
         """:meth:`compile` of a model :meth:`_checked_model` passed (``resumed``: the run's release is already in
         its ledger and its first step set, :mod:`.resume`)."""
+        if self.n is None:  # a Poisson run without n: make_private's first fit calibrates it, then compiles
+            self._require_n(f"{type(self).__name__}.compile")
         carried = None if resumed else carried_run(model)  # read before compile replaces the optimizer
         check_keras_optimizer_options(optimizer)
         if getattr(self, "physical_batch_size", None) is not None and self.engine != "tfdpmech":
@@ -373,6 +381,8 @@ class DPSGDRun(RunEngines, Mechanism):
         """
         if x is None or y is None:
             raise ValueError(f"{type(self).__name__}.prepare needs the private records: prepare(model, x, y)")
+        if self.n is None:
+            self._require_n(f"{type(self).__name__}.prepare")
         self._refuse_second_compile()
         model = self._checked_model(model, loss)
         self._checked_data(x, y)  # labels against the model's classes, before compile records the release

@@ -63,7 +63,6 @@ tensorflow-privacy and dp-accounting are imported only when this API is used.
 
 from __future__ import annotations
 
-import math
 import secrets
 
 import keras
@@ -72,19 +71,18 @@ import numpy as np
 from ...accounting.poisson_dpsgd import (
     ACCOUNTANT_NAMES,
     ACCOUNTANTS,
-    check_sampling_probability,
     poisson_dpsgd_epsilon,
-    poisson_dpsgd_noise_multiplier,
 )
 from ...accounting.gaussian import require_dp_accounting
 from ...accounting.ledger import PrivacyLedger, Release
 from ...validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
 from .chunked_clipping import check_physical_batch_size
-from .base import MAX_STEPS, DPSGDRun
+from .base import DPSGDRun
 from .optimizer_settings import LR_SCHEDULES, OptimizerSettings, resolve_optimizer
 from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
 from .private_model import private_dpsgd_model
+from .poisson_calibration import PoissonCalibration
 from .poisson_units import PoissonUnits
 from .resume import run_state
 from .guards import guard_poisson_train_step
@@ -105,7 +103,7 @@ __all__ = ["PoissonSampler", "DPSGD", "padded_batch_size", "pad_batch", "poisson
            "LR_SCHEDULES"]
 
 
-class DPSGD(PoissonUnits, DPSGDRun):
+class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
     """DP-SGD with Poisson sampling, σ calibrated to a target (ε, δ), the ε recorded as **proven**.
 
     One object is one training run, as for :class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD` (both are a
@@ -120,7 +118,9 @@ class DPSGD(PoissonUnits, DPSGDRun):
         delta: δ in (0, 1).
         expected_batch_size: L = q·n (give this or ``sampling_probability``).
         epochs: nominal epochs; one epoch is ``ceil(1/q)`` steps, so ``steps = epochs·ceil(1/q)``.
-        n: number of private records.
+        n: number of private records; None (with :func:`tfdpmech.make_private`): the number the first ``fit``
+            trains on (after ``validation_split``), σ then calibrated to it before anything is charged
+            (:mod:`.poisson_calibration`). Required for ``compile``, ``dataset`` and a user-level run.
         sampling_probability: q in (0, 1] (instead of ``expected_batch_size``; L = q·n).
         noise_multiplier: σ, instead of ``epsilon``; the ledger then records the ε this σ gives.
         l2_norm_clip: per-example clipping norm C.
@@ -181,50 +181,28 @@ class DPSGD(PoissonUnits, DPSGDRun):
             )
         epsilon = None if epsilon is None else check_epsilon(epsilon)
         delta = check_delta(delta)
-        if n is None:
-            raise ValueError("n (the number of private training records) is required, e.g. n=len(x_private)")
-        n = check_positive_int(n, "n")
         epochs = check_positive_int(epochs, "epochs")
         if (expected_batch_size is None) == (sampling_probability is None):
             raise ValueError(
                 "give exactly one of expected_batch_size (L) and sampling_probability (q = L / n); got "
                 f"expected_batch_size={expected_batch_size!r}, sampling_probability={sampling_probability!r}"
             )
+        if noise_multiplier is not None:
+            noise_multiplier = check_positive_real(noise_multiplier, "noise_multiplier")
         self.given_expected_batch_size = sampling_probability is None
-        if sampling_probability is not None:
-            self.sampling_probability = check_sampling_probability(sampling_probability)
-            self.expected_batch_size = self.sampling_probability * n
-        else:
-            self.expected_batch_size = check_expected_batch_size(expected_batch_size, n)
-            self.sampling_probability = self.expected_batch_size / n
-        self.steps_per_epoch = int(math.ceil(1.0 / self.sampling_probability - 1e-12))
-        if epochs * self.steps_per_epoch > MAX_STEPS:
-            raise ValueError(
-                f"epochs={epochs} with {self.steps_per_epoch} Poisson steps per epoch is "
-                f"{epochs * self.steps_per_epoch:.3g} DP-SGD steps, more than {MAX_STEPS:.0e}, beyond what the "
-                "accountant computes; pass a realistic number of epochs"
-            )
-        # batch_size: the expected batch size, rounded (what the shared checks and messages read)
-        super().__init__(epsilon=epsilon, delta=delta, n=n, epochs=epochs,
-                         batch_size=max(1, int(round(self.expected_batch_size))), l2_norm_clip=l2_norm_clip,
-                         optimizer=optimizer, path=path, num_microbatches=None,
+        # batch_size (the expected batch size, rounded) and every size below are set by calibrate(n)
+        super().__init__(epsilon=epsilon, delta=delta, n=None, epochs=epochs, batch_size=None,
+                         l2_norm_clip=l2_norm_clip, optimizer=optimizer, path=path, num_microbatches=None,
                          layer_registry=layer_registry, use_xla=use_xla, engine=engine, ledger=ledger)
+        self.target_epsilon = epsilon
         self.momentum, self.lr_schedule = optimizer.momentum, optimizer.lr_schedule
         self.ema_momentum = optimizer.ema_momentum
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
-        self.steps = self.epochs * self.steps_per_epoch
-        self.padded_batch_size = padded_batch_size(self.n, self.sampling_probability)
         self.physical_batch_size = check_physical_batch_size(physical_batch_size)
         self._check_unit_chunks()
-        if noise_multiplier is not None:
-            self.noise_multiplier = check_positive_real(noise_multiplier, "noise_multiplier")
-        else:
-            self.noise_multiplier = poisson_dpsgd_noise_multiplier(self.epsilon, self.delta, q=self.sampling_probability,
-                                                                   steps=self.steps, accountant=self.accountant)
-        self.epsilon_achieved = poisson_dpsgd_epsilon(self.noise_multiplier, self.delta, q=self.sampling_probability,
-                                                      steps=self.steps, accountant=self.accountant)
-        if self.epsilon is None:
-            self.epsilon = self.epsilon_achieved
+        self._defer_sizes(expected_batch_size, sampling_probability, noise_multiplier)
+        if n is not None:  # else the first fit of a make_private model gives n (.poisson_calibration)
+            self.calibrate(n)
         # the secret key of the batches, fixed for the run (batch t = f(key, t)): the seed's own key, so that
         # dataset(x, y) and dataset(x, y, seed=seed) draw the same batches (OS entropy without a seed); the
         # noise seed comes from a child of the same seed
@@ -251,6 +229,7 @@ class DPSGD(PoissonUnits, DPSGDRun):
         steps = int(steps)
         if steps <= 0:
             return 0.0
+        self._require_n("epsilon_after_steps")
         return poisson_dpsgd_epsilon(self.noise_multiplier, self.delta, q=self.sampling_probability, steps=steps,
                                      accountant=self.accountant)
 
@@ -373,6 +352,9 @@ class DPSGD(PoissonUnits, DPSGDRun):
         }, event=event)
 
     def __repr__(self) -> str:
+        if self.n is None:
+            return (f"DPSGD(target epsilon={self.epsilon}, delta={self.delta:g}, epochs={self.epochs}, n from the "
+                    f"first fit, engine={self.engine!r})")
         return (f"DPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, q={self.sampling_probability:.4g}"
                 f", expected_batch_size={self.expected_batch_size:g}, epochs={self.epochs}, steps={self.steps}, "
                 f"n={self.n}, noise_multiplier={self.noise_multiplier:.4g}, proven ε={self.epsilon_achieved:.4g} "

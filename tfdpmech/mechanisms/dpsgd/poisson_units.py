@@ -95,6 +95,7 @@ class PoissonUnits:
                 one finite weight >= 0 per record; an augmentation that changes a record (:mod:`.augmentation`);
                 weights, views or users on tensorflow-privacy's engine or across devices.
         """
+        self._require_n("dataset(x, y)")
         seed = check_seed(seed)
         x, y = self._checked_data(x, y)  # numeric, finite, n records; integer labels one-hot for the default loss
         key = self._sampling_key if seed is None else sampling_key(seed)

@@ -24,7 +24,7 @@ from ...contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
 from .poisson_sampling import is_run_dataset
 from .record_datasets import is_dataset, records_from_dataset, refuse_batches
 from .record_sources import LazyRows, is_array_like, is_record_source, lazy_array, records_from_source
-from .record_weights import class_weight_to_sample_weight, split_for_validation
+from .record_weights import check_sample_weight, class_weight_to_sample_weight, split_for_validation
 from .records import record_count
 
 # the fit arguments of the records a DP-SGD model takes (:mod:`.record_weights`); the others are fixed by the release
@@ -61,27 +61,49 @@ def private_dpsgd_model(model, dp):
     dp.release_at_fit = True  # the first fit records the release, after its data passed every check
     keras_fit = type(model).fit
 
+    deferred = {}  # compile's arguments while a run without n waits for its first fit (.poisson_calibration)
+
     def compile(optimizer=None, loss=None, metrics=None, loss_weights=None, **kwargs):  # optimizer None: the run's own
         if kwargs:
             raise TypeError(f"a private model's compile takes optimizer, loss, metrics and loss_weights; got "
                             f"{sorted(kwargs)}")
         if isinstance(optimizer, str):
             optimizer = _optimizer_from_name(optimizer)
-        dp.compile(model, loss=loss, metrics=metrics or (), optimizer=optimizer, loss_weights=loss_weights)
+        arguments = dict(loss=loss, metrics=metrics or (), optimizer=optimizer, loss_weights=loss_weights)
+        if dp.n is None:  # σ needs n: the model is compiled at the first fit; every check that needs no data now
+            dp._refuse_second_compile()
+            dp._checked_model(model, loss, loss_weights)
+            if dp.multiworker is not None:
+                dp._require_n("a run under MultiWorkerMirroredStrategy")
+            deferred.clear()
+            deferred.update(arguments)
+            return
+        dp.compile(model, **arguments)
         model.fit = fit  # under MultiWorkerMirroredStrategy compile installed its fit: it runs from here
+
+    def compile_for(n: int) -> None:
+        """A run without n: calibrate σ to the n records the first fit trains on, then compile (nothing charged)."""
+        if not deferred or dp.release is not None:  # n given, or set by the first fit: the data's checks compare it
+            return
+        if dp.model is not None and dp.n != n:  # an earlier fit's checks failed after compile: compile again
+            dp.model = None
+        dp.calibrate(n, from_fit=True)
+        if dp.model is None:
+            dp.compile(model, **deferred)
 
     def fit(x=None, y=None, epochs=None, callbacks=None, sample_weight=None, class_weight=None, validation_split=0.0,
             **kwargs):
         unsupported = sorted(k for k in kwargs if k in FIT_ARGUMENTS_FIXED_BY_THE_RELEASE)
         if unsupported:
             raise TypeError(
-                f"{unsupported} do not apply to a DP-SGD model: fit draws Poisson batches of expected size "
-                f"{dp.expected_batch_size:g} from all n={dp.n} records itself; pass the records (x, y, and "
-                "sample_weight, class_weight or validation_split if you use them)"
+                f"{unsupported} do not apply to a DP-SGD model: fit draws Poisson batches from all the records it "
+                "trains on itself; pass the records (x, y, and sample_weight, class_weight or validation_split if "
+                "you use them)"
             )
-        if dp.model is None:
+        if dp.model is None and not deferred:
             raise RuntimeError("compile the private model before fit (model.compile(optimizer, loss, metrics))")
-        left = (dp.steps - dp.steps_taken()) // dp.steps_per_epoch  # a resumed or second fit: the rest
+        # a resumed or second fit: the rest
+        left = dp.epochs if dp.steps is None else (dp.steps - dp.steps_taken()) // dp.steps_per_epoch
         epochs = left if epochs is None else epochs
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or not 1 <= epochs <= left:
             raise ValueError(f"epochs={epochs!r}: the privacy budget covers 1 to {left} epochs (of the run's "
@@ -116,9 +138,12 @@ def private_dpsgd_model(model, dp):
                     "element) does not have the Poisson ε the ledger records; pass fit(x_private, y_private) or "
                     "fit(model.dp_sgd.dataset(x_private, y_private))"
                 )
+            if dp.n is None:
+                dp._require_n("a dataset of the run's batches")
             data = x
         else:
-            data, kwargs = _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwargs)
+            data, kwargs = _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwargs,
+                                           compile_for)
         callbacks = [*(callbacks or ()), dp.callback(verbose=0)]
         if dp.release is None and dp.multiworker is None:  # every check passed: the budget is committed now
             dp._record_release()
@@ -133,26 +158,32 @@ def private_dpsgd_model(model, dp):
     return model
 
 
-def _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwargs):
+def _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwargs, compile_for):
     """The run's batches of the records ``fit`` trains on, with their weights; the validation part in ``kwargs``.
 
-    Every check runs here, before the release: a split that leaves other than n records, weights, classes."""
+    Every check runs here, before the release: a split that leaves other than n records, weights, classes. A run
+    without n is calibrated to the records trained on and compiled (``compile_for``) once their weights passed."""
+    total = record_count(x)
     if validation_split:
         if kwargs.get("validation_data") is not None:
             raise ValueError("pass validation_data or validation_split, not both (Keras would ignore the split)")
-        total = record_count(x)
         x, y, sample_weight, held = split_for_validation(x, y, sample_weight, validation_split)
-        if record_count(x) != dp.n:
+        if dp.n is not None and record_count(x) != dp.n and not dp.n_from_fit:
             raise ValueError(
                 f"validation_split={validation_split} holds out the last {total - record_count(x)} of {total} records "
                 f"and leaves {record_count(x)} to train on, but the run's noise was calibrated for n={dp.n}; make the "
-                f"model private with DPSGD(..., n={record_count(x)}) (the records it trains on)")
+                f"model private with DPSGD(..., n={record_count(x)}) (the records it trains on), or without n (σ "
+                "is then calibrated to the records the first fit trains on)")
         kwargs = {**kwargs, "validation_data": held if held[2] is not None else held[:2]}
     if class_weight is not None:
         if sample_weight is not None:
             raise ValueError("pass sample_weight or class_weight, not both; for both, multiply them into one "
                              "sample_weight")
         sample_weight = class_weight_to_sample_weight(class_weight, y)
+    if sample_weight is not None:
+        sample_weight = check_sample_weight(sample_weight, record_count(x))
+    if dp.users is None:
+        compile_for(record_count(x))
     return dp.dataset(x, y, sample_weight=sample_weight), kwargs
 
 
