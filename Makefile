@@ -15,7 +15,7 @@ PYTHON ?= python3
 VENV ?= .venv
 VENV_COLAB ?= .venv-colab
 VENV_TFPRIVACY ?= .venv-tfprivacy
-EXTRAS := dpsgd,scatter,test,notebooks
+EXTRAS := dpsgd,scatter,test,notebooks,arrayrecord
 comma := ,
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 # The tests run in JOBS worker processes (pytest-xdist): one per core, at most 4 (each imports TensorFlow, about

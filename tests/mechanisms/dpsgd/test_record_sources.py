@@ -8,6 +8,7 @@ import h5py
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import tfdpmech
 from tfdpmech.mechanisms.dpsgd.poisson_sampling import PoissonSampler, sampling_key, step_rng
@@ -77,6 +78,46 @@ def test_an_h5py_array_is_read_by_index(tmp_path):
         from_file.fit(f["x"], y, verbose=0)
     for a, b in zip(from_arrays.trainable_variables, from_file.trainable_variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_tfrecord_files_written_as_array_record_are_read_by_index_in_batched_reads(tmp_path):
+    array_record_module = pytest.importorskip("array_record.python.array_record_module")
+    from tfdpmech.mechanisms.dpsgd.array_records import ParsedSource, array_record_source
+
+    x, y = _data()
+    tfrecords = []  # TFRecord files of tf.train.Example, then the docs' conversion: the serialized bytes as they are
+    for k in range(2):
+        tfrecords.append(str(tmp_path / f"part{k}.tfrecord"))
+        with tf.io.TFRecordWriter(tfrecords[-1]) as writer:
+            for i in range(k * N // 2, (k + 1) * N // 2):
+                writer.write(tf.train.Example(features=tf.train.Features(feature={
+                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=x[i])),
+                    "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[y[i]]))})).SerializeToString())
+    path = str(tmp_path / "train.array_record")
+    writer = array_record_module.ArrayRecordWriter(path, "group_size:1")
+    for serialized in tf.data.TFRecordDataset(tfrecords).as_numpy_iterator():
+        writer.write(serialized)
+    writer.close()
+    features = {"x": tf.io.FixedLenFeature([5], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(serialized):
+        example = tf.io.parse_single_example(serialized, features)
+        return example["x"].numpy(), example["y"].numpy()
+
+    source = array_record_source([path], parse)
+    batched = []
+    many = source.__getitems__
+    source.__getitems__ = lambda indices: batched.append(list(indices)) or many(indices)
+    from_arrays, from_file = _private(), _private()
+    from_arrays.fit(x, y, verbose=0)
+    from_file.fit(source, verbose=0)
+    for a, b in zip(from_arrays.trainable_variables, from_file.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    key = sampling_key(SEED)  # one batched read per step, of exactly its sampled records
+    assert batched == [PoissonSampler(N, L / N, step_rng(key, t)).sample().tolist()
+                       for t in range(from_file.dp_sgd.steps)]
+    with pytest.raises(TypeError, match="random access by index"):
+        ParsedSource(tf.data.TFRecordDataset(tfrecords), parse)
 
 
 @pytest.mark.parametrize("bad, words", [

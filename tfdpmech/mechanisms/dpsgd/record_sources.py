@@ -9,7 +9,8 @@ Two kinds are taken by a DP-SGD ``fit``:
   ``fit(x, y)``;
 * a **record source** passed alone, ``fit(source)``: anything with ``__len__`` and ``__getitem__(i)``
   returning one record ``(x, y)`` or ``(x, y, w)`` (a ``tensorflow_datasets`` random-access data source
-  adapted to tuples, an ArrayRecord reader, a ``keras.utils.PyDataset``-like object of single records).
+  adapted to tuples, ArrayRecord files through :mod:`.array_records`, a ``keras.utils.PyDataset``-like object of
+  single records), read with ``__getitems__(indices)`` where it has one.
 
 Both become :class:`LazyRows`: the sampler's view of ``x``, read row by row for the sampled indices of each
 step (in the ``tf.data`` pipeline's background thread, which prefetches the next batches while the current
@@ -139,7 +140,11 @@ def records_from_source(source):
                 raise ValueError(f"source[{i}]'s weight is {w!r}: every weight must be finite and >= 0")
             ws[i] = w
 
+    many = getattr(source, "__getitems__", None)  # batched reads where the source has them (ArrayRecord)
+
     def read(indices):
-        return np.stack([np.asarray(source[int(i)][0]) for i in indices])
+        indices = [int(i) for i in indices]
+        records = many(indices) if many is not None else [source[i] for i in indices]
+        return np.stack([np.asarray(record[0]) for record in records])
 
     return LazyRows(read, n, x0.shape, _as_float32(x0).dtype), ys, ws
