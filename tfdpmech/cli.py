@@ -55,6 +55,8 @@ def add_bench_arguments(parser) -> None:
                              "reaching DP-SGD's accuracy needs the private records")
     parser.add_argument("--no-dpsgd-speed", action="store_true",
                         help="skip the DP-SGD engine speed table (examples/s per engine and clipping path)")
+    parser.add_argument("--no-sources", action="store_true",
+                        help="skip the data-source table (a DP fit from a NumPy memmap ÷ the same records in memory)")
     parser.add_argument("--no-scale", action="store_true",
                         help="skip the functional head's scale table (10^4 to 10^6 records, MirroredStrategy 2 ÷ 1 device)")
 

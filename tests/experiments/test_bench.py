@@ -42,7 +42,7 @@ def test_tiny_bench_writes_ratios_with_spread(tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = argparse.Namespace(out=str(out), repeats=2, epochs=1, epsilon=1.0, max_private=600,
                               methods=("nonprivate", "public_only", "ilm_per_record", "fm_head_gauss"), no_memory=True,
-                              no_dpsgd_speed=True)
+                              no_dpsgd_speed=True, no_sources=True)
     assert main(args) == 0
     result = json.loads(out.read_text())
     ratio = result["methods"]["ilm_per_record"]["throughput_ratio_to_baseline"]

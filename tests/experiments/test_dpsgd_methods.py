@@ -92,7 +92,8 @@ def test_quick_demo_rows():
 def test_bench_reports_poisson_over_shuffled(tmp_path):
     out = tmp_path / "bench.json"
     args = argparse.Namespace(out=str(out), repeats=2, epochs=1, epsilon=1.0, max_private=1400,
-                              methods=("dpsgd", "dpsgd_shuffled"), no_memory=True, no_dpsgd_speed=True, no_scale=True)
+                              methods=("dpsgd", "dpsgd_shuffled"), no_memory=True, no_dpsgd_speed=True, no_scale=True,
+                              no_sources=True)
     assert bench_main(args) == 0
     ratio = json.loads(out.read_text())["dpsgd_poisson_over_shuffled_throughput"]
     assert ratio["repeats"] == 2 and 0 < ratio["min"] <= ratio["median"] <= ratio["max"]

@@ -254,6 +254,12 @@ def main(args, config: CompareConfig | None = None) -> int:
         print("\nDP-SGD engines on the same model and batch:")
         out["dpsgd_speed"] = dpsgd_speed.run(repeats=args.repeats, memory=not args.no_memory)
         print(dpsgd_speed.format_table(out["dpsgd_speed"]))
+    if not getattr(args, "no_sources", False):
+        from . import source_bench
+
+        print("\nA DP-SGD fit from a NumPy memmap and from memory:")
+        out["sources"] = source_bench.run(repeats=args.repeats)
+        print(source_bench.format_table(out["sources"]))
     if not getattr(args, "no_scale", False):
         from . import scale_bench
 
