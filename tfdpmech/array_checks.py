@@ -10,6 +10,18 @@ import numpy as np
 
 __all__ = ["check_array", "check_unit_interval", "check_one_hot", "check_labels"]
 
+_CHECK_CHUNK_BYTES = 16 * 2**20  # the finite check reads this much at a time (a memmap is never loaded whole)
+
+
+def _not_finite_count(arr: np.ndarray) -> int:
+    """The NaN and infinite values of ``arr``, counted a block of rows at a time (memory: one block)."""
+    if not np.issubdtype(arr.dtype, np.inexact):
+        return 0
+    flat = arr.reshape(len(arr), -1) if arr.ndim > 1 else arr.reshape(-1, 1)
+    rows = max(1, _CHECK_CHUNK_BYTES // max(1, flat.shape[1] * arr.itemsize))
+    return sum(int(flat[i:i + rows].size - np.count_nonzero(np.isfinite(flat[i:i + rows])))
+               for i in range(0, len(flat), rows))
+
 
 def check_array(x, name: str, *, ndim_min: int = 1) -> np.ndarray:
     """Return ``x`` as a float ndarray after checking it is numeric, finite and non-empty.
@@ -36,8 +48,8 @@ def check_array(x, name: str, *, ndim_min: int = 1) -> np.ndarray:
         raise ValueError(f"{name} must have at least {ndim_min} dimension(s), got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} is empty (shape {arr.shape}); pass at least one record")
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+    bad = _not_finite_count(arr)
+    if bad:
         raise ValueError(
             f"{name} contains {bad} NaN or infinite value(s); remove or impute them before the private step"
         )

@@ -4,6 +4,10 @@ before the release."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import h5py
 import keras
 import numpy as np
@@ -15,6 +19,7 @@ from tfdpmech.mechanisms.dpsgd.poisson_sampling import PoissonSampler, sampling_
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 N, L, SEED = 96, 16, 7
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class CountingSource:
@@ -118,6 +123,27 @@ def test_tfrecord_files_written_as_array_record_are_read_by_index_in_batched_rea
                        for t in range(from_file.dp_sgd.steps)]
     with pytest.raises(TypeError, match="random access by index"):
         ParsedSource(tf.data.TFRecordDataset(tfrecords), parse)
+
+
+@pytest.mark.slow  # two fresh processes, 15 s each on two cores
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads RssAnon from /proc/self/status")
+def test_a_memmap_fit_uses_memory_bounded_by_the_batch_not_by_n(tmp_path):
+    growth = {}
+    for n in (10_000, 50_000):  # 78 MB and 391 MB of float32 records on disk
+        path = tmp_path / f"x{n}.npy"
+        x = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, 2048))
+        for i in range(0, n, 5000):
+            x[i:i + 5000] = np.random.default_rng(i).random((min(5000, n - i), 2048), dtype=np.float32)
+        x.flush()
+        del x
+        done = subprocess.run([sys.executable, os.path.join(HERE, "_memmap_memory_worker.py"), str(path)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        growth[n] = int(done.stdout.split()[-1])
+    # five times the records (313 MB more on disk) add less than 16 MB of anonymous memory: what grows is the
+    # batch, the traced step and TensorFlow's pools, not a copy of the data or an n-sized check
+    assert growth[50_000] - growth[10_000] < 16 * 2**20, growth
+    assert growth[50_000] < 200 * 2**20, growth
 
 
 @pytest.mark.parametrize("bad, words", [
