@@ -76,3 +76,14 @@ def test_the_applications_are_timed_on_the_ghost_path_with_and_without_a_physica
                       f"tfdpmech fast_clipping, physical batch {dpsgd_speed.PHYSICAL_BATCH}"]
     x, y, mask = dpsgd_speed._batch(dpsgd_speed.MODELS["resnet50"], 8)
     assert x.shape == (8, 32, 32, 3) and y.shape == (8, 10) and mask.sum() == 8
+
+
+def test_the_group_variants_clip_units_of_four_rows_on_as_many_rows_as_the_others():
+    spec = dpsgd_speed.MODELS["mlp"]
+    for label in (dpsgd_speed.VIEWS, dpsgd_speed.USERS):
+        assert label in [lab for lab, _, _ in dpsgd_speed.variants("mlp")]
+        dp = dpsgd_speed._grouped_run(label, spec)
+        assert dp.group_size == 4 and dp.expected_batch_size == spec.expected // 4
+        assert dpsgd_speed._rows(spec, label) == dpsgd_speed._rows(spec, "tfdpmech fast_clipping")
+    assert dpsgd_speed._grouped_run(dpsgd_speed.USERS, spec).n == spec.n // 4  # users of 4 records each
+    assert dpsgd_speed.VIEWS not in [lab for lab, _, _ in dpsgd_speed.variants("cnn")]

@@ -12,6 +12,9 @@ variants (:func:`variants`) train on one fixed batch of its expected size L:
 * ``tfdpmech fast_clipping, padded to P``: the same on the batch padded to ``L + 6 sd`` rows (the fixed
   shape a strategy needs): the cost of padding;
 * ``tfdpmech vectorized``: the per-record path (one gradient per record, the whole model);
+* ``tfdpmech fast_clipping, K = 4 views`` and ``..., users of k = 4 records`` (:data:`GROUP_MODELS`): the
+  ghost-norm path with every 4 consecutive rows one clipping unit (augmentation multiplicity; user level) on
+  the same number of rows, L/4 units of 4: the cost of group norms against row norms;
 * tensorflow-privacy's paths where it imports (TensorFlow 2.15).
 
 Each model runs in a fresh process (:func:`run_isolated`). Every variant is built, traced and warmed up
@@ -116,6 +119,11 @@ def _application(cls: str, **options):
 MODELS = _models()
 
 
+GROUP = 4  # the rows of one clipping unit in the group variants
+GROUP_MODELS = ("mlp", "tanh_cnn", "vit", "lstm_rows")  # the models timed with groups of rows
+VIEWS, USERS = f"tfdpmech fast_clipping, K = {GROUP} views", f"tfdpmech fast_clipping, users of k = {GROUP} records"
+
+
 def variants(model: str) -> list[tuple[str, str | None, str | None]]:
     """``(label, engine, path)`` of every variant that runs here (engine None: non-private)."""
     if MODELS[model].kind == "image32":  # the per-record path of a 150-layer network takes minutes a step
@@ -124,6 +132,8 @@ def variants(model: str) -> list[tuple[str, str | None, str | None]]:
     out = [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
            ("tfdpmech fast_clipping, padded to P", "tfdpmech", "fast_clipping"),
            ("tfdpmech vectorized", "tfdpmech", "vectorized")]
+    if model in GROUP_MODELS:
+        out += [(VIEWS, "tfdpmech", "fast_clipping"), (USERS, "tfdpmech", "fast_clipping")]
     if tf_privacy_available():
         if model == "mlp":  # tensorflow-privacy has no ghost-norm rule for Conv2D (the CNNs)
             out.append(("tensorflow_privacy fast_clipping", "tensorflow_privacy", "fast_clipping"))
@@ -135,6 +145,17 @@ def _rows(spec: Model, label: str) -> int:
     if "padded to P" in label or label.startswith("tensorflow_privacy"):
         return padded_batch_size(spec.n, spec.expected / spec.n)
     return ROW_MULTIPLE * -(-spec.expected // ROW_MULTIPLE) if label != "nonprivate" else spec.expected
+
+
+def _grouped_run(label: str, spec: Model) -> DPSGD:
+    """The DP-SGD run of a group variant: L/4 units of 4 rows (a record's views, or a user's records)."""
+    units = spec.expected // GROUP
+    if label == VIEWS:
+        return DPSGD(1.0, 1e-5, expected_batch_size=units, epochs=10_000, n=spec.n, engine="tfdpmech",
+                     path="fast_clipping", seed=0, augmentation=lambda x, seed: x, augmentation_multiplicity=GROUP)
+    users = spec.n // GROUP
+    return DPSGD(1.0, 1e-5, expected_batch_size=units, epochs=10_000, n=users, engine="tfdpmech", path="fast_clipping",
+                 seed=0, user_ids=np.repeat(np.arange(users), GROUP), records_per_user=GROUP)
 
 
 def _batch(spec: Model, rows: int, seed: int = 0):
@@ -186,8 +207,9 @@ def _variant(name: str, label: str, engine, path, spec: Model | None = None) -> 
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
     else:
         chunk = PHYSICAL_BATCH if "physical batch" in label else None
-        dp = DPSGD(1.0, 1e-5, expected_batch_size=spec.expected, epochs=10_000, n=spec.n, engine=engine, path=path,
-                   seed=0, physical_batch_size=chunk)
+        dp = (_grouped_run(label, spec) if label in (VIEWS, USERS) else
+              DPSGD(1.0, 1e-5, expected_batch_size=spec.expected, epochs=10_000, n=spec.n, engine=engine, path=path,
+                    seed=0, physical_batch_size=chunk))
         model = dp.compile(model, loss=loss)
     variant = _Variant(model, dp, _batch(spec, _rows(spec, label)))
     variant.timed_fit(2)  # trace and warm up
