@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import threading
@@ -24,12 +25,23 @@ def device_description() -> str:
     return f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
+def _release_freed_memory() -> None:
+    """glibc's ``malloc_trim(0)``: freed heap memory back to the system (nothing elsewhere)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): RSS growth as it is
+        pass
+
+
 class PeakMemory:
     """Peak memory of a block: the GPU allocator's peak, or the growth of the process RSS over the block.
 
     On a CPU the process RSS is sampled every ``interval`` seconds and the value reported is the
     peak *minus the RSS at the start of the block*, so memory held by earlier runs in the same
     process is not charged to this one (``make bench`` measures each method in a fresh process).
+    Before the block starts, the C allocator returns the memory earlier runs freed to the system
+    (glibc's ``malloc_trim``, where there is one): otherwise a later run would reuse it unseen and
+    report less growth than the same run first in its process.
     """
 
     def __init__(self, interval: float = 0.05):
@@ -43,6 +55,7 @@ class PeakMemory:
             return self
         import psutil
 
+        _release_freed_memory()
         self._proc = psutil.Process()
         self._stop = threading.Event()
         self._start = self._peak = self._proc.memory_info().rss

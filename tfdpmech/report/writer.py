@@ -39,7 +39,8 @@ EXPLANATION = (
     "the threshold and logistic-regression membership-inference attacks on the trained model's answers "
     "(members: private training records; non-members: the test set; mean over seeds); '–' where the "
     "attack is off, not installed, or the outputs are NaN (diverged). Peak memory is the growth of the "
-    "process RSS during the run on a CPU and the allocator's peak on a GPU.")
+    "process RSS during the run on a CPU (from its start, once the C allocator returned what earlier runs freed) "
+    "and the allocator's peak on a GPU.")
 
 
 def check_writable(out: str) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -179,3 +183,17 @@ def test_mixed_precision_sums_move_by_at_most_c_when_a_record_is_removed(policy,
             moved = np.sqrt(sum(float(np.sum((a.numpy().astype(np.float64) - b.numpy()) ** 2))
                                 for a, b in zip(summed, other)))
             assert abs(moved / clip - 1.0) <= 1e-5, (family, name, i, moved / clip)
+
+
+@pytest.mark.slow  # two fresh processes, about 10 s each
+def test_a_chunked_step_holds_one_chunk_at_a_time():
+    here = os.path.dirname(os.path.abspath(__file__))
+    growth = {}
+    for rows in (512, 4096):  # 2 and 16 chunks of 256 records, 50 MB of activations each
+        done = subprocess.run([sys.executable, os.path.join(here, "_chunk_memory_worker.py"), str(rows)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        growth[rows] = int(done.stdout.split()[-1])
+    # eight times the chunks add the 13 MB of the larger input and less than one chunk's activations besides (the
+    # chunks' loop runs them one after the other: TensorFlow's default would run up to 10 at once)
+    assert growth[4096] - growth[512] < 40 * 2**20, growth

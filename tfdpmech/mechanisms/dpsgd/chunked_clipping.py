@@ -70,7 +70,10 @@ def chunked_clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: fl
         arrays = [ta.write(i, p) for ta, p in zip(arrays, tf.nest.flatten(more_pred))]
         return i + 1, sums, norm_array.write(i, more_norms), arrays
 
+    # parallel_iterations=1: the chunks do not depend on each other, so TensorFlow would run up to 10 at once
+    # (its default), holding 10 chunks' activations: the memory bound is one chunk
     _, sums, norm_array, arrays = tf.while_loop(lambda i, *_: i < chunks, body,
-                                                (tf.constant(1), list(sums), norm_array, arrays))
+                                                (tf.constant(1), list(sums), norm_array, arrays),
+                                                parallel_iterations=1)
     y_pred = tf.nest.pack_sequence_as(y_pred, [ta.concat() for ta in arrays])
     return sums, y_pred, norm_array.concat()
