@@ -12,7 +12,10 @@ fits train the same weights (the same Poisson batches and noise), which the benc
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import sys
 import tempfile
 import time
 
@@ -23,6 +26,7 @@ from ..data import load
 from ..mechanisms.dpsgd import DPSGD, tanh_mlp
 from ..models import tanh_cnn
 from ..private_training import make_private
+from .measuring import device_description
 
 MODELS = {"tanh_cnn": tanh_cnn, "tanh_mlp": tanh_mlp}
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -113,3 +117,30 @@ def format_table(result: dict) -> str:
         lines.append(f"| {name} | {cell(m['memory_examples_per_second'], '.0f')} "
                      f"| {cell(m['memmap_examples_per_second'], '.0f')} | {cell(m['memmap_over_memory'], '.2f')} |")
     return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    """``python -m tfdpmech.experiments.source_bench [--repeats 5] [--out DIR]``: the table, and ``results.json`` +
+    ``results.md`` in ``DIR`` when given."""
+    parser = argparse.ArgumentParser(prog="python -m tfdpmech.experiments.source_bench", description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=None, help="a folder for results.json and results.md")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats={args.repeats}: give at least 1")
+    result = run(repeats=args.repeats)
+    table = format_table(result)
+    print(table)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+        command = "python -m tfdpmech.experiments.source_bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as fh:
+            fh.write(f"# DP-SGD from a memmap\n\nCommand: `{command}`. {device_description()}. `results.json` beside "
+                     f"this file holds every number.\n\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
