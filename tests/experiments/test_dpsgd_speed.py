@@ -46,8 +46,8 @@ def test_the_command_refuses_an_unknown_model_or_no_repeats_before_timing(argv, 
 @pytest.mark.slow
 def test_the_command_writes_its_table_and_numbers(tmp_path, monkeypatch):
     original = dpsgd_speed.run_isolated
-    monkeypatch.setattr(dpsgd_speed, "run_isolated", lambda models, repeats, memory: original(
-        models, repeats=repeats, memory=memory, steps={"mlp": 2}))
+    monkeypatch.setattr(dpsgd_speed, "run_isolated", lambda models, repeats, memory, **kw: original(
+        models, repeats=repeats, memory=memory, steps={"mlp": 2}, **kw))
     assert dpsgd_speed.main(["--models", "mlp", "--repeats", "1", "--no-memory", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert "--models mlp --repeats 1" in text and "tfdpmech fast_clipping" in text
@@ -87,3 +87,34 @@ def test_the_group_variants_clip_units_of_four_rows_on_as_many_rows_as_the_other
         assert dpsgd_speed._rows(spec, label) == dpsgd_speed._rows(spec, "tfdpmech fast_clipping")
     assert dpsgd_speed._grouped_run(dpsgd_speed.USERS, spec).n == spec.n // 4  # users of 4 records each
     assert dpsgd_speed.VIEWS not in [lab for lab, _, _ in dpsgd_speed.variants("cnn")]
+
+
+def test_the_command_keeps_each_model_as_it_finishes_and_resumes(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    import keras
+    import tensorflow as tf
+
+    measured = []
+
+    def fake_run(argv, **kwargs):  # one model's fresh process: a result of the shape run() gives
+        name = argv[-1].split("models=('")[1].split("'")[0]
+        measured.append(name)
+        one = {"tensorflow": tf.__version__, "keras": keras.__version__,
+               "python": ".".join(map(str, sys.version_info[:3])), "repeats": 1,
+               "models": {name: {"expected_batch": 8, "padded_rows": 8, "n": 80, "policy": "float32", "steps": 1,
+                                 "variants": {}}}}
+        return subprocess.CompletedProcess(argv, 0, stdout=json.dumps(one) + "\n")
+
+    monkeypatch.setattr(dpsgd_speed.subprocess, "run", fake_run)
+    out = ["--repeats", "1", "--no-memory", "--out", str(tmp_path)]
+    assert dpsgd_speed.main(["--models", "mlp,cnn", *out]) == 0
+    assert measured == ["mlp", "cnn"]
+    assert dpsgd_speed.main(["--models", "mlp,cnn,tanh_cnn", *out]) == 0  # the two kept, the third measured
+    assert measured == ["mlp", "cnn", "tanh_cnn"]
+    assert set(json.loads((tmp_path / "results.json").read_text())["models"]) == {"mlp", "cnn", "tanh_cnn"}
+    with pytest.raises(SystemExit):  # another number of repeats does not mix with the kept ones
+        dpsgd_speed.main(["--models", "mlp", "--repeats", "2", "--no-memory", "--out", str(tmp_path)])
+    assert dpsgd_speed.main(["--models", "mlp", *out, "--no-resume"]) == 0
+    assert measured[-1] == "mlp"

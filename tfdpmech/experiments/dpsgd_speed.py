@@ -285,9 +285,13 @@ MEMORY_VARIANTS = ("nonprivate", "tfdpmech fast_clipping",  # the variants whose
                    f"tfdpmech fast_clipping, physical batch {PHYSICAL_BATCH}")
 
 
-def run_isolated(models, repeats: int = 5, memory: bool = True, steps: dict | None = None) -> dict:
+def run_isolated(models, repeats: int = 5, memory: bool = True, steps: dict | None = None, done=None,
+                 on_model=None) -> dict:
     """:func:`run` for each model in a fresh process (its progress on stderr), the results merged, so that a
     model's timings do not depend on what the models measured before it left in the process.
+
+    ``done``: a result of earlier models (kept, those models not run again); ``on_model(result)``: called with the
+    merged result after each model, so that a long run can be kept as it goes.
 
     Raises:
         ValueError: ``models`` names none or an unknown model, or ``repeats`` is below 1.
@@ -298,8 +302,10 @@ def run_isolated(models, repeats: int = 5, memory: bool = True, steps: dict | No
         raise ValueError(f"models={models!r}: give some of {', '.join(MODELS)}")
     if int(repeats) < 1:
         raise ValueError(f"repeats={repeats!r}: give at least 1")
-    result = None
+    result = done
     for name in models:
+        if result is not None and name in result["models"]:
+            continue
         code = (f"import json, sys; from tfdpmech.experiments import dpsgd_speed as s; "
                 f"r = s.run(models=({name!r},), repeats={int(repeats)}, memory={bool(memory)}, "
                 f"steps={dict(steps or {})!r}, "
@@ -310,6 +316,8 @@ def run_isolated(models, repeats: int = 5, memory: bool = True, steps: dict | No
             result = one
         else:
             result["models"].update(one["models"])
+        if on_model is not None:
+            on_model(result)
     return result
 
 
@@ -343,12 +351,15 @@ def format_table(result: dict) -> str:
 
 def main(argv=None) -> int:
     """``python -m tfdpmech.experiments.dpsgd_speed [--models tanh_cnn,vit] [--out DIR]``: the table, and
-    ``results.json`` + ``results.md`` in ``DIR`` when given."""
+    ``results.json`` + ``results.md`` in ``DIR`` when given, written after each model (a run stopped half-way
+    resumes: the models already in ``DIR`` are kept; ``--no-resume`` starts it afresh)."""
     parser = argparse.ArgumentParser(prog="python -m tfdpmech.experiments.dpsgd_speed", description=__doc__)
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory probes")
-    parser.add_argument("--out", default=None, help="a folder for results.json and results.md")
+    parser.add_argument("--out", default=None, help="a folder for results.json and results.md, written as each "
+                        "model finishes; the models already there are kept")
+    parser.add_argument("--no-resume", action="store_true", help="start --out afresh (its models measured again, the others dropped)")
     args = parser.parse_args(argv)
     models = tuple(m for m in args.models.split(",") if m)
     unknown = sorted(set(models) - set(MODELS))
@@ -356,17 +367,29 @@ def main(argv=None) -> int:
         parser.error(f"--models={args.models!r}: give some of {', '.join(MODELS)}, comma-separated")
     if args.repeats < 1:
         parser.error(f"--repeats={args.repeats}: give at least 1")
-    result = run_isolated(models, repeats=args.repeats, memory=not args.no_memory)
-    table = format_table(result)
-    print(table)
-    if args.out:
+    command = "python -m tfdpmech.experiments.dpsgd_speed " + " ".join(argv if argv is not None else sys.argv[1:])
+    done = None
+    if args.out and os.path.exists(os.path.join(args.out, "results.json")) and not args.no_resume:
+        with open(os.path.join(args.out, "results.json"), encoding="utf-8") as fh:
+            done = json.load(fh)  # the models measured there are kept (--no-resume measures them again)
+        here = {"repeats": args.repeats, "tensorflow": tf.__version__, "keras": keras.__version__,
+                "python": ".".join(map(str, sys.version_info[:3]))}
+        differs = {k: done.get(k) for k, v in here.items() if done.get(k) != v}
+        if differs:
+            parser.error(f"{args.out}/results.json was measured with {differs}, here {here}: pass the same --repeats "
+                         "on the same stack, --no-resume, or another --out")
+
+    def write(result):
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)
-        command = "python -m tfdpmech.experiments.dpsgd_speed " + " ".join(argv if argv is not None else sys.argv[1:])
         with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as fh:
             fh.write(f"# DP-SGD engine speed\n\nCommand: `{command}`. {device_description()}. `results.json` beside "
-                     f"this file holds every number.\n\n{table}\n")
+                     f"this file holds every number.\n\n{format_table(result)}\n")
+
+    result = run_isolated(models, repeats=args.repeats, memory=not args.no_memory, done=done,
+                          on_model=write if args.out else None)
+    print(format_table(result))
     return 0
 
 
