@@ -359,7 +359,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory probes")
     parser.add_argument("--out", default=None, help="a folder for results.json and results.md, written as each "
                         "model finishes; the models already there are kept")
-    parser.add_argument("--no-resume", action="store_true", help="start --out afresh (its models measured again, the others dropped)")
+    parser.add_argument("--no-resume", action="store_true",
+                        help="start --out afresh (its models measured again, the others dropped)")
     args = parser.parse_args(argv)
     models = tuple(m for m in args.models.split(",") if m)
     unknown = sorted(set(models) - set(MODELS))
@@ -371,7 +372,7 @@ def main(argv=None) -> int:
     done = None
     if args.out and os.path.exists(os.path.join(args.out, "results.json")) and not args.no_resume:
         with open(os.path.join(args.out, "results.json"), encoding="utf-8") as fh:
-            done = json.load(fh)  # the models measured there are kept (--no-resume measures them again)
+            done = json.load(fh)  # the models measured there are kept
         here = {"repeats": args.repeats, "tensorflow": tf.__version__, "keras": keras.__version__,
                 "python": ".".join(map(str, sys.version_info[:3]))}
         differs = {k: done.get(k) for k, v in here.items() if done.get(k) != v}
