@@ -260,5 +260,8 @@ def describe_scope(neighbours: str, protects: str) -> str:
     """Words for a guarantee's scope, e.g. ``"replace-one, record"`` or ``"add/remove, features only"``."""
     words = {"add_remove": "add/remove", "replace_one": "replace-one", UNSTATED: "neighbours unstated",
              "mixed": "mixed neighbours", "add_remove_user": "add/remove one user (all of their records)"}
-    return f"{words.get(neighbours, neighbours)}, " + ("features only (labels public)" if protects == "features"
-                                                       else "protects unstated" if protects == UNSTATED else protects)
+    what = ("features only (labels public)" if protects == "features" else "protects unstated"
+            if protects == UNSTATED else protects)
+    if neighbours == "add_remove_user" and protects == "record":  # the unit is a person: their records in full
+        what = "every record in full"
+    return f"{words.get(neighbours, neighbours)}, {what}"
