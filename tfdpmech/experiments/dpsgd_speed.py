@@ -47,7 +47,7 @@ from ..mechanisms.dpsgd.paths import tf_privacy_available
 from ..mechanisms.dpsgd.poisson_sampling import ROW_MULTIPLE, padded_batch_size
 from ..mechanisms.dpsgd.train_step import KERAS_3
 from ..models import standard_cnn, tanh_cnn
-from .measuring import device_description
+from .measuring import device_description, median_range
 
 __all__ = ["MODELS", "Model", "variants", "measure", "run", "run_isolated", "format_table"]
 
@@ -262,13 +262,13 @@ def run(models=None, repeats: int = 5, steps: dict | None = None, memory: bool =
         spec, table = MODELS[name], {}
         for label, _, _ in labels:
             row = {"rows": _rows(spec, label),
-                   "examples_per_second": _summary([steps[name] * spec.expected / t for t in seconds[label]]),
-                   "ratio_to_nonprivate": _summary([a / b for a, b in zip(seconds["nonprivate"], seconds[label])])}
+                   "examples_per_second": median_range([steps[name] * spec.expected / t for t in seconds[label]]),
+                   "ratio_to_nonprivate": median_range([a / b for a, b in zip(seconds["nonprivate"], seconds[label])])}
             if label.startswith("tfdpmech") and built[label].dp is not None:
                 row["path"] = built[label].dp.path
             fastest_tfp = [k for k in seconds if k.startswith("tensorflow_privacy")]
             if fastest_tfp and label.startswith("tfdpmech"):
-                row["ratio_to_tensorflow_privacy"] = _summary(
+                row["ratio_to_tensorflow_privacy"] = median_range(
                     [min(seconds[k][i] for k in fastest_tfp) / t for i, t in enumerate(seconds[label])])
             if memory and label in MEMORY_VARIANTS:
                 row["peak_memory_mib"] = _peak_rss_growth(name, label, steps[name])
@@ -319,11 +319,6 @@ def run_isolated(models, repeats: int = 5, memory: bool = True, steps: dict | No
         if on_model is not None:
             on_model(result)
     return result
-
-
-def _summary(values) -> dict:
-    v = np.asarray(values, float)
-    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
 
 
 def format_table(result: dict) -> str:

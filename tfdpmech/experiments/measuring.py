@@ -25,6 +25,12 @@ def device_description() -> str:
     return f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
+def median_range(values) -> dict:
+    """``{"median", "min", "max"}`` of repeated measurements."""
+    v = np.asarray(values, float)
+    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
+
+
 def _release_freed_memory() -> None:
     """glibc's ``malloc_trim(0)``: freed heap memory back to the system (nothing elsewhere)."""
     try:

@@ -3,11 +3,11 @@
 A DP-SGD ``fit`` samples a memmap where it lies (each Poisson step reads its sampled rows,
 :mod:`tfdpmech.mechanisms.dpsgd.record_sources`), so a data set larger than memory costs only the reads of each
 step. This benchmark measures what that costs: the same records (the bundled MNIST sample's 10,000 images),
-the same model, run and seed, once from an array in memory
-and once from ``np.load(path, mmap_mode="r")`` of the same array saved to disk; examples/s is the records of
-epochs 2 to 5 over their seconds (the first traces the train step), and the ratio is taken
-within each repeat (the two fits interleaved, their order alternating), reported as median [min–max]. Both
-fits train the same weights (the same Poisson batches and noise), which the benchmark checks.
+the same model, run and seed, once from an array in memory and once from ``np.load(path, mmap_mode="r")`` of
+the same array saved to disk; examples/s is the records of epochs 2 to 5 over their seconds (the first traces
+the train step), and the ratio is taken within each repeat (the two fits interleaved, their order
+alternating), reported as median [min–max]. Both fits train the same weights (the same Poisson batches and
+noise), which the benchmark checks.
 """
 
 from __future__ import annotations
@@ -26,12 +26,10 @@ from ..data import load
 from ..mechanisms.dpsgd import DPSGD, tanh_mlp
 from ..models import tanh_cnn
 from ..private_training import make_private
-from .measuring import device_description
+from .measuring import device_description, median_range
 
 MODELS = {"tanh_cnn": tanh_cnn, "tanh_mlp": tanh_mlp}
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
 EPOCHS = 5  # the first traces the train step; the other four are timed
 
 
@@ -66,11 +64,6 @@ def _fit(model_name: str, x, y, batch: int, seed: int):
     return len(x) * (EPOCHS - 1) / seconds.timed, [w.numpy() for w in model.trainable_variables]
 
 
-def _summary(values) -> dict:
-    v = np.asarray(values, float)
-    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
-
-
 def run(models=("tanh_cnn", "tanh_mlp"), n: int = 10_000, batch: int = 512, repeats: int = 3, log=print) -> dict:
     """Examples/s of a DP fit from memory and from a memmap of the same records, per model, ``repeats`` times.
 
@@ -79,7 +72,8 @@ def run(models=("tanh_cnn", "tanh_mlp"), n: int = 10_000, batch: int = 512, repe
     """
     x, y = _records()
     x, y = x[:n], y[:n]
-    result = {"records": "images of the bundled MNIST sample", "n": len(x), "expected_batch_size": batch, "repeats": repeats, "models": {}}
+    result = {"records": "images of the bundled MNIST sample", "n": len(x), "expected_batch_size": batch,
+              "repeats": repeats, "models": {}}
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "x.npy")
         np.save(path, x)
@@ -98,9 +92,9 @@ def run(models=("tanh_cnn", "tanh_mlp"), n: int = 10_000, batch: int = 512, repe
                 ratios.append(got["memmap"][0] / got["memory"][0])
                 log(f"source bench {name} repeat {r + 1}/{repeats}: memory {got['memory'][0]:.0f} ex/s, "
                     f"memmap {got['memmap'][0]:.0f} ex/s")
-            result["models"][name] = {"memory_examples_per_second": _summary(speeds["memory"]),
-                                      "memmap_examples_per_second": _summary(speeds["memmap"]),
-                                      "memmap_over_memory": _summary(ratios)}
+            result["models"][name] = {"memory_examples_per_second": median_range(speeds["memory"]),
+                                      "memmap_examples_per_second": median_range(speeds["memmap"]),
+                                      "memmap_over_memory": median_range(ratios)}
         del mapped
     return result
 
