@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import pytest
 
 from tfdpmech.cli import add_bench_arguments
 from tfdpmech.experiments import source_bench
 
 
+@pytest.mark.slow  # four DP fits of five epochs (about 25 s)
 def test_the_memmap_and_the_memory_fit_are_one_run_and_the_table_reports_the_ratio(monkeypatch):
     fits = []
     fit = source_bench._fit
