@@ -17,10 +17,11 @@ def _not_finite_count(arr: np.ndarray) -> int:
     """The NaN and infinite values of ``arr``, counted a block of rows at a time (memory: one block)."""
     if not np.issubdtype(arr.dtype, np.inexact):
         return 0
-    flat = arr.reshape(len(arr), -1) if arr.ndim > 1 else arr.reshape(-1, 1)
-    rows = max(1, _CHECK_CHUNK_BYTES // max(1, flat.shape[1] * arr.itemsize))
-    return sum(int(flat[i:i + rows].size - np.count_nonzero(np.isfinite(flat[i:i + rows])))
-               for i in range(0, len(flat), rows))
+    if arr.ndim == 0:
+        return int(not np.isfinite(arr))
+    rows = max(1, _CHECK_CHUNK_BYTES // max(1, arr[0].nbytes))  # slices of rows: never a copy of the whole array
+    blocks = (arr[i:i + rows] for i in range(0, len(arr), rows))
+    return sum(int(block.size - np.count_nonzero(np.isfinite(block))) for block in blocks)
 
 
 def check_array(x, name: str, *, ndim_min: int = 1) -> np.ndarray:

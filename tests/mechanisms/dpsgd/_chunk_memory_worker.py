@@ -2,19 +2,17 @@
 
 Usage: python _chunk_memory_worker.py ROWS
 Clips a batch of ROWS records 256 at a time (physical_batch_size) through a convolution with 200 KB of
-activations per record, and prints the peak growth of the process RSS over the step in bytes (sampled
-every 2 ms).
+activations per record, and prints the peak growth of the process RSS over the step in bytes
+(:class:`~tfdpmech.experiments.measuring.PeakMemory`, sampled every 2 ms).
 """
 
 import sys
-import threading
-import time
 
 import keras
 import numpy as np
-import psutil
 import tensorflow as tf
 
+from tfdpmech.experiments.measuring import PeakMemory
 from tfdpmech.mechanisms.dpsgd.chunked_clipping import chunked_clipped_gradient_sum
 from tfdpmech.mechanisms.dpsgd.clipping import per_example_loss
 
@@ -33,22 +31,9 @@ def main(rows: int) -> None:
     rng = np.random.default_rng(0)
     x, y = rng.random((rows, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, rows)
     step(x[:2 * CHUNK], y[:2 * CHUNK], np.ones(2 * CHUNK, np.float32))  # traced once, for any number of rows
-    proc = psutil.Process()
-    start = peak = proc.memory_info().rss
-    done = threading.Event()
-
-    def watch():
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, proc.memory_info().rss)
-            time.sleep(0.002)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    step(x, y, np.ones(rows, np.float32))
-    done.set()
-    watcher.join()
-    print(peak - start)
+    with PeakMemory(interval=0.002) as memory:  # the growth of the process RSS over the step
+        step(x, y, np.ones(rows, np.float32))
+    print(memory.peak_bytes)
 
 
 if __name__ == "__main__":

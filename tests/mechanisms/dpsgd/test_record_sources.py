@@ -123,6 +123,8 @@ def test_tfrecord_files_written_as_array_record_are_read_by_index_in_batched_rea
                        for t in range(from_file.dp_sgd.steps)]
     with pytest.raises(TypeError, match="random access by index"):
         ParsedSource(tf.data.TFRecordDataset(tfrecords), parse)
+    with pytest.raises(TypeError, match="parse must be a function of one stored record"):
+        ParsedSource([b"record"], "parse")
 
 
 @pytest.mark.slow  # two fresh processes, 15 s each on two cores

@@ -72,11 +72,11 @@ def private_dpsgd_model(model, dp):
         arguments = dict(loss=loss, metrics=metrics or (), optimizer=optimizer, loss_weights=loss_weights)
         if dp.n is None:  # σ needs n: the model is compiled at the first fit; every check that needs no data now
             dp._refuse_second_compile()
-            dp._checked_model(model, loss, loss_weights)
+            checked = dp._checked_model(model, loss, loss_weights)
             if dp.multiworker is not None:
                 dp._require_n("a run under MultiWorkerMirroredStrategy")
             deferred.clear()
-            deferred.update(arguments)
+            deferred.update(model=checked, loss=loss, metrics=arguments["metrics"], optimizer=optimizer)
             return
         dp.compile(model, **arguments)
         model.fit = fit  # under MultiWorkerMirroredStrategy compile installed its fit: it runs from here
@@ -88,8 +88,8 @@ def private_dpsgd_model(model, dp):
         if dp.model is not None and dp.n != n:  # an earlier fit's checks failed after compile: compile again
             dp.model = None
         dp.calibrate(n, from_fit=True)
-        if dp.model is None:
-            dp.compile(model, **deferred)
+        if dp.model is None:  # the model passed its checks at compile: compiled as it stands, not probed again
+            dp._compile_checked(**deferred)
 
     def fit(x=None, y=None, epochs=None, callbacks=None, sample_weight=None, class_weight=None, validation_split=0.0,
             **kwargs):
