@@ -267,7 +267,8 @@ register_preset(
 # then DP-SGD on the private images: the head only, the top blocks, every layer; and the same network trained from
 # scratch with DP-SGD (dpsgd), all at one recipe stated before any run (expected batch 1,024, Adam 1e-3, C = 1,
 # 10 epochs). Finished runs are kept in docs/results/finetune/runs.jsonl as they end, so the preset resumes.
-FINETUNE_METHODS = ("dpsgd", "dpsgd_finetune_head", "dpsgd_finetune_top", "dpsgd_finetune_all")
+# in the order they run: the cheapest (the head alone) first
+FINETUNE_METHODS = ("dpsgd_finetune_head", "dpsgd_finetune_top", "dpsgd_finetune_all", "dpsgd")
 register_preset(
     "finetune", "DP fine-tuning of Keras's MobileNetV2 (width 0.35, GroupNorm) on Fashion-MNIST: pretrained on "
                 "2,000 public training images without privacy, then DP-SGD on the other 58,000 (head only, top "

@@ -1,0 +1,23 @@
+"""The step-memory experiment: one clipped-sum step's RSS growth, the batch whole and in physical chunks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tfdpmech.experiments import step_memory
+
+
+@pytest.mark.slow  # four fresh processes, each importing TensorFlow and tracing a small CNN (about 40 s)
+def test_the_report_holds_a_measured_growth_per_model_rows_and_chunking(tmp_path):
+    assert step_memory.main(["--models", "tanh_cnn", "--rows", "64,512", "--chunk", "32", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    table = result["models"]["tanh_cnn"]
+    assert set(table) == {"64", "512"} and result["chunk"] == 32
+    for cells in table.values():
+        assert all(isinstance(v, int) and v > 0 for v in (cells["whole"], cells["chunked"])), cells
+    # eight times the rows: the whole batch's activations grow with it, one chunk's do not
+    assert table["512"]["whole"] > table["512"]["chunked"], table
+    text = (tmp_path / "results.md").read_text()
+    assert "| tanh_cnn |" in text and "512 rows, chunks of 32" in text and "--chunk 32" in text
