@@ -12,7 +12,10 @@ The resumed run is the same release (nothing is recorded again): the same n, q, 
 budget, its ledger as saved, the optimizer's step count as saved. Its batches and noise are drawn from
 ``seed`` (the first part's seed gives the first part's stream, continued at the saved step) or from OS
 entropy: either way each remaining step is an independent Poisson draw, which is what the recorded ε
-assumes. What the proof protects is unchanged: add-or-remove-one-record neighbours over the n records.
+assumes. What the proof protects is unchanged: add-or-remove-one-record neighbours over the n records (one
+user, all of their records, for a user-level run). A run with augmentation multiplicity or at user level is
+given its augmentation or its user ids again (``resume(model, augmentation=fn)``, ``resume(model,
+user_ids=ids)``): code and data are not saved with a model; the multiplicity and k are, and must not change.
 """
 
 from __future__ import annotations
@@ -57,34 +60,52 @@ def _bad_state(why: str) -> ValueError:
                       "tfdpmech.DPSGD(...)), with a ledger holding the first run's releases")
 
 
-def run_from_state(state: dict, *, seed=None):
-    """The :class:`~tfdpmech.mechanisms.dpsgd.DPSGD` run ``state`` describes, its release already in its ledger.
+def _units_again(run: dict, augmentation, user_ids) -> dict:
+    """The DPSGD arguments of a saved run's clipping units: its augmentation or user ids, given again (code and
+    data are not saved with a model), with the multiplicity and k it saved.
 
     Raises:
-        ValueError: a state this version does not read, or whose release disagrees with its settings.
+        ValueError: a grouped run without them, or a run given units it did not have.
+    """
+    k, views = run.get("records_per_user") or 0, run.get("augmentation_multiplicity", 1)
+    if k > 0 and user_ids is None:
+        raise ValueError("the model's run is user-level; its user ids are data, which the saved model does not hold: "
+                         "pass the same ids again, tfdpmech.resume(model, user_ids=ids)")
+    if k == 0 and user_ids is not None:
+        raise ValueError("the model's run is at record level (one unit per record); resume does not change the unit "
+                         "of privacy: drop user_ids, or start a new user-level run")
+    if views > 1 and augmentation is None:
+        raise ValueError(f"the model's run averaged {views} augmented views per record; its augmentation is code, "
+                         "which the saved model does not hold: pass the same one again, "
+                         "tfdpmech.resume(model, augmentation=fn)")
+    if views == 1 and augmentation is not None:
+        raise ValueError("the model's run took one view per record; resume does not add views: drop augmentation, or "
+                         "start a new run with augmentation_multiplicity")
+    units = {"user_ids": user_ids, "records_per_user": k} if k > 0 else {}
+    return units | ({"augmentation": augmentation, "augmentation_multiplicity": views} if views > 1 else {})
+
+
+def run_from_state(state: dict, *, seed=None, augmentation=None, user_ids=None):
+    """The :class:`~tfdpmech.mechanisms.dpsgd.DPSGD` run ``state`` describes, its release already in its ledger
+    (``augmentation`` / ``user_ids``: a grouped run's, given again).
+
+    Raises:
+        ValueError: a state this version does not read, or whose release disagrees with its settings; a grouped
+            run without its augmentation or ids, or a run given units it did not have.
     """
     from .poisson import DPSGD  # noqa: PLC0415  (poisson imports this module's users)
 
     if not isinstance(state, dict) or state.get("format") != RUN_STATE_FORMAT:
         raise _bad_state(f"format {state.get('format') if isinstance(state, dict) else state!r}")
-    if isinstance(state.get("run"), dict) and (state["run"].get("records_per_user") or 0) > 0:
-        raise ValueError("the model's run is user-level; its user ids are not saved with the model, so "
-                         "tfdpmech.resume cannot continue it. Start a new run, tfdpmech.make_private(model, "
-                         "tfdpmech.DPSGD(..., user_ids=..., records_per_user=...)), with a ledger holding this run's "
-                         "releases (they compose)")
-    if isinstance(state.get("run"), dict) and state["run"].get("augmentation_multiplicity", 1) > 1:
-        raise ValueError(
-            f"the model's run averaged {state['run']['augmentation_multiplicity']} augmented views per record; its "
-            "augmentation is code, which the saved model does not hold, so tfdpmech.resume cannot continue it. Start "
-            "a new run, tfdpmech.make_private(model, tfdpmech.DPSGD(..., augmentation=...)), with a ledger holding "
-            "this run's releases (they compose)")
+    units = _units_again(state["run"] if isinstance(state.get("run"), dict) else {}, augmentation, user_ids)
     try:
         run, ledger = state["run"], PrivacyLedger.from_dict(state["ledger"])
         release = ledger.releases[state["release_index"]]
         given = next(k for k in _GIVEN if k in run)
         dp = DPSGD(None, run["delta"], epochs=run["epochs"], n=run["n"], noise_multiplier=run["noise_multiplier"],
                    l2_norm_clip=run["l2_norm_clip"], accountant=run["accountant"], path=run["path"],
-                   physical_batch_size=run["physical_batch_size"], seed=seed, ledger=ledger, **{given: run[given]})
+                   physical_batch_size=run["physical_batch_size"], seed=seed, ledger=ledger, **{given: run[given]},
+                   **units)
         first_step = run["first_step"]
     except (KeyError, IndexError, TypeError, StopIteration) as exc:
         raise _bad_state(f"{type(exc).__name__}: {exc}") from exc
@@ -104,7 +125,7 @@ def _compile_arguments(model) -> dict:
     return {k: config.get(k) for k in ("loss", "metrics", "loss_weights")}
 
 
-def resume(model, *, seed=None):
+def resume(model, *, seed=None, augmentation=None, user_ids=None):
     """Continue the Poisson DP-SGD run ``model`` carries (a model saved after :func:`tfdpmech.make_private`,
     loaded with ``keras.models.load_model``).
 
@@ -112,14 +133,19 @@ def resume(model, *, seed=None):
         model: the loaded (compiled) model; its optimizer holds the run and its step count.
         seed: the sampling and noise seed of the remaining steps (None: OS entropy). The first part's seed
             continues its stream exactly; keep it secret outside experiments.
+        augmentation: a run with augmentation multiplicity: its augmentation again (the saved model holds its K,
+            not its code).
+        user_ids: a user-level run: its user ids again, one per record (the saved model holds n and k; each
+            user's place in the cycle over its records is recomputed from the sampling key).
 
     Returns:
         ``model``, private again: ``model.fit(x, y)`` trains the remaining epochs (the data must be the same
         n records), ``model.dp_sgd`` is the run and ``model.privacy_ledger`` its ledger, with no new release.
 
     Raises:
-        ValueError: the model carries no run, the run has taken all its steps or stopped inside an epoch, or
-            its state does not read (before anything is trained or recorded).
+        ValueError: the model carries no run, the run has taken all its steps or stopped inside an epoch, its
+            state does not read, or a grouped run lacks its augmentation or ids (before anything is trained or
+            recorded).
     """
     from .private_model import private_dpsgd_model  # noqa: PLC0415
 
@@ -131,7 +157,7 @@ def resume(model, *, seed=None):
             f"model {getattr(model, 'name', model)!r} carries no DP-SGD run (its optimizer is "
             f"{type(getattr(model, 'optimizer', None)).__name__}); resume continues a model saved after "
             "tfdpmech.make_private(model, tfdpmech.DPSGD(...)). To train it privately, make it private again")
-    dp = run_from_state(state, seed=seed)
+    dp = run_from_state(state, seed=seed, augmentation=augmentation, user_ids=user_ids)
     taken = state["steps_taken"]
     if taken >= dp.steps:
         raise ValueError(
