@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdpmech.experiments.measuring import PeakMemory
-from tfdpmech.mechanisms.dpsgd.chunked_clipping import chunked_clipped_gradient_sum
+from tfdpmech.mechanisms.dpsgd.clipping.chunked_clipping import chunked_clipped_gradient_sum
 from tfdpmech.mechanisms.dpsgd.clipping import per_example_loss
 
 CHUNK = 256
