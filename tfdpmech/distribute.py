@@ -1,7 +1,7 @@
 """``tf.distribute`` strategies the private methods accept, and which task releases.
 
 The functional head (:mod:`tfdpmech.mechanisms.functional_head.streaming`) and tfdpmech's DP-SGD engine
-(:mod:`tfdpmech.mechanisms.dpsgd.train_step`) sum per-record quantities on synchronous replicas, all-reduce
+(:mod:`tfdpmech.mechanisms.dpsgd.runs.train_step`) sum per-record quantities on synchronous replicas, all-reduce
 the sums (``ReduceOp.SUM``) and add the noise **once**: the head on the chief after the pass, DP-SGD on
 replica 0 of every step. That is what Mirrored / MultiWorkerMirrored / OneDevice strategies do;
 TPU, parameter-server and central-storage strategies place and reduce differently and are refused.

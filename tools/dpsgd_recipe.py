@@ -5,7 +5,7 @@
 
 ``tune`` reads only the 1,000 public records of the embedded MNIST sample (the first 1,000 of
 its training split) and scores each candidate with
-:func:`tfdpmech.mechanisms.dpsgd.recipe.public_proxy_accuracy`. ``measure`` trains Poisson DP-SGD with the
+:func:`tfdpmech.mechanisms.dpsgd.runs.recipe.public_proxy_accuracy`. ``measure`` trains Poisson DP-SGD with the
 stated recipe on the private records (training records 1,000..7,999) and reports test accuracy
 on the 2,000 test images, the proven ε and the time per run. Nothing measured here feeds back
 into the recipe.
@@ -26,7 +26,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfdpmech import data  # noqa: E402
-from tfdpmech.mechanisms.dpsgd.recipe import RECIPE, make_dpsgd, public_proxy_accuracy, tanh_mlp  # noqa: E402
+from tfdpmech.mechanisms.dpsgd.runs.recipe import RECIPE, make_dpsgd, public_proxy_accuracy, tanh_mlp  # noqa: E402
 
 PUBLIC = 1000
 

@@ -2,7 +2,7 @@
 
 For each model of the speed benchmark (:data:`tfdpmech.experiments.dpsgd_speed.MODELS`), on one random batch of
 its expected size, times traced functions that stop after each stage of
-:func:`tfdpmech.mechanisms.dpsgd.ghost_norms.ghost_clipped_sum`:
+:func:`tfdpmech.mechanisms.dpsgd.clipping.ghost_norms.ghost_clipped_sum`:
 
 * ``forward``: the forward pass with every rule's taps recorded, and the loss;
 * ``+ taps``: and the one backward pass to the taps (the per-record output gradients);
@@ -29,8 +29,8 @@ import keras
 import tensorflow as tf
 
 from tfdpmech.experiments.dpsgd_speed import MODELS, _batch
-from tfdpmech.mechanisms.dpsgd import ghost_norms
-from tfdpmech.mechanisms.dpsgd.layer_rules.registry import select_rows
+from tfdpmech.mechanisms.dpsgd.clipping import ghost_norms
+from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.registry import select_rows
 
 STAGES = ("forward", "+ taps", "+ norms", "+ sums")
 OUT = os.path.join("docs", "results", "dpsgd_stages")

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from tfdpmech.mechanisms.dpsgd.paths import resolve_engine
+from tfdpmech.mechanisms.dpsgd.runs.paths import resolve_engine
 from tfdpmech.experiments import preset_config, run_comparison
 from tfdpmech.experiments.registry import METHODS
 

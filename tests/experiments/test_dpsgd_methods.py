@@ -11,7 +11,7 @@ import pytest
 
 from tfdpmech import models
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, RECIPE, DPSGD, make_dpsgd
-from tfdpmech.mechanisms.dpsgd.paths import resolve_engine
+from tfdpmech.mechanisms.dpsgd.runs.paths import resolve_engine
 from tfdpmech.experiments import preset_config, run_comparison
 from tfdpmech.experiments.bench import main as bench_main
 from tfdpmech.experiments.methods.dpsgd import _trainable_copy

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tfdpmech.mechanisms.dpsgd.paths import tf_privacy_available
+from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available
 from tfdpmech.experiments import dpsgd_speed
 
 

@@ -11,7 +11,7 @@ The smallest σ with ε(σ) ≤ target is found by :func:`~tfdpmech.accounting.s
 (ε is decreasing in σ), so the achieved ε never exceeds the target.
 
 :mod:`~tfdpmech.accounting.poisson_dpsgd` accounts the Poisson-sampled DP-SGD of
-:mod:`tfdpmech.mechanisms.dpsgd.poisson` (PLD or RDP, directly in q and steps), whose ε is proven.
+:mod:`tfdpmech.mechanisms.dpsgd.runs.poisson` (PLD or RDP, directly in q and steps), whose ε is proven.
 
 Every function takes the same argument order: the noise multiplier (or the target ε), then δ, then
 the shape of the run as keyword-only arguments (``n=, batch_size=, epochs=`` or ``q=, steps=``), so

@@ -9,7 +9,7 @@ by chaining the one-record guarantee along m neighbouring data sets x₀, …, x
 + δ ≤ … ≤ e^{mε} P[M(x_m) ∈ S] + δ Σ_{i<m} e^{iε} (the standard group-privacy argument; Dwork & Roth 2014,
 Theorem 2.2, state it for δ = 0). It holds for any mechanism, so it is what a
 record-level run proves for a person; the ε comes from ``dp_accounting`` (the run's ledger), the chain is closed
-form. It is often loose — a user-level run (:mod:`tfdpmech.mechanisms.dpsgd.user_sampling`) accounts for a
+form. It is often loose — a user-level run (:mod:`tfdpmech.mechanisms.dpsgd.sampling.user_sampling`) accounts for a
 person directly — and where δ_m ≥ 1 nothing is proven for the group.
 """
 

@@ -45,9 +45,9 @@ import numpy as np
 import tensorflow as tf
 
 from ..mechanisms.dpsgd import RECIPE, DPSGD, tanh_mlp
-from ..mechanisms.dpsgd.paths import tf_privacy_available
-from ..mechanisms.dpsgd.poisson_sampling import ROW_MULTIPLE, padded_batch_size
-from ..mechanisms.dpsgd.train_step import KERAS_3
+from ..mechanisms.dpsgd.runs.paths import tf_privacy_available
+from ..mechanisms.dpsgd.sampling.poisson_sampling import ROW_MULTIPLE, padded_batch_size
+from ..mechanisms.dpsgd.runs.train_step import KERAS_3
 from ..models import standard_cnn, tanh_cnn
 from .measuring import device_description, median_range
 
@@ -109,7 +109,7 @@ PHYSICAL_BATCH = 16  # the chunk of the applications' physical-batch variant
 
 def _application(cls: str, **options):
     def build():
-        from ..mechanisms.dpsgd.batch_norm import replace_batch_norm  # noqa: PLC0415
+        from ..mechanisms.dpsgd.clipping.batch_norm import replace_batch_norm  # noqa: PLC0415
 
         model = getattr(keras.applications, cls)(weights=None, input_shape=(32, 32, 3), classes=10,
                                                  classifier_activation=None, **options)

@@ -1,7 +1,7 @@
 """DP-SGD fed from a NumPy memmap against the same records in memory: examples/s of the same DP fit.
 
 A DP-SGD ``fit`` samples a memmap where it lies (each Poisson step reads its sampled rows,
-:mod:`tfdpmech.mechanisms.dpsgd.record_sources`), so a data set larger than memory costs only the reads of each
+:mod:`tfdpmech.mechanisms.dpsgd.sampling.record_sources`), so a data set larger than memory costs only the reads of each
 step. This benchmark measures what that costs: the same records (the bundled MNIST sample's 10,000 images),
 the same model, run and seed, once from an array in memory and once from ``np.load(path, mmap_mode="r")`` of
 the same array saved to disk; examples/s is the records of epochs 2 to 5 over their seconds (the first traces

@@ -2,8 +2,8 @@
 
 For each model (:data:`tfdpmech.experiments.dpsgd_speed.MODELS`: the ``keras.applications`` networks at 32×32×3
 among them) and each number of rows, a fresh process builds the model, traces the ghost-norm clipped sum
-(:func:`~tfdpmech.mechanisms.dpsgd.chunked_clipping.chunked_clipped_gradient_sum`) once for any number of rows,
-then runs it on a batch of that many rows, whole (``chunk`` none) and ``chunk`` rows at a time, and reports the
+(:func:`~tfdpmech.mechanisms.dpsgd.clipping.chunked_clipping.chunked_clipped_gradient_sum`) once for any number
+of rows, then runs it on a batch of that many rows, whole (``chunk`` none) and ``chunk`` rows at a time, and reports the
 peak growth of the process RSS over that one step (:class:`~tfdpmech.experiments.measuring.PeakMemory`, sampled
 every 2 ms, after glibc has returned what the trace freed). Without chunks the step holds every row's activations
 and taps at once; with them, one chunk's at a time, plus the batch itself and the running sum.
@@ -32,8 +32,8 @@ __all__ = ["clipped_step_peak_bytes", "step_peak_bytes", "run", "main"]
 def clipped_step_peak_bytes(model, x, y, chunk: int | None, loss=None) -> int:
     """In this process: the RSS growth over one ghost-norm clipped-sum step of ``model`` on all of ``x``, ``y``,
     ``chunk`` rows at a time (None: whole), after a trace that serves any number of rows."""
-    from ..mechanisms.dpsgd.chunked_clipping import chunked_clipped_gradient_sum  # noqa: PLC0415
-    from ..mechanisms.dpsgd.clipping import per_example_loss  # noqa: PLC0415
+    from ..mechanisms.dpsgd.clipping.chunked_clipping import chunked_clipped_gradient_sum  # noqa: PLC0415
+    from ..mechanisms.dpsgd.clipping.clipped_sums import per_example_loss  # noqa: PLC0415
 
     loss = per_example_loss(loss or keras.losses.CategoricalCrossentropy(from_logits=True))
     x, y = np.asarray(x), np.asarray(y)

@@ -37,7 +37,7 @@ def mobilenet_v2_gn(num_classes: int = 10, input_shape=(28, 28, 1), *, alpha: fl
     Raises:
         ValueError: an input that is not an image of at most 32×32 with 1 or 3 channels.
     """
-    from ..mechanisms.dpsgd.batch_norm import replace_batch_norm
+    from ..mechanisms.dpsgd.clipping.batch_norm import replace_batch_norm
 
     check_positive_int(num_classes, "num_classes")
     shape = tuple(input_shape)

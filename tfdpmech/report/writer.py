@@ -191,7 +191,7 @@ def published_markdown(results: dict) -> list[str]:
 
 
 ENGINE_WORDS = {"tensorflow_privacy": "tensorflow-privacy's DPModel / DP optimizers",
-                "tfdpmech": "tfdpmech's own Keras train step (tfdpmech.mechanisms.dpsgd.train_step)"}
+                "tfdpmech": "tfdpmech's own Keras train step (tfdpmech.mechanisms.dpsgd.runs.train_step)"}
 
 
 def _engine(results: dict, method: str) -> str:

@@ -15,8 +15,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, DPSGD  # noqa: E402
-from tfdpmech.mechanisms.dpsgd.paths import tf_privacy_available  # noqa: E402
-from tfdpmech.mechanisms.dpsgd.train_step import install_dp_train_step  # noqa: E402
+from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available  # noqa: E402
+from tfdpmech.mechanisms.dpsgd.runs.train_step import install_dp_train_step  # noqa: E402
 
 STRATEGY = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 ONE = tf.distribute.get_strategy()

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import tfdpmech.mechanisms.dpsgd.run_engines as engines
+import tfdpmech.mechanisms.dpsgd.runs.run_engines as engines
 from tfdpmech.distribute import is_chief
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, OptimizerSettings, DPSGD
 

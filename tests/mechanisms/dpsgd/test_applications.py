@@ -24,8 +24,8 @@ import tensorflow as tf
 
 import tfdpmech
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss, resolve_clipping
-from tfdpmech.mechanisms.dpsgd.ghost_norms import layer_paths
-from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
+from tfdpmech.mechanisms.dpsgd.clipping.ghost_norms import layer_paths
+from tfdpmech.mechanisms.dpsgd.runs.train_step import KERAS_3
 
 LOSS = keras.losses.CategoricalCrossentropy(from_logits=True)
 CLASSES = 10

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import tfdpmech
-from tfdpmech.mechanisms.dpsgd import augmentation as aug
-from tfdpmech.mechanisms.dpsgd.chunked_clipping import chunked_clipped_gradient_sum
+from tfdpmech.mechanisms.dpsgd.sampling import augmentation as aug
+from tfdpmech.mechanisms.dpsgd.clipping.chunked_clipping import chunked_clipped_gradient_sum
 from tfdpmech.mechanisms.dpsgd.clipping import per_example_loss
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)

@@ -9,7 +9,7 @@ import pytest
 
 from tfdpmech import DPSGD, make_private
 from tfdpmech.mechanisms.dpsgd import replace_batch_norm
-from tfdpmech.mechanisms.dpsgd.batch_norm import group_count
+from tfdpmech.mechanisms.dpsgd.clipping.batch_norm import group_count
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdpmech.mechanisms.dpsgd.layer_rules.convolution import patches
+from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.convolution import patches
 from tfdpmech.mechanisms.dpsgd.clipping import (
     clipped_gradient_sum,
     ghost_unsupported_layers,

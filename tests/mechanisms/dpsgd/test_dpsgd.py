@@ -23,7 +23,7 @@ from tfdpmech import models
 from tfdpmech.accounting import PrivacyBudget, PrivacyLedger, Release
 from tfdpmech.accounting.dpsgd import dpsgd_steps
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, supports_fast_clipping
-from tfdpmech.mechanisms.dpsgd.paths import tf_privacy_available
+from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available
 
 pytestmark = pytest.mark.dpsgd
 TF_PRIVACY_CROSS_CHECK = pytest.mark.skipif(

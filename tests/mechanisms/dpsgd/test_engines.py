@@ -12,9 +12,9 @@ import pytest
 import tensorflow as tf
 
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, OptimizerSettings, DPSGD, tanh_mlp
-from tfdpmech.mechanisms.dpsgd.paths import tf_privacy_available
-from tfdpmech.mechanisms.dpsgd.poisson_sampling import run_element
-from tfdpmech.mechanisms.dpsgd.train_step import install_dp_train_step
+from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available
+from tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling import run_element
+from tfdpmech.mechanisms.dpsgd.runs.train_step import install_dp_train_step
 from tfdpmech.models import standard_cnn
 
 pytestmark = pytest.mark.dpsgd  # the slow ones run on the tensorflow-privacy stack too (.ci/run: "not slow or dpsgd")

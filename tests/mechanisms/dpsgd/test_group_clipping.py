@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss
-from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
+from tfdpmech.mechanisms.dpsgd.runs.train_step import KERAS_3
 
 from .test_layer_rules import Scale  # x ⊙ w: a layer the registry does not know
 
@@ -142,9 +142,9 @@ def _rows_only_rule():
     """A rule exact for rows that claims groups but sums its rows' squared norms: a group's squared norm is
     ‖Σ_i g_i‖², not Σ_i ‖g_i‖², so it is wrong for every group whose rows' gradients are not orthogonal."""
     from tfdpmech.mechanisms.dpsgd import LayerRule
-    from tfdpmech.mechanisms.dpsgd.layer_rules import Tapped
-    from tfdpmech.mechanisms.dpsgd.layer_rules.groups import sum_rows
-    from tfdpmech.mechanisms.dpsgd.layer_rules.registry import select_rows
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules import Tapped
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.groups import sum_rows
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.registry import select_rows
 
     class RowsOnly(LayerRule):
         family, groups = "rows_only", True
@@ -163,7 +163,7 @@ def _rows_only_rule():
 def test_the_probe_checks_groups_and_demotes_a_rule_exact_for_rows_only():
     from tfdpmech.mechanisms.dpsgd import register_layer_rule
     from tfdpmech.mechanisms.dpsgd.clipping import resolve_clipping
-    from tfdpmech.mechanisms.dpsgd.ghost_norms import layer_paths
+    from tfdpmech.mechanisms.dpsgd.clipping.ghost_norms import layer_paths
 
     register_layer_rule(_RowsOnlyScale, _rows_only_rule())
     for k, family in ((1, "rows_only"), (3, "alone")):

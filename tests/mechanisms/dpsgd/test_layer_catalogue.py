@@ -12,7 +12,7 @@ A class in neither fails the test: a new Keras layer cannot slip through unclass
 
 Layers that draw random numbers in training (dropout, noise, augmentation) are compared in inference
 mode, where the engine and the loop see the same function; the compile-time probe has already run
-their training pass and found their state data-independent (:mod:`tfdpmech.mechanisms.dpsgd.model_probe`).
+their training pass and found their state data-independent (:mod:`tfdpmech.mechanisms.dpsgd.clipping.model_probe`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import tensorflow as tf
 
 from tfdpmech.mechanisms.dpsgd import DPSGD
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss
-from tfdpmech.mechanisms.dpsgd.ghost_norms import layer_paths
-from tfdpmech.mechanisms.dpsgd.layer_rules import registered_rule
-from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
+from tfdpmech.mechanisms.dpsgd.clipping.ghost_norms import layer_paths
+from tfdpmech.mechanisms.dpsgd.clipping.layer_rules import registered_rule
+from tfdpmech.mechanisms.dpsgd.runs.train_step import KERAS_3
 
 from ._layer_specs import NOT_TESTABLE, SLOW, SPECS
 

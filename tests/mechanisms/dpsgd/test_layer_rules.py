@@ -10,10 +10,10 @@ import tensorflow as tf
 
 from tfdpmech.mechanisms.dpsgd import LayerRule, register_layer_rule
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss, resolve_clipping
-from tfdpmech.mechanisms.dpsgd.ghost_norms import layer_paths
-from tfdpmech.mechanisms.dpsgd.layer_rules import Tapped
-from tfdpmech.mechanisms.dpsgd.layer_rules.registry import select_rows
-from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
+from tfdpmech.mechanisms.dpsgd.clipping.ghost_norms import layer_paths
+from tfdpmech.mechanisms.dpsgd.clipping.layer_rules import Tapped
+from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.registry import select_rows
+from tfdpmech.mechanisms.dpsgd.runs.train_step import KERAS_3
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

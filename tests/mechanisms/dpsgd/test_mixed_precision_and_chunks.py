@@ -13,9 +13,9 @@ import tensorflow as tf
 
 from tfdpmech import DPSGD, make_private
 from tfdpmech.mechanisms.dpsgd import OptimizerSettings
-from tfdpmech.mechanisms.dpsgd.chunked_clipping import chunked_clipped_gradient_sum
+from tfdpmech.mechanisms.dpsgd.clipping.chunked_clipping import chunked_clipped_gradient_sum
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, per_example_loss, resolve_clipping
-from tfdpmech.mechanisms.dpsgd.train_step import KERAS_3
+from tfdpmech.mechanisms.dpsgd.runs.train_step import KERAS_3
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

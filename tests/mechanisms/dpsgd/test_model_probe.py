@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfdpmech.accounting import PrivacyLedger
 from tfdpmech import DPSGD, make_private
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss
-from tfdpmech.mechanisms.dpsgd.model_probe import batch_dependence
+from tfdpmech.mechanisms.dpsgd.clipping.model_probe import batch_dependence
 
 LOSS = keras.losses.CategoricalCrossentropy(from_logits=True)
 

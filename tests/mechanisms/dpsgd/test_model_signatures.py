@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tfdpmech import DPSGD, make_private
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients
-from tfdpmech.mechanisms.dpsgd.output_losses import per_record_loss
+from tfdpmech.mechanisms.dpsgd.clipping.output_losses import per_record_loss
 
 N, VOCAB, TOKENS = 120, 20, 6
 

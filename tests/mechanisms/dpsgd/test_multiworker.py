@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tfdpmech.mechanisms.dpsgd.run_engines as engines
+import tfdpmech.mechanisms.dpsgd.runs.run_engines as engines
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, OptimizerSettings, DPSGD
-from tfdpmech.mechanisms.dpsgd.poisson_sampling import run_element, tagged_poisson_batch
-from tfdpmech.mechanisms.dpsgd.multiworker import (
+from tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling import run_element, tagged_poisson_batch
+from tfdpmech.mechanisms.dpsgd.runs.multiworker import (
     check_sampling_seed,
     fingerprint,
     poisson_batch,

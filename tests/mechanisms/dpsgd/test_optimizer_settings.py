@@ -12,8 +12,8 @@ import pytest
 
 import tfdpmech
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, RECIPE, OptimizerSettings, DPSGD, make_dpsgd
-from tfdpmech.mechanisms.dpsgd.optimizer_settings import DEFAULT_LEARNING_RATES
-from tfdpmech.mechanisms.dpsgd.paths import tf_privacy_available
+from tfdpmech.mechanisms.dpsgd.runs.optimizer_settings import DEFAULT_LEARNING_RATES
+from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available
 
 # one non-default value per settings field, with the optimizer name it needs
 FIELDS = {
@@ -74,7 +74,7 @@ def test_a_name_is_the_everyday_spelling_with_the_default_step_size():
 
 @pytest.mark.skipif(not tf_privacy_available(), reason="tensorflow-privacy's DP optimizers need TensorFlow 2.15")
 def test_tensorflow_privacy_dp_optimizer_is_built_from_the_settings():
-    from tfdpmech.mechanisms.dpsgd.paths import require_tf_privacy
+    from tfdpmech.mechanisms.dpsgd.runs.paths import require_tf_privacy
 
     dp_optimizer_keras = require_tf_privacy()[3]
     dp = ShuffledDPSGD(1.0, 1e-5, 50, 2, 500, path="microbatch", num_microbatches=10, engine="tensorflow_privacy",

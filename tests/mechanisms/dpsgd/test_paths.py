@@ -1,4 +1,4 @@
-"""Tests for tfdpmech.mechanisms.dpsgd.paths: the training-path choice and the model checks.
+"""Tests for tfdpmech.mechanisms.dpsgd.runs.paths: the training-path choice and the model checks.
 
 The path choice is tested for every engine that imports (tfdpmech's everywhere, tensorflow-privacy's on the
 TensorFlow 2.15 stack); the model checks run with ``engine="auto"``. Only the checks of tensorflow-privacy's
@@ -13,7 +13,7 @@ import pytest
 from tfdpmech import models
 from tfdpmech.mechanisms.dpsgd import ShuffledDPSGD, fast_clipping_layers, supports_fast_clipping
 from tfdpmech.mechanisms.dpsgd.clipping import ghost_unsupported_layers
-from tfdpmech.mechanisms.dpsgd.paths import tf_privacy_available
+from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available
 
 pytestmark = pytest.mark.dpsgd
 ENGINES = ["tfdpmech"] + (["tensorflow_privacy"] if tf_privacy_available() else [])

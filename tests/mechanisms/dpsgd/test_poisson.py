@@ -1,4 +1,4 @@
-"""Tests for tfdpmech.mechanisms.dpsgd.poisson: Poisson batches, the proven ledger ε, masked rows, training, bad input.
+"""Tests for tfdpmech.mechanisms.dpsgd.runs.poisson: Poisson batches, the proven ledger ε, masked rows, training, bad input.
 
 ``engine="auto"`` (tensorflow-privacy on the TensorFlow 2.15 stack, tfdpmech's own engine on Keras 3); the
 train-step tests run for every engine that imports. Everything is small (n <= 300, tiny MLPs).
@@ -21,8 +21,8 @@ from tfdpmech.accounting.poisson_dpsgd import poisson_dpsgd_epsilon, poisson_dps
 from tfdpmech.accounting.ledger import PrivacyLedger
 from tfdpmech.mechanisms.dpsgd import OptimizerSettings
 from tfdpmech.mechanisms.dpsgd.clipping import resolve_clipping
-from tfdpmech.mechanisms.dpsgd.paths import tf_privacy_available
-from tfdpmech.mechanisms.dpsgd.poisson import (
+from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available
+from tfdpmech.mechanisms.dpsgd.runs.poisson import (
     DPSGD,
     PoissonSampler,
     pad_batch,
@@ -30,7 +30,7 @@ from tfdpmech.mechanisms.dpsgd.poisson import (
     poisson_dataset,
     poisson_model_classes,
 )
-from tfdpmech.mechanisms.dpsgd.train_step import install_dp_train_step
+from tfdpmech.mechanisms.dpsgd.runs.train_step import install_dp_train_step
 
 pytestmark = pytest.mark.dpsgd
 ENGINES = ["tfdpmech"] + (["tensorflow_privacy"] if tf_privacy_available() else [])

@@ -1,4 +1,4 @@
-"""Tests for tfdpmech.mechanisms.dpsgd.recipe: the tanh MLP, the stated recipe, the public-only proxy."""
+"""Tests for tfdpmech.mechanisms.dpsgd.runs.recipe: the tanh MLP, the stated recipe, the public-only proxy."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from tfdpmech import data
-from tfdpmech.mechanisms.dpsgd import recipe as recipe_module
+from tfdpmech.mechanisms.dpsgd.runs import recipe as recipe_module
 from tfdpmech.mechanisms.dpsgd.clipping import ghost_unsupported_layers
-from tfdpmech.mechanisms.dpsgd.paths import supports_fast_clipping, tf_privacy_available
-from tfdpmech.mechanisms.dpsgd.recipe import RECIPE, Recipe, make_dpsgd, public_proxy_accuracy, tanh_mlp
+from tfdpmech.mechanisms.dpsgd.runs.paths import supports_fast_clipping, tf_privacy_available
+from tfdpmech.mechanisms.dpsgd.runs.recipe import RECIPE, Recipe, make_dpsgd, public_proxy_accuracy, tanh_mlp
 
 pytestmark = pytest.mark.dpsgd
 

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tfdpmech
-from tfdpmech.mechanisms.dpsgd.poisson_sampling import PoissonSampler, sampling_key, step_rng
+from tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling import PoissonSampler, sampling_key, step_rng
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 N, L, SEED = 96, 16, 7
@@ -87,7 +87,7 @@ def test_an_h5py_array_is_read_by_index(tmp_path):
 
 def test_tfrecord_files_written_as_array_record_are_read_by_index_in_batched_reads(tmp_path):
     array_record_module = pytest.importorskip("array_record.python.array_record_module")
-    from tfdpmech.mechanisms.dpsgd.array_records import ParsedSource, array_record_source
+    from tfdpmech.mechanisms.dpsgd.sampling.array_records import ParsedSource, array_record_source
 
     x, y = _data()
     tfrecords = []  # TFRecord files of tf.train.Example, then the docs' conversion: the serialized bytes as they are

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 import tfdpmech
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, gradients, per_example_loss
-from tfdpmech.mechanisms.dpsgd.poisson_sampling import poisson_batch, sampling_key
-from tfdpmech.mechanisms.dpsgd.record_weights import (
+from tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling import poisson_batch, sampling_key
+from tfdpmech.mechanisms.dpsgd.sampling.record_weights import (
     check_sample_weight,
     class_weight_to_sample_weight,
     split_for_validation,
@@ -174,7 +174,7 @@ def test_record_datasets_the_run_cannot_sample_are_refused_before_the_release():
 
 
 def test_a_record_dataset_over_the_memory_budget_is_refused_naming_the_memmap_way(monkeypatch):
-    from tfdpmech.mechanisms.dpsgd import record_datasets
+    from tfdpmech.mechanisms.dpsgd.sampling import record_datasets
 
     monkeypatch.setattr(record_datasets, "MEMORY_BUDGET_BYTES", 1000)
     x, y = _data(120)

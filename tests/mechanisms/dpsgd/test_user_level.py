@@ -11,8 +11,8 @@ import pytest
 import tfdpmech
 from tfdpmech.accounting import PrivacyLedger
 from tfdpmech.mechanisms.dpsgd.clipping import clipped_gradient_sum, per_example_loss
-from tfdpmech.mechanisms.dpsgd.poisson_sampling import PoissonSampler, sampling_key, step_rng
-from tfdpmech.mechanisms.dpsgd.user_sampling import UserRecords
+from tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling import PoissonSampler, sampling_key, step_rng
+from tfdpmech.mechanisms.dpsgd.sampling.user_sampling import UserRecords
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

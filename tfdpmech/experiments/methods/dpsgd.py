@@ -4,8 +4,8 @@ Every method runs with ``engine="auto"``: tensorflow-privacy where it imports (t
 stack), tfdpmech's own DP-SGD train step elsewhere (Keras 3, e.g. Colab); the run's notes record the
 engine (``notes["engine"]``) and the report states it.
 
-- ``dpsgd``: Poisson-sampled DP-SGD (:mod:`tfdpmech.mechanisms.dpsgd.poisson`), its ε **proven**; on the MLP
-  family with the stated recipe (:data:`tfdpmech.mechanisms.dpsgd.recipe.RECIPE`: tanh MLP, L = q·n with
+- ``dpsgd``: Poisson-sampled DP-SGD (:mod:`tfdpmech.mechanisms.dpsgd.runs.poisson`), its ε **proven**; on the MLP
+  family with the stated recipe (:data:`tfdpmech.mechanisms.dpsgd.runs.recipe.RECIPE`: tanh MLP, L = q·n with
   q = 0.25, 40 epochs, Adam 6e-3, C = 1, PLD accountant), on the CNN family with the comparison's
   shared settings (batch size as the expected batch, epochs, learning rate) and the standard CNN.
 - ``dpsgd_shuffled``: the same hyper-parameters with shuffled fixed-size batches: the Poisson ε
@@ -40,8 +40,8 @@ import numpy as np
 from ...accounting.ledger import Release
 from ...contract import release
 from ...mechanisms.dpsgd import ShuffledDPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, OptimizerSettings, DPSGD, make_dpsgd, tanh_mlp
-from ...mechanisms.dpsgd import augmentation
-from ...mechanisms.dpsgd.paths import resolve_engine
+from ...mechanisms.dpsgd.sampling import augmentation
+from ...mechanisms.dpsgd.runs.paths import resolve_engine
 from ...features import scattering_coefficients
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
@@ -109,7 +109,7 @@ def _image(ctx, epsilon, seed, sampling, engine="auto") -> Build:
         recipe = RECIPE.replace(epochs=_epochs(ctx, RECIPE.epochs))
         model = tanh_mlp(ctx.num_classes, input_shape=ctx.x_private.shape[1:], activation=recipe.activation,
                          input_scaling=recipe.input_scaling)
-        notes = {"recipe": "tfdpmech.mechanisms.dpsgd.recipe.RECIPE", "network": model.name}
+        notes = {"recipe": "tfdpmech.mechanisms.dpsgd.runs.recipe.RECIPE", "network": model.name}
     else:  # CNN family: the comparison's shared settings on the standard CNN
         recipe = RECIPE.replace(expected_batch_size=min(cfg.batch_size, ctx.n_private), reference_n=ctx.n_private,
                                 epochs=_epochs(ctx, cfg.epochs), learning_rate=cfg.learning_rate)
@@ -280,8 +280,8 @@ def _finetune(ctx, epsilon, seed) -> Build:
 
 register_mechanism("dpsgd", _dpsgd("poisson"),
                 "DP-SGD (Abadi et al. 2016) with Poisson sampling (noisy sum / expected "
-                "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe (tfdpmech.mechanisms.dpsgd.recipe); "
-                "tanh CNN: Tramèr & Boneh's recipe (mnist_recipes); CNN: the comparison's batch, epochs and rate",
+                "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe "
+                "(tfdpmech.mechanisms.dpsgd.runs.recipe); tanh CNN: Tramèr & Boneh's recipe (mnist_recipes); CNN: the comparison's batch, epochs and rate",
                 mode="private", paper="dpsgd", data=("image", "tabular"), options=_DPSGD_OPTIONS)
 register_mechanism("dpsgd_augmult", _augmult,
                 "dpsgd on the tanh CNN with augmentation multiplicity (De et al. 2022): each sampled record's K views "

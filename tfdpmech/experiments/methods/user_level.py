@@ -1,7 +1,7 @@
 """User-level DP-SGD in a comparison: ``dpsgd_user``, its ε per person (all of a user's records).
 
 The comparison's private records belong to users (``options["users"]``: :mod:`tfdpmech.experiments.users`).
-``dpsgd_user`` is Poisson DP-SGD over those users (:mod:`tfdpmech.mechanisms.dpsgd.user_sampling`): every step
+``dpsgd_user`` is Poisson DP-SGD over those users (:mod:`tfdpmech.mechanisms.dpsgd.sampling.user_sampling`): every step
 includes each user with probability q, a sampled user contributes up to k records (``options["records_per_user"]``,
 default :data:`RECORDS_PER_USER`), summed and clipped once to C, and the ε proven by ``dp_accounting`` is over
 users (neighbours: add or remove one user with all of their records). The network and optimiser are the tanh

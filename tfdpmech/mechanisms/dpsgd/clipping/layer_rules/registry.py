@@ -25,7 +25,7 @@ Rules are registered by exact class (:func:`register_layer_rule`, open to a user
 tensorflow-privacy's ``LayerRegistry`` and Opacus's grad samplers). A trainable layer with no rule is
 handled **alone** (:mod:`.alone`: its own weights' per-record gradients, recomputed record by record for
 that one layer) while the rest of the model stays on the ghost-norm path; the compile-time probe
-(:func:`tfdpmech.mechanisms.dpsgd.clipping.ghost_norms_mismatch`) compares every layer's norms with a
+(:func:`tfdpmech.mechanisms.dpsgd.clipping.ghost_probe.ghost_norms_mismatch`) compares every layer's norms with a
 record-by-record loop of gradient tapes and demotes a layer whose rule does not match to the alone rule.
 """
 

@@ -41,7 +41,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from ...distribute import strategy_of
+from ....distribute import strategy_of
 from .ghost_norms import assign_rules, ghost_clipped_sum, layer_units, unit_rules
 from .layer_rules import ALONE, registered_rule
 from .model_probe import probe_inputs

@@ -5,11 +5,11 @@ run: it runs tfdpmech's own engine (:mod:`.train_step`) on every stack, Keras 2.
 ``compile`` checks the model and installs the train step; the first ``fit`` checks the data and then
 records the run's release (the budget is committed then, before the first noisy step); ``fit`` takes the n
 private records as arrays (or lists and dicts of them; a NumPy memmap is sampled without loading it), with
-Keras's ``sample_weight``, ``class_weight`` and ``validation_split`` (:mod:`.record_weights`), or a
-``tf.data.Dataset`` of single records (:mod:`.record_datasets`), and draws the Poisson batches itself
-(``batch_size`` and ``shuffle`` do not apply), or a dataset from ``model.dp_sgd.dataset(x, y)``; it refuses a
-dataset of batches; every ``fit``
-continues the run's Poisson stream (the batch of step t is drawn from the secret key and t); its default
+Keras's ``sample_weight``, ``class_weight`` and ``validation_split``
+(:mod:`tfdpmech.mechanisms.dpsgd.sampling.record_weights`), or a ``tf.data.Dataset`` of single records
+(:mod:`tfdpmech.mechanisms.dpsgd.sampling.record_datasets`), and draws the Poisson batches itself (``batch_size`` and
+``shuffle`` do not apply), or a dataset from ``model.dp_sgd.dataset(x, y)``; it refuses a dataset of batches; every
+``fit`` continues the run's Poisson stream (the batch of step t is drawn from the secret key and t); its default
 is the epochs the run has left, and it refuses more. Everything else (``predict``, ``evaluate``) is
 the model's own; ``save`` keeps the optimizer, its step count and the run with it
 (:mod:`.run_state`; :func:`~.resume.resume` continues a loaded model).
@@ -20,14 +20,15 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from ...contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
-from .poisson_sampling import is_run_dataset
-from .record_datasets import is_dataset, records_from_dataset, refuse_batches
-from .record_sources import LazyRows, is_array_like, is_record_source, lazy_array, records_from_source
-from .record_weights import check_sample_weight, class_weight_to_sample_weight, split_for_validation
-from .records import record_count
+from ....contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
+from ..sampling.poisson_sampling import is_run_dataset
+from ..sampling.record_datasets import is_dataset, records_from_dataset, refuse_batches
+from ..sampling.record_sources import LazyRows, is_array_like, is_record_source, lazy_array, records_from_source
+from ..sampling.record_weights import check_sample_weight, class_weight_to_sample_weight, split_for_validation
+from ..sampling.records import record_count
 
-# the fit arguments of the records a DP-SGD model takes (:mod:`.record_weights`); the others are fixed by the release
+# the fit arguments of the records a DP-SGD model takes (:mod:`tfdpmech.mechanisms.dpsgd.sampling.record_weights`); the
+# others are fixed by the release
 _RECORD_ARGUMENTS = ("sample_weight", "class_weight", "validation_split")
 
 __all__ = ["private_dpsgd_model"]
@@ -46,7 +47,7 @@ def private_dpsgd_model(model, dp):
 
     Raises:
         ValueError: a run of another engine, or one that already compiled a model; at ``compile``, a
-            model DP-SGD cannot clip exactly (see :func:`~tfdpmech.mechanisms.dpsgd.paths.check_model`).
+            model DP-SGD cannot clip exactly (see :func:`~tfdpmech.mechanisms.dpsgd.runs.paths.check_model`).
     """
     if dp.model is not None:
         raise ValueError("mechanism: this DPSGD run already compiled a model (its budget is spent on it); construct "

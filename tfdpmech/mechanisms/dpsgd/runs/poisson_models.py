@@ -1,4 +1,4 @@
-"""tensorflow-privacy's DP Keras models with the Poisson train step (:mod:`tfdpmech.mechanisms.dpsgd.poisson`, steps 3-4).
+"""tensorflow-privacy's DP Keras models with the Poisson train step (:mod:`.poisson`, steps 3-4).
 
 Each masked row's loss is multiplied by 0 before its gradient is taken; the per-example gradients
 are clipped to C (fast gradient clipping or ``tf.vectorized_map``), summed, given Gaussian noise
@@ -12,7 +12,7 @@ import functools
 import keras
 import tensorflow as tf
 
-from .clipping import per_example_loss
+from ..clipping.clipped_sums import per_example_loss
 from .paths import require_tf_privacy
 from .train_step import log_real_record_loss, noise_key, step_noise
 

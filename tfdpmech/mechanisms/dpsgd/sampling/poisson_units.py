@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ...validation import check_positive_int
+from ....validation import check_positive_int
 from .augmentation import augment_batch, check_augmentation, check_multiplicity
-from .multiworker import shared_dataset
+from ..runs.multiworker import shared_dataset
 from .poisson_sampling import ROW_MULTIPLE, check_seed, run_dataset, sampling_key
 from .record_weights import check_sample_weight
 from .user_sampling import UserRecords, check_users
@@ -85,7 +85,7 @@ class PoissonUnits:
             x, y: all n private records and their labels (a user-level run: the records ``user_ids`` describes).
             seed: sampling seed; None uses the constructor's ``seed`` (the same batches; OS entropy without one).
                 Under ``MultiWorkerMirroredStrategy`` one of the two is required: the secret every worker
-                shares, so that all draw the same global batches (:mod:`tfdpmech.mechanisms.dpsgd.multiworker`).
+                shares, so that all draw the same global batches (:mod:`tfdpmech.mechanisms.dpsgd.runs.multiworker`).
             sample_weight: None, or one finite weight >= 0 per record: it scales the record's loss before its
                 gradient is clipped, and travels with the record through the sampler (:mod:`.record_weights`).
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 
-from ...accounting.poisson_dpsgd import check_sampling_probability, poisson_dpsgd_epsilon, poisson_dpsgd_noise_multiplier
-from ...validation import check_positive_int
+from ....accounting.poisson_dpsgd import (check_sampling_probability, poisson_dpsgd_epsilon,
+                                          poisson_dpsgd_noise_multiplier)
+from ....validation import check_positive_int
 from .base import MAX_STEPS, check_delta_below_one_over_n
-from .poisson_sampling import check_expected_batch_size, padded_batch_size
+from ..sampling.poisson_sampling import check_expected_batch_size, padded_batch_size
 
 __all__ = ["PoissonCalibration"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...accounting.callbacks import PrivacyBudget
+from ....accounting.callbacks import PrivacyBudget
 
 if TYPE_CHECKING:
     from .base import DPSGDRun

@@ -20,7 +20,7 @@ variables, same update), which
   the user's own choice (the run's state goes with the optimizer).
 
 :func:`carried_run` reads the run of a model's optimizer (live or loaded); a new DP-SGD run on that
-model composes with it (:meth:`~tfdpmech.mechanisms.dpsgd.base.DPSGDRun._record_release`), so no path
+model composes with it (:meth:`~tfdpmech.mechanisms.dpsgd.runs.base.DPSGDRun._record_release`), so no path
 under-reports ε.
 """
 
@@ -32,8 +32,8 @@ import threading
 
 import keras
 
-from ...accounting.ledger import PrivacyLedger
-from ...accounting.ledger_file import _canonical
+from ....accounting.ledger import PrivacyLedger
+from ....accounting.ledger_file import _canonical
 
 __all__ = ["DP_OPTIMIZERS", "dp_optimizer_class", "bind_run", "carried_run", "dp_step", "inner_optimizer",
            "RUN_STATE_FORMAT", "adopt_carried_releases"]

@@ -43,11 +43,11 @@ the smallest noise multiplier whose ε does not exceed the target
 the :class:`~tfdpmech.accounting.ledger.PrivacyLedger`. The proof assumes the sampling
 randomness is hidden from the adversary: a fixed ``seed`` is for reproducible experiments and must
 be kept secret in a deployment (the default None draws OS entropy). The compiled model trains only
-on batches this run drew, each at the step it was drawn for (:mod:`tfdpmech.mechanisms.dpsgd.guards`).
+on batches this run drew, each at the step it was drawn for (:mod:`tfdpmech.mechanisms.dpsgd.runs.guards`).
 
 Example:
     >>> dp = DPSGD(epsilon=1.0, delta=1e-5, expected_batch_size=1750, epochs=40, n=7000)
-    >>> model = tfdpmech.make_private(tfdpmech.mechanisms.dpsgd.recipe.tanh_mlp(), dp)
+    >>> model = tfdpmech.make_private(tfdpmech.mechanisms.dpsgd.runs.recipe.tanh_mlp(), dp)
     >>> model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))  # the run's optimizer
     >>> model.fit(x_private, y_private)   # Poisson batches, the budget's epochs
     >>> dp.ledger.summary()   # provable ε = claimed ε <= 1
@@ -55,8 +55,9 @@ Example:
 ``dp.compile(model)`` and ``model.fit(dp.dataset(x, y), epochs=dp.epochs)`` run it as tensorflow-privacy's
 ``DPModel`` (``engine="tensorflow_privacy"``), which ``make_private`` does not install on a user's model.
 
-Where the steps live: 1-2 in :mod:`.poisson_sampling`; 3-4 in :mod:`.train_step` (tfdpmech's engine) and
-:mod:`.poisson_models` (tensorflow-privacy's); save and resume in :mod:`.run_state` and :mod:`.resume`.
+Where the steps live: 1-2 in :mod:`tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling`; 3-4 in :mod:`.train_step`
+(tfdpmech's engine) and :mod:`.poisson_models` (tensorflow-privacy's); save and resume in :mod:`.run_state` and
+:mod:`.resume`.
 
 tensorflow-privacy and dp-accounting are imported only when this API is used.
 """
@@ -68,25 +69,25 @@ import secrets
 import keras
 import numpy as np
 
-from ...accounting.poisson_dpsgd import (
+from ....accounting.poisson_dpsgd import (
     ACCOUNTANT_NAMES,
     ACCOUNTANTS,
     poisson_dpsgd_epsilon,
 )
-from ...accounting.gaussian import require_dp_accounting
-from ...accounting.ledger import PrivacyLedger, Release
-from ...validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
-from .chunked_clipping import check_physical_batch_size
+from ....accounting.gaussian import require_dp_accounting
+from ....accounting.ledger import PrivacyLedger, Release
+from ....validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
+from ..clipping.chunked_clipping import check_physical_batch_size
 from .base import DPSGDRun
 from .optimizer_settings import LR_SCHEDULES, OptimizerSettings, resolve_optimizer
 from .paths import PATHS, rebuildable
 from .poisson_models import poisson_model_classes
 from .private_model import private_dpsgd_model
 from .poisson_calibration import PoissonCalibration
-from .poisson_units import PoissonUnits
+from ..sampling.poisson_units import PoissonUnits
 from .resume import run_state
 from .guards import guard_poisson_train_step
-from .poisson_sampling import (  # noqa: F401
+from ..sampling.poisson_sampling import (  # noqa: F401
     PAD_SDS,
     check_expected_batch_size,
     ROW_MULTIPLE,
@@ -107,7 +108,7 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
     """DP-SGD with Poisson sampling, σ calibrated to a target (ε, δ), the ε recorded as **proven**.
 
     One object is one training run, as for :class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD` (both are a
-    :class:`~tfdpmech.mechanisms.dpsgd.base.DPSGDRun`: the same model checks, loss handling, ``compile``,
+    :class:`~tfdpmech.mechanisms.dpsgd.runs.base.DPSGDRun`: the same model checks, loss handling, ``compile``,
     ``callback``): construction validates every argument and computes σ before any training;
     :meth:`compile` wraps the model in tensorflow-privacy's ``DPSequential`` / ``DPModel`` with the
     Poisson train step (or installs tfdpmech's own) and records the release; :meth:`dataset` gives
@@ -137,14 +138,15 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
             processes at once: the batch is clipped in chunks of this size, their clipped sums added, the
             noise drawn once per logical step (memory bounded by the chunk; the update and ε unchanged).
         augmentation: None, or a Keras layer or a function ``fn(record, seed)`` applied to every view of a
-            sampled record (:mod:`.augmentation`: ``random_crop``, ``random_flip``, ``compose``).
+            sampled record (:mod:`tfdpmech.mechanisms.dpsgd.sampling.augmentation`: ``random_crop``, ``random_flip``,
+            ``compose``).
         augmentation_multiplicity: K >= 1 views of each sampled record, their gradients averaged and clipped
             once (De et al. 2022): the record still moves the sum by at most C, the ε is unchanged; a step
             computes K rows per sampled record (a chunk of ``physical_batch_size`` holds whole records' views).
-        user_ids, records_per_user: a user-level run (:mod:`.user_sampling`): one user id per record and k >= 1;
-            n is then the number of users, each step samples users with q = L / n, a sampled user contributes up
-            to k of their records, summed and clipped once; the ε is for adding or removing one user with all
-            of their records.
+        user_ids, records_per_user: a user-level run (:mod:`tfdpmech.mechanisms.dpsgd.sampling.user_sampling`): one user
+            id per record and k >= 1; n is then the number of users, each step samples users with q = L / n, a sampled
+            user contributes up to k of their records, summed and clipped once; the ε is for adding or removing one user
+            with all of their records.
         seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
         layer_registry, use_xla, ledger: as for ``ShuffledDPSGD``.
 

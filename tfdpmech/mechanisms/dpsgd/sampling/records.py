@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ...array_checks import check_array
+from ....array_checks import check_array
 from .record_sources import LazyRows
 
 __all__ = ["is_structure", "check_records", "take_rows", "records_spec", "record_count"]

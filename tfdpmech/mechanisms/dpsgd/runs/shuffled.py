@@ -4,7 +4,7 @@ DP-SGD (Abadi et al., "Deep Learning with Differential Privacy", CCS 2016) clips
 example's gradient to L2 norm ``l2_norm_clip`` = C, sums the clipped gradients of a batch,
 adds Gaussian noise N(0, σ²C²) and takes an optimizer step. This module trains any Keras
 architecture that way, with tensorflow-privacy 0.9.0 where it imports or tfdpmech's own engine
-(``engine=``, :mod:`tfdpmech.mechanisms.dpsgd.paths`), and calibrates the noise multiplier σ to a
+(``engine=``, :mod:`tfdpmech.mechanisms.dpsgd.runs.paths`), and calibrates the noise multiplier σ to a
 target ε with the library's own accounting.
 
 Accounting: :mod:`tfdpmech.accounting.dpsgd` (``dp_accounting`` RDP, Poisson sampling). The
@@ -13,7 +13,7 @@ the training pipeline (``tf.data`` shuffle + fixed-size batches, as in tensorflo
 tutorials) does not sample by Poisson, and tensorflow-privacy states only that for shuffled data
 the actual ε "is believed" to be close to the Poisson value.
 
-Training paths and model checks: :mod:`tfdpmech.mechanisms.dpsgd.paths` (``"auto"``, ``"fast_clipping"``,
+Training paths and model checks: :mod:`tfdpmech.mechanisms.dpsgd.runs.paths` (``"auto"``, ``"fast_clipping"``,
 ``"vectorized"``, ``"microbatch"``). The compiled model refuses any batch that does not hold
 exactly ``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for.
 
@@ -37,7 +37,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...accounting.dpsgd import (
+from ....accounting.dpsgd import (
     ACCOUNTANT,
     SAMPLING,
     check_training_shape,
@@ -47,8 +47,8 @@ from ...accounting.dpsgd import (
     dpsgd_steps,
     epsilon_any_order,
 )
-from ...accounting.ledger import PrivacyLedger, Release, format_epsilon
-from ...validation import check_epsilon
+from ....accounting.ledger import PrivacyLedger, Release, format_epsilon
+from ....validation import check_epsilon
 from .base import DEFAULT_LEARNING_RATES, MAX_STEPS, OPTIMIZERS, DPSGDRun  # noqa: F401  (importable from here)
 from .callback import DPSGDBudget
 from .guards import guard_shuffled_train_step
@@ -79,7 +79,7 @@ class ShuffledDPSGD(DPSGDRun):
             :class:`~tfdpmech.mechanisms.dpsgd.OptimizerSettings` with its ``name`` and ``learning_rate`` (momentum,
             schedules and weight averaging are :class:`~tfdpmech.mechanisms.dpsgd.DPSGD`'s).
         path: ``"auto"``, ``"fast_clipping"``, ``"vectorized"`` or ``"microbatch"`` (see
-            :mod:`tfdpmech.mechanisms.dpsgd.paths`).
+            :mod:`tfdpmech.mechanisms.dpsgd.runs.paths`).
         num_microbatches: None (one example per microbatch, the default) or a divisor of
             ``batch_size``; microbatches larger than one example double the accounted sensitivity.
         layer_registry: a tensorflow-privacy ``LayerRegistry`` for fast clipping (default registry
@@ -88,7 +88,7 @@ class ShuffledDPSGD(DPSGDRun):
             this was slower for the MLP, hence off by default.
         engine: ``"auto"`` (tensorflow-privacy where it imports, else tfdpmech's own), ``"tfdpmech"``
             (this package's train step on Keras 2.15 and 3; no microbatches) or
-            ``"tensorflow_privacy"`` (TensorFlow 2.15 only); see :mod:`tfdpmech.mechanisms.dpsgd.paths`.
+            ``"tensorflow_privacy"`` (TensorFlow 2.15 only); see :mod:`tfdpmech.mechanisms.dpsgd.runs.paths`.
         drop_remainder: accept that ``n mod batch_size`` examples (a different random subset each
             epoch) sit out of every epoch when ``batch_size`` does not divide ``n``; the number is
             recorded in the ledger. By default that is refused: every batch must hold exactly
@@ -289,7 +289,7 @@ class ShuffledDPSGD(DPSGDRun):
                 of shape (n,) are one-hot encoded (after :meth:`compile`, which knows the classes).
             seed: shuffle seed (None: a different order every run). Under ``MultiWorkerMirroredStrategy``
                 required: the secret every worker shares, so that all draw the same permutations
-                (:mod:`tfdpmech.mechanisms.dpsgd.multiworker`); the returned dataset is then a distributed one.
+                (:mod:`tfdpmech.mechanisms.dpsgd.runs.multiworker`); the returned dataset is then a distributed one.
 
         Raises:
             TypeError: non-numeric or complex data.

@@ -21,7 +21,7 @@ What the recipe takes from the literature:
   :func:`public_proxy_accuracy` on the 1,000 *public* records of the embedded MNIST sample,
   never on the private records or the test set (the selection is in ``docs/mechanisms/dpsgd.md``).
 - **Poisson sampling with the expected batch size as divisor**, σ calibrated with dp_accounting
-  (:mod:`tfdpmech.mechanisms.dpsgd.poisson`).
+  (:mod:`tfdpmech.mechanisms.dpsgd.runs.poisson`).
 
 Anchors (published; full MNIST with 60,000 training records, so not directly comparable with the
 7,000-record embedded sample): plain DP-SGD about 95 % at ε ≈ 1 and 97 % at ε ≈ 3
@@ -42,8 +42,8 @@ import time
 import keras
 import numpy as np
 
-from ...accounting.poisson_dpsgd import poisson_dpsgd_noise_multiplier
-from ...validation import check_choice, check_positive_int
+from ....accounting.poisson_dpsgd import poisson_dpsgd_noise_multiplier
+from ....validation import check_choice, check_positive_int
 from .shuffled import ShuffledDPSGD
 from .optimizer_settings import OptimizerSettings
 from .poisson import DPSGD
@@ -156,7 +156,7 @@ def make_dpsgd(epsilon: float, delta: float, n: int, *, recipe: Recipe = RECIPE,
         overrides: constructor arguments; the recipe's own optimiser fields (``learning_rate``,
             ``momentum``, ``lr_schedule``, ``ema_momentum``, ``optimizer`` as a name) replace the
             recipe's values, ``optimizer=OptimizerSettings(...)`` replaces its optimiser.
-        sampling: ``"poisson"`` (default): a :class:`~tfdpmech.mechanisms.dpsgd.poisson.DPSGD`, ε proven.
+        sampling: ``"poisson"`` (default): a :class:`~tfdpmech.mechanisms.dpsgd.runs.poisson.DPSGD`, ε proven.
             ``"shuffled"``: a :class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD` with fixed-size batches of the same
             (expected) size and the same epochs: its Poisson ε is only claimed, the any-order ε is
             provable.

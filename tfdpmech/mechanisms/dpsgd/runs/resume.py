@@ -24,7 +24,7 @@ import numbers
 
 import keras
 
-from ...accounting.ledger import PrivacyLedger
+from ....accounting.ledger import PrivacyLedger
 from .run_state import RUN_STATE_FORMAT, carried_run
 
 __all__ = ["run_state", "run_from_state", "resume"]

@@ -2,7 +2,7 @@
 
 A trainable ``BatchNormalization`` normalises each record with the statistics of its batch, so one
 record's output, and its gradient, depend on the other records: per-example clipping does not bound
-its sensitivity, and :func:`~tfdpmech.mechanisms.dpsgd.paths.check_model` refuses it. Two fixes:
+its sensitivity, and :func:`~tfdpmech.mechanisms.dpsgd.runs.paths.check_model` refuses it. Two fixes:
 
 * freeze it (``layer.trainable = False``): a frozen ``BatchNormalization`` runs in inference mode with
   its moving statistics (fixed during the run), so each record is normalised on its own; it is
@@ -20,7 +20,7 @@ import numbers
 import keras
 import numpy as np
 
-from .paths import all_layers
+from ..runs.paths import all_layers
 
 __all__ = ["MAX_GROUPS", "replace_batch_norm", "group_count"]
 

@@ -1,6 +1,6 @@
 """Poisson batches: every step each of the n records joins independently with probability q.
 
-Steps 1 and 2 of Poisson DP-SGD (:mod:`tfdpmech.mechanisms.dpsgd.poisson`): :class:`PoissonSampler` draws
+Steps 1 and 2 of Poisson DP-SGD (:mod:`tfdpmech.mechanisms.dpsgd.runs.poisson`): :class:`PoissonSampler` draws
 ``B_t = {i : U_i < q}``; :func:`pad_batch` pads it with masked all-zero rows to the fixed shape
 :func:`padded_batch_size` (never cutting a record); :func:`poisson_dataset` is the ``tf.data``
 pipeline of those batches ``(x, y, mask)``.
@@ -20,8 +20,8 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from ...accounting.poisson_dpsgd import check_sampling_probability
-from ...validation import check_positive_int
+from ....accounting.poisson_dpsgd import check_sampling_probability
+from ....validation import check_positive_int
 from .augmentation import repeat_views
 from .record_sources import LazyRows
 from .records import is_structure, record_count, records_spec, take_rows

@@ -15,7 +15,7 @@ import numbers
 import keras
 import tensorflow as tf
 
-from .clipping import per_example_loss
+from .clipped_sums import per_example_loss
 
 __all__ = ["check_output_losses", "per_record_loss", "with_reduction", "keras_metrics"]
 

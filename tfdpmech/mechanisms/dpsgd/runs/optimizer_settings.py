@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 
-from ...validation import _describe, check_choice, check_positive_real
+from ....validation import _describe, check_choice, check_positive_real
 
 __all__ = ["OPTIMIZERS", "DEFAULT_LEARNING_RATES", "LR_SCHEDULES", "OptimizerSettings", "resolve_optimizer",
            "check_keras_optimizer_options"]

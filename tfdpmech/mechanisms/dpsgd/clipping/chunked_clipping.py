@@ -2,7 +2,7 @@
 
 DP-SGD's update at step t is ``(Σ_{i∈B_t} clip_C(∇θ ℓ_i) + N(0, σ²C²I)) / L`` (Abadi et al. 2016,
 Algorithm 1). The sum over ``B_t`` splits into sums over chunks of the batch: each chunk's clipped sum
-is computed on its own (:func:`~.clipping.clipped_gradient_sum`), the sums are added, and the train step
+is computed on its own (:func:`~.clipped_sums.clipped_gradient_sum`), the sums are added, and the train step
 then adds the noise **once** and divides by L, as for an unchunked batch. The accounting does not
 change (one Poisson-sampled Gaussian step per logical batch); peak memory is that of one chunk. This is
 Opacus's ``BatchMemoryManager`` and jax-privacy's ``gradient_accumulation_steps`` inside one train step,
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ...validation import check_positive_int
-from .clipping import clipped_gradient_sum
+from ....validation import check_positive_int
+from .clipped_sums import clipped_gradient_sum
 
 __all__ = ["check_physical_batch_size", "chunked_clipped_gradient_sum"]
 
@@ -36,7 +36,7 @@ def _rows_array(t) -> tf.TensorArray:
 
 def chunked_clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: float, method: str,
                                  physical_batch_size: int | None, *, training=True, group_size: int = 1):
-    """:func:`~.clipping.clipped_gradient_sum` of one batch, computed ``physical_batch_size`` rows at a time.
+    """:func:`~.clipped_sums.clipped_gradient_sum` of one batch, computed ``physical_batch_size`` rows at a time.
 
     Returns the same ``(clipped sum, y_pred, norms)`` as the unchunked call (equal up to the order of the
     float additions). The first chunk runs outside the loop (it fixes the structure of ``y_pred``); the

@@ -27,8 +27,8 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from ...distribute import is_chief
-from .poisson_sampling import (
+from ....distribute import is_chief
+from ..sampling.poisson_sampling import (
     poisson_batch,
     record_spec,
     run_element,

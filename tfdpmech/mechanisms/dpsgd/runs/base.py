@@ -16,16 +16,16 @@ import math
 import keras
 import tensorflow as tf
 
-from ...accounting.ledger import PrivacyLedger, Release, ledger_or_new
-from ...contract import Mechanism, PreparedFit, release
-from ...validation import check_choice, check_instance, check_labels, check_positive_int, check_positive_real
+from ....accounting.ledger import PrivacyLedger, Release, ledger_or_new
+from ....contract import Mechanism, PreparedFit, release
+from ....validation import check_choice, check_instance, check_labels, check_positive_int, check_positive_real
 from .callback import DPSGDBudget
-from .model_probe import batch_dependence
+from ..clipping.model_probe import batch_dependence
 from .multiworker import install_multiworker_fit
 from .optimizer_settings import DEFAULT_LEARNING_RATES, OPTIMIZERS, OptimizerSettings, check_keras_optimizer_options
 from .paths import PATHS, check_logits, check_model, require_tf_privacy
-from .output_losses import check_output_losses, keras_metrics
-from .records import check_records, is_structure, record_count
+from ..clipping.output_losses import check_output_losses, keras_metrics
+from ..sampling.records import check_records, is_structure, record_count
 from .run_engines import RunEngines
 from .run_state import adopt_carried_releases, bind_run, carried_run
 
@@ -64,7 +64,7 @@ class DPSGDRun(RunEngines, Mechanism):
         optimizer: the validated :class:`~tfdpmech.mechanisms.dpsgd.OptimizerSettings` (the subclass maps a name
             to it); ``optimizer_name`` and ``learning_rate`` (the step size, the optimizer's default
             when not set) are read from it.
-        path: the training path (:mod:`tfdpmech.mechanisms.dpsgd.paths`), checked by :meth:`_check_path`.
+        path: the training path (:mod:`tfdpmech.mechanisms.dpsgd.runs.paths`), checked by :meth:`_check_path`.
         num_microbatches: None (every example clipped on its own) or the number of microbatches of
             a batch, a divisor of ``batch_size``.
         layer_registry, use_xla: tensorflow-privacy's fast-clipping registry and XLA switch.
@@ -161,7 +161,7 @@ class DPSGDRun(RunEngines, Mechanism):
     _path_alternatives = "path='vectorized', path='microbatch' or path='auto'"  # the paths to suggest instead
 
     def _check_path(self, path) -> str:
-        """The requested training path, one of :data:`~tfdpmech.mechanisms.dpsgd.paths.PATHS`."""
+        """The requested training path, one of :data:`~tfdpmech.mechanisms.dpsgd.runs.paths.PATHS`."""
         return check_choice(path, "path", PATHS)
 
     def compile(self, model, *, loss=None, metrics=("accuracy",), optimizer=None, loss_weights=None) -> keras.Model:
@@ -169,14 +169,15 @@ class DPSGDRun(RunEngines, Mechanism):
 
         Under ``MultiWorkerMirroredStrategy`` the release is recorded by the returned model's ``fit``
         instead, on the chief only, once every worker has joined and before the first noisy step
-        (:mod:`tfdpmech.mechanisms.dpsgd.multiworker`); ``fit`` then trains only on :meth:`dataset`.
+        (:mod:`tfdpmech.mechanisms.dpsgd.runs.multiworker`); ``fit`` then trains only on :meth:`dataset`.
 
         Args:
             model: a built, un-compiled ``keras.Model`` with logits output, or a builder
                 (callable without arguments) returning one, e.g. ``tfdpmech.models.standard_cnn``.
             loss: a ``keras.losses.Loss`` (its reduction is overridden); None means
-                ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels. A model with several
-                outputs takes a list or dict of them (:mod:`.output_losses`; tfdpmech's engine).
+                ``CategoricalCrossentropy(from_logits=True)`` for one-hot labels. A model with several outputs
+                takes a list or dict of them (:mod:`tfdpmech.mechanisms.dpsgd.clipping.output_losses`; tfdpmech's
+                engine).
             loss_weights: with several losses, their weights (list or dict, as Keras's ``compile``):
                 each record's gradient of the weighted total loss is clipped.
             metrics: Keras metrics for ``compile``.
@@ -328,7 +329,8 @@ class DPSGDRun(RunEngines, Mechanism):
     # -- training helpers --------------------------------------------------------------------
     def _checked_data(self, x, y):
         """``(x, y)`` checked: numeric, real and finite, n records; integer labels one-hot for the default loss.
-        ``x`` and ``y`` may be lists, tuples or dicts of arrays (several inputs or outputs, :mod:`.records`)."""
+        ``x`` and ``y`` may be lists, tuples or dicts of arrays (several inputs or outputs,
+        :mod:`tfdpmech.mechanisms.dpsgd.sampling.records`)."""
         x, y = check_records(x, "x"), check_records(y, "y")
         if (is_structure(x) or is_structure(y)) and (self.multiworker is not None or not self._poisson):
             raise ValueError(

@@ -1,6 +1,6 @@
 """Ghost norms: per-example clipped gradient sums from one backward pass (``path="fast_clipping"``).
 
-The method of :mod:`tfdpmech.mechanisms.dpsgd.clipping`. The model is cut into *units*
+The method of :mod:`.clipped_sums`. The model is cut into *units*
 (:func:`layer_units`): every layer with a rule in the layer registry (:mod:`.layer_rules`), every layer
 that calls a sub-layer several times per record (recurrent layers, ``TimeDistributed``), and every other
 layer that holds weights and no sub-layer; containers (nested models, ``MultiHeadAttention``) are opened.

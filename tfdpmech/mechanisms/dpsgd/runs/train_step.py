@@ -3,8 +3,9 @@
 :func:`install_dp_train_step` replaces ``model.train_step`` so that ``model.fit`` runs, per batch
 (Abadi et al. 2016, Algorithm 1):
 
-1. the per-example clipped gradient sum ``Σ_i w_i clip_C(∇θ ℓ_i)`` (:mod:`.clipping`; ``w_i`` is the
-   Poisson mask: 1 for a sampled record, 0 for a padding row);
+1. the per-example clipped gradient sum ``Σ_i w_i clip_C(∇θ ℓ_i)``
+   (:mod:`tfdpmech.mechanisms.dpsgd.clipping.clipped_sums`; ``w_i`` is the Poisson mask: 1 for a sampled record, 0
+   for a padding row);
 2. ``+ N(0, σ²C²·I)`` drawn **once** per step (line "add noise"), from a secret noise key and the
    global step (the optimizer's step count): a second ``fit`` continues the noise stream, it never
    draws a step's noise again;
@@ -25,8 +26,8 @@ on every replica and averaged would divide its standard deviation by √replicas
    compiled Keras optimizer.
 
 A step whose sampled record has a non-finite gradient is refused before the update (padding rows
-never do: they are selected out, :mod:`.clipping`). The logged ``loss`` is the mean loss over the
-batch's real records (padding rows excluded), plus the weight regularisers, as ``model.fit`` logs it
+never do: they are selected out, :mod:`tfdpmech.mechanisms.dpsgd.clipping.clipped_sums`). The logged ``loss`` is the
+mean loss over the batch's real records (padding rows excluded), plus the weight regularisers, as ``model.fit`` logs it
 without DP.
 
 The run objects (:class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD`, :class:`~tfdpmech.mechanisms.dpsgd.DPSGD`) wrap this
@@ -41,9 +42,9 @@ import secrets
 import keras
 import tensorflow as tf
 
-from .chunked_clipping import chunked_clipped_gradient_sum
-from .clipping import gradients, per_example_loss
-from .ghost_norms import select_rows
+from ..clipping.chunked_clipping import chunked_clipped_gradient_sum
+from ..clipping.clipped_sums import gradients, per_example_loss
+from ..clipping.ghost_norms import select_rows
 from .run_state import dp_step, inner_optimizer
 
 __all__ = ["KERAS_3", "install_dp_train_step", "noise_key", "step_noise", "log_real_record_loss", "check_finite_norms"]
@@ -121,21 +122,25 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
 
     Args:
         model: a compiled ``keras.Model`` (its optimizer, loss and metrics are used).
-        loss: the per-record loss ``(y_true, y_pred) -> (B,)`` (:func:`.output_losses.per_record_loss`), or the
-            ``keras.losses.Loss`` the model was compiled with (a per-record copy is made).
+        loss: the per-record loss ``(y_true, y_pred) -> (B,)``
+            (:func:`tfdpmech.mechanisms.dpsgd.clipping.output_losses.per_record_loss`), or the ``keras.losses.Loss`` the
+            model was compiled with (a per-record copy is made).
         l2_norm_clip: C. noise_multiplier: σ (0 for the noise-free cross-checks).
         divisor: the public L the noisy sum is divided by.
-        clipping: ``"fast_clipping"`` or ``"vectorized"`` (see :func:`.clipping.resolve_clipping`).
+        clipping: ``"fast_clipping"`` or ``"vectorized"`` (see
+            :func:`tfdpmech.mechanisms.dpsgd.clipping.clipped_sums.resolve_clipping`).
         noise_seed: None (OS entropy) or an int (reproducible experiments; keep it secret): the noise key,
             with the optimizer's step count the noise of each step (:func:`step_noise`).
         require_mask: batches must be ``(x, y, mask)`` (Poisson batches).
-        physical_batch_size: None, or the most records clipped at once (:mod:`.chunked_clipping`).
-        group_size: k: every k consecutive rows are one clipping unit (a record's views; :mod:`.augmentation`).
+        physical_batch_size: None, or the most records clipped at once
+            (:mod:`tfdpmech.mechanisms.dpsgd.clipping.chunked_clipping`).
+        group_size: k: every k consecutive rows are one clipping unit (a record's views;
+            :mod:`tfdpmech.mechanisms.dpsgd.sampling.augmentation`).
 
     Under ``mixed_float16`` Keras wraps the optimizer in a ``LossScaleOptimizer``, which divides the
     gradients it is given by its loss scale; the DP step scales its own backward pass instead
-    (:mod:`.ghost_norms`: norms, clipped sums and noise in float32) and applies the unscaled noisy
-    gradient to the wrapped optimizer.
+    (:mod:`tfdpmech.mechanisms.dpsgd.clipping.ghost_norms`: norms, clipped sums and noise in float32) and applies the
+    unscaled noisy gradient to the wrapped optimizer.
     """
     loss_fn = per_example_loss(loss) if isinstance(loss, keras.losses.Loss) else loss
     key = noise_key(noise_seed)

@@ -1,6 +1,6 @@
 """How a DP-SGD run compiles a model with each engine: the strategy, the engine, the training path, the loss.
 
-:class:`RunEngines` is the part of :class:`~tfdpmech.mechanisms.dpsgd.base.DPSGDRun` that chooses and sets up the
+:class:`RunEngines` is the part of :class:`~tfdpmech.mechanisms.dpsgd.runs.base.DPSGDRun` that chooses and sets up the
 engine (tfdpmech's own train step on the user's model, or tensorflow-privacy's DP models); it reads the
 run's validated settings (``requested_path``, ``num_microbatches``, ``layer_registry``, ``engine``, ...).
 """
@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import keras
 
-from ...distribute import check_strategy, strategy_of
-from ...validation import check_choice
-from .clipping import ghost_norms_mismatch, resolve_clipping
+from ....distribute import check_strategy, strategy_of
+from ....validation import check_choice
+from ..clipping.clipped_sums import ghost_norms_mismatch, resolve_clipping
 from .multiworker import is_multiworker
 from .paths import fast_clipping_layers, rebuildable, resolve_engine, supports_fast_clipping
-from .output_losses import keras_metrics, per_record_loss, with_reduction
+from ..clipping.output_losses import keras_metrics, per_record_loss, with_reduction
 from .train_step import install_dp_train_step
 
 __all__ = ["RunEngines"]
 
 
 class RunEngines:
-    """The engine side of a DP-SGD run (mixed into :class:`~tfdpmech.mechanisms.dpsgd.base.DPSGDRun`)."""
+    """The engine side of a DP-SGD run (mixed into :class:`~tfdpmech.mechanisms.dpsgd.runs.base.DPSGDRun`)."""
 
     replicas = 1  # replicas of the tf.distribute strategy the model trains under (set by compile)
     multiworker = None  # the MultiWorkerMirroredStrategy the model trains under (set by compile), else None
@@ -32,8 +32,8 @@ class RunEngines:
 
         Under ``MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` tfdpmech's engine clips on every replica,
         sums across them (the optimizer's SUM all-reduce) and adds one noise draw per global step on replica 0
-        (:mod:`tfdpmech.mechanisms.dpsgd.train_step`); several workers also share the global batches
-        (:mod:`tfdpmech.mechanisms.dpsgd.multiworker`).
+        (:mod:`tfdpmech.mechanisms.dpsgd.runs.train_step`); several workers also share the global batches
+        (:mod:`tfdpmech.mechanisms.dpsgd.runs.multiworker`).
         """
         strategy = check_strategy(strategy_of(model), f"{type(self).__name__}.compile")
         if strategy is None:

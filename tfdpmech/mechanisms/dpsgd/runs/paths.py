@@ -1,10 +1,10 @@
 """DP-SGD engines and training paths, and the checks a model must pass first.
 
 Engines (``engine=``): ``"tensorflow_privacy"`` (the library's ``DPModel`` / DP optimizers, TensorFlow
-2.15 only), ``"tfdpmech"`` (this package's train step, :mod:`.train_step` and :mod:`.clipping`, on
-Keras 2.15 and Keras 3; ghost norms also for Conv2D and EinsumDense), ``"auto"`` (the first where it
-imports). The paths below are tensorflow-privacy's; tfdpmech's engine has ``"fast_clipping"`` and
-``"vectorized"`` with the same meaning.
+2.15 only), ``"tfdpmech"`` (this package's train step, :mod:`.train_step` and
+:mod:`tfdpmech.mechanisms.dpsgd.clipping.clipped_sums`, on Keras 2.15 and Keras 3; ghost norms also for Conv2D and
+EinsumDense), ``"auto"`` (the first where it imports). The paths below are tensorflow-privacy's; tfdpmech's engine has
+``"fast_clipping"`` and ``"vectorized"`` with the same meaning.
 
 Training paths (``path=``):
     ``"fast_clipping"``: tensorflow-privacy's fast gradient clipping (``DPSequential`` /
@@ -40,8 +40,9 @@ Guards (:class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD`): the compiled model r
 (``tf.errors.InvalidArgumentError`` naming the fix) any batch that does not hold exactly
 ``batch_size`` examples and any optimizer step beyond the ``steps`` the ε was computed for. Layers that mix
 the records of a batch in training (a trainable ``BatchNormalization``, :class:`tfdpmech.layers.BatchMinMax`) are
-refused at any depth (a frozen ``BatchNormalization`` is accepted; :mod:`.batch_norm` replaces trainable ones), and so is any model whose training forward pass updates state from the batch or mixes records
-(:mod:`tfdpmech.mechanisms.dpsgd.model_probe`): per-example clipping does not bound their sensitivity.
+refused at any depth (a frozen ``BatchNormalization`` is accepted; :mod:`tfdpmech.mechanisms.dpsgd.clipping.batch_norm`
+replaces trainable ones), and so is any model whose training forward pass updates state from the batch or mixes records
+(:mod:`tfdpmech.mechanisms.dpsgd.clipping.model_probe`): per-example clipping does not bound their sensitivity.
 
 tensorflow-privacy is imported only when this API is used (:func:`require_tf_privacy`).
 """
@@ -50,7 +51,7 @@ from __future__ import annotations
 
 import keras
 
-from ...layers import BatchMinMax
+from ....layers import BatchMinMax
 
 __all__ = [
     "PATHS",
@@ -86,8 +87,8 @@ def resolve_engine(engine: str) -> str:
     """``"tensorflow_privacy"`` or ``"tfdpmech"`` for ``engine`` in :data:`ENGINES`.
 
     ``"auto"`` is tensorflow-privacy where it imports (the reference implementation) and tfdpmech's
-    own Keras DP-SGD (:mod:`.train_step`, :mod:`.clipping`) elsewhere. Both run the same algorithm
-    (``tests/mechanisms/dpsgd/test_engines.py`` pins their clipped sums equal where both import).
+    own Keras DP-SGD (:mod:`.train_step`, :mod:`tfdpmech.mechanisms.dpsgd.clipping.clipped_sums`) elsewhere. Both run
+    the same algorithm (``tests/mechanisms/dpsgd/test_engines.py`` pins their clipped sums equal where both import).
 
     Raises:
         ValueError: an unknown engine.
@@ -123,16 +124,16 @@ def all_layers(model):
 def check_model(model) -> None:
     """Check ``model`` is a built ``keras.Model`` with trainable weights and no record-mixing terms.
 
-    Walks the whole layer tree (:func:`all_layers`); :func:`~tfdpmech.mechanisms.dpsgd.model_probe.batch_dependence`
-    then finds what no layer list shows (a ``Lambda`` or custom layer that updates state from the batch
-    or mixes records).
+    Walks the whole layer tree (:func:`all_layers`);
+    :func:`~tfdpmech.mechanisms.dpsgd.clipping.model_probe.batch_dependence` then finds what no layer list shows (a
+    ``Lambda`` or custom layer that updates state from the batch or mixes records).
 
     Raises:
         TypeError: not a ``keras.Model``.
         ValueError: unbuilt, nothing to train, or a layer at any depth (a trainable ``BatchNormalization``,
             ``BatchMinMax``, an activity regulariser) whose sensitivity per-example clipping does not bound. A
             ``BatchNormalization`` is accepted frozen (``trainable = False``: inference mode, moving statistics);
-            :func:`~tfdpmech.mechanisms.dpsgd.batch_norm.replace_batch_norm` swaps trainable ones for
+            :func:`~tfdpmech.mechanisms.dpsgd.clipping.batch_norm.replace_batch_norm` swaps trainable ones for
             ``GroupNormalization``.
     """
     if not isinstance(model, keras.Model):

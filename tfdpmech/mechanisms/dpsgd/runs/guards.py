@@ -6,9 +6,9 @@ step beyond the ``steps`` the ε was computed for, counted from the optimizer's 
 
 Poisson runs train only on the batches the run drew itself: every row of a batch from
 :meth:`~tfdpmech.mechanisms.dpsgd.DPSGD.dataset` carries its ticket ``(run id, global step)``
-(:func:`~tfdpmech.mechanisms.dpsgd.poisson_sampling.run_dataset`). A batch without tickets (any user-made dataset,
-whatever its third element), a batch of another run, or a batch drawn for another step than the one the
-optimizer is about to take is refused: only then is every step an independent Poisson draw, as the proof
+(:func:`~tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling.run_dataset`). A batch without tickets (any
+user-made dataset, whatever its third element), a batch of another run, or a batch drawn for another step than
+the one the optimizer is about to take is refused: only then is every step an independent Poisson draw, as the proof
 of the recorded ε assumes.
 
 Shuffled runs train on batches of exactly ``batch_size`` finite records.

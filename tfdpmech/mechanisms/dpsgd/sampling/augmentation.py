@@ -3,9 +3,9 @@ classification through scale", §3): each sampled record is augmented K times, a
 clipping unit.
 
 The step adds ``clip_C((1/K) Σ_v ∇θ ℓ(view_v))`` per sampled record: the views' gradients are averaged, then
-clipped once (:mod:`.layer_rules.groups`), so a record still moves the sum by at most C and the accounting is
-the record-level one, unchanged; the augmentation's gradient noise falls with K. In a run's batch the K views
-of a record are K consecutive rows, each with the record's weight divided by K.
+clipped once (:mod:`tfdpmech.mechanisms.dpsgd.clipping.layer_rules.groups`), so a record still moves the sum by at most
+C and the accounting is the record-level one, unchanged; the augmentation's gradient noise falls with K. In a run's
+batch the K views of a record are K consecutive rows, each with the record's weight divided by K.
 
 The augmentation is a Keras layer (called on the batch with ``training=True``: Keras's own random stream) or
 a function ``fn(record, seed) -> record`` of one record and a ``(2,)`` int32 stateless seed: the seed of row r
@@ -71,7 +71,7 @@ def check_multiplicity(augmentation, multiplicity) -> int:
     if multiplicity > 1 and augmentation is None:
         raise ValueError(f"augmentation_multiplicity={multiplicity} needs an augmentation (K identical views would "
                          "average to the record's own gradient); pass e.g. "
-                         "augmentation=tfdpmech.mechanisms.dpsgd.augmentation.random_crop(4)")
+                         "augmentation=tfdpmech.mechanisms.dpsgd.sampling.augmentation.random_crop(4)")
     return int(multiplicity)
 
 
