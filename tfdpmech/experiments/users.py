@@ -19,7 +19,7 @@ import numpy as np
 from ..accounting.group_privacy import group_epsilon_delta
 from ..validation import check_positive_int, check_positive_real
 
-__all__ = ["zipf_user_ids", "user_ids_for", "largest_user_note"]
+__all__ = ["zipf_user_ids", "user_ids_for", "largest_user_note", "user_level_options"]
 
 USER_SEED = 7_919  # the assignment's own stream, apart from the runs' seeds
 
@@ -43,6 +43,17 @@ def zipf_user_ids(n: int, users: int, exponent: float = 1.0, seed: int = USER_SE
     counts[np.argsort(-(share - np.floor(share)), kind="stable")[:remainder]] += 1
     ids = np.repeat(np.arange(users, dtype=np.int64), counts)
     return ids[np.random.default_rng(seed).permutation(n)]
+
+
+def user_level_options(users: int, records_per_user: int, point: dict) -> dict:
+    """The comparison options of a user-level recipe ``point`` (``expected_users`` a step, ``epochs`` over the
+    users, SGD ``learning_rate``; the rest the record-level tanh CNN's): what ``tools/users_tuning.py`` sweeps and
+    the ``users`` preset runs."""
+    recipe = {"expected_batch_size": point["expected_users"], "reference_n": users}
+    if point["learning_rate"] != 0.5:  # the record-level recipe's step otherwise
+        recipe["learning_rate"] = point["learning_rate"]
+    return {"users": users, "records_per_user": records_per_user, "user_epochs": point["epochs"],
+            "user_recipe": recipe}
 
 
 def user_ids_for(options: dict, n: int) -> np.ndarray | None:
