@@ -65,3 +65,18 @@ def test_a_comparison_with_users_runs_both_levels_and_reports_each_for_a_person(
     assert "## Privacy per person" in text
     assert "| mnist_sample | dpsgd | 0 |" in text and "none proven" in text  # m·ε at ε = 3 leaves δ_m ≥ 1
     assert "| mnist_sample | dpsgd_user | 0 | – (user level, up to 4 records" in text
+
+
+def test_a_user_level_recipe_point_becomes_the_options_its_runs_read():
+    from tfdpmech.experiments.methods.mnist_recipes import TANH_CNN_RECIPE, epochs_for, recipe_for
+    from tfdpmech.experiments.users import user_level_options
+
+    for point in ({"expected_users": 1024, "epochs": 10, "learning_rate": 0.5},
+                  {"expected_users": 2048, "epochs": 20, "learning_rate": 4.0}):
+        options = user_level_options(6000, 8, point)
+        assert options["users"] == 6000 and options["records_per_user"] == 8
+        recipe = recipe_for(options, 3.0, TANH_CNN_RECIPE, "user")
+        # the point's users a step on 6,000 users, its epochs and step; the rest the record-level recipe's
+        assert recipe.batch_for(6000) == point["expected_users"] and recipe.epochs == point["epochs"]
+        assert recipe.learning_rate == point["learning_rate"] and recipe.l2_norm_clip == TANH_CNN_RECIPE.l2_norm_clip
+        assert epochs_for(options, 3.0, 40, "user_epochs") == point["epochs"]
