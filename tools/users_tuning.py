@@ -3,7 +3,7 @@
 Runs ``tfdpmech compare --preset users`` with ``dpsgd_user`` only on ``mnist_validation`` (the first 55,000
 training images, assigned to the preset's 6,000 users by the same Zipf rule, train; the last 5,000 score) at every
 point of the grid below, ε = 3, seed 0, and writes ``docs/results/users/tuning/tuning.md`` and ``tuning.json``:
-each point's validation accuracy and the chosen one (the best; ties to the earlier, cheaper point), which serves
+each point's validation accuracy and the chosen one (the best; ties to the earlier, cheaper point), meant for
 ε = 1 and 3. A point is the expected number of users per step, the epochs over the users and the SGD step; the
 rest of the recipe is the record-level tanh CNN's (C = 0.1, momentum 0.9) and k = 8 records per sampled user.
 Finished runs are kept in ``docs/results/users/tuning/runs.jsonl``, so the sweep resumes after a kill.
@@ -45,7 +45,13 @@ def sweep(epsilons=(3.0,), out=OUT, stored_only=False) -> dict:
             config = preset_config("users", datasets=("mnist_validation",), methods=("dpsgd_user",),
                                    epsilons=(epsilon,), seeds=(0,), out=out, resume=True, stored_only=stored_only,
                                    options=options(point))
-            for run in run_comparison(config)["runs"]:
+            try:
+                runs = run_comparison(config)["runs"]
+            except ValueError:
+                if not stored_only:
+                    raise
+                continue  # a grid point not run yet: nothing stored to tabulate
+            for run in runs:
                 rows.append({"epsilon": epsilon, "point": point, "validation_accuracy": run["accuracy"],
                              "steps": run["notes"].get("steps"), "seconds": run["train_seconds"]})
     chosen = {}
@@ -60,9 +66,9 @@ def write(result: dict, out=OUT) -> None:
     lines = ["# Users preset: the user-level recipe chosen on the validation split", "",
              "`python tools/users_tuning.py`: user-level DP-SGD (`dpsgd_user`, δ = 1e-5) trained on the first 55,000 "
              f"MNIST training images held by {USERS:,} users (Zipf counts, the preset's rule), scored on the last "
-             "5,000 (`mnist_validation`); the test set is not read. Seed 0, k = 8 records per sampled user, the rest of the "
-             "recipe the record-level tanh CNN's (C = 0.1, SGD with momentum 0.9). The point chosen at ε = 3 serves "
-             "ε = 1 and 3 (`presets.USERS_CHOSEN`). Grid points not listed have not run yet.",
+             "5,000 (`mnist_validation`); the test set is not read. Seed 0, k = 8 records per sampled user, the rest "
+             "of the recipe the record-level tanh CNN's (C = 0.1, SGD with momentum 0.9). Grid points not listed have not run "
+             "yet; the choice is over the points listed.",
              "", "| ε | users per step (expected) | epochs over users | SGD step | steps | validation accuracy | "
              "train s | chosen |", "|---|---|---|---|---|---|---|---|"]
     for row in result["runs"]:
