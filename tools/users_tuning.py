@@ -67,8 +67,8 @@ def write(result: dict, out=OUT) -> None:
              "`python tools/users_tuning.py`: user-level DP-SGD (`dpsgd_user`, δ = 1e-5) trained on the first 55,000 "
              f"MNIST training images held by {USERS:,} users (Zipf counts, the preset's rule), scored on the last "
              "5,000 (`mnist_validation`); the test set is not read. Seed 0, k = 8 records per sampled user, the rest "
-             "of the recipe the record-level tanh CNN's (C = 0.1, SGD with momentum 0.9). Grid points not listed have not run "
-             "yet; the choice is over the points listed.",
+             "of the recipe the record-level tanh CNN's (C = 0.1, SGD with momentum 0.9). Grid points not listed "
+             "have not run yet; the choice is over the points listed.",
              "", "| ε | users per step (expected) | epochs over users | SGD step | steps | validation accuracy | "
              "train s | chosen |", "|---|---|---|---|---|---|---|---|"]
     for row in result["runs"]:
