@@ -44,6 +44,7 @@ def _again(units: dict) -> dict:
     return {"augmentation": units["augmentation"]} if "augmentation" in units else {"user_ids": units["user_ids"]}
 
 
+@pytest.mark.slow  # three fits of a grouped run, each traced (about 40 s for the two)
 @pytest.mark.parametrize("units", [VIEWS, USERS], ids=["views", "users"])
 def test_a_resumed_grouped_run_equals_one_uninterrupted_run(units, tmp_path):
     x, y = _data()
