@@ -9,7 +9,7 @@ import pytest
 from tfdpmech.experiments import step_memory
 
 
-@pytest.mark.slow  # four fresh processes, each importing TensorFlow and tracing a small CNN (about 40 s)
+@pytest.mark.slow  # four fresh processes, each importing TensorFlow and tracing a small CNN
 def test_the_report_holds_a_measured_growth_per_model_rows_and_chunking(tmp_path):
     assert step_memory.main(["--models", "tanh_cnn", "--rows", "64,512", "--chunk", "32", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "results.json").read_text())
@@ -21,3 +21,17 @@ def test_the_report_holds_a_measured_growth_per_model_rows_and_chunking(tmp_path
     assert table["512"]["whole"] > table["512"]["chunked"], table
     text = (tmp_path / "results.md").read_text()
     assert "| tanh_cnn |" in text and "512 rows, chunks of 32" in text and "--chunk 32" in text
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    ({"models": []}, ValueError, "models must name at least one"),
+    ({"models": ["resnet5"]}, ValueError, "unknown: \\['resnet5'\\]"),
+    ({"rows": (64, 0)}, ValueError, "rows"),
+    ({"rows": ()}, ValueError, "rows must hold at least one"),
+    ({"chunk": 0}, ValueError, "chunk"),
+    ({"chunk": 1.5}, TypeError, "chunk"),
+])
+def test_bad_settings_are_refused_before_any_process_starts(monkeypatch, kwargs, exc, words):
+    monkeypatch.setattr(step_memory, "_in_fresh_process", lambda *a: pytest.fail("a process was started"))
+    with pytest.raises(exc, match=words):
+        step_memory.run(**({"models": ["mlp"]} | kwargs), log=lambda *_: None)

@@ -80,3 +80,16 @@ def test_a_user_level_recipe_point_becomes_the_options_its_runs_read():
         assert recipe.batch_for(6000) == point["expected_users"] and recipe.epochs == point["epochs"]
         assert recipe.learning_rate == point["learning_rate"] and recipe.l2_norm_clip == TANH_CNN_RECIPE.l2_norm_clip
         assert epochs_for(options, 3.0, 40, "user_epochs") == point["epochs"]
+
+
+@pytest.mark.parametrize("args, exc, words", [
+    ((6000, 8, {"expected_users": 1024, "epochs": 10}), ValueError, "learning_rate'\\] missing"),
+    ((0, 8, {"expected_users": 1024, "epochs": 10, "learning_rate": 0.5}), ValueError, "users"),
+    ((6000, 8, {"expected_users": 1024, "epochs": 0, "learning_rate": 0.5}), ValueError, "epochs"),
+    ((6000, 8, {"expected_users": 1024, "epochs": 10, "learning_rate": float("nan")}), ValueError, "learning_rate"),
+])
+def test_a_bad_user_level_recipe_point_is_refused_naming_the_field(args, exc, words):
+    from tfdpmech.experiments.users import user_level_options
+
+    with pytest.raises(exc, match=words):
+        user_level_options(*args)

@@ -1,4 +1,5 @@
-"""Accounting of Poisson-sampled DP-SGD (:mod:`tfdpmech.mechanisms.dpsgd.runs.poisson`): ε ↔ σ in q and steps, proven.
+"""Accounting of Poisson-sampled DP-SGD (:mod:`tfdpmech.mechanisms.dpsgd.runs.poisson`): ε ↔ σ in q and steps,
+proven.
 
 :func:`poisson_dpsgd_epsilon` composes ``steps`` Poisson-subsampled Gaussian mechanisms (sampling
 probability q, noise multiplier σ) with ``dp_accounting``'s PLD accountant (pessimistic, Koskela,

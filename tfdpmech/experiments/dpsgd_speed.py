@@ -20,7 +20,7 @@ variants (:func:`variants`) train on one fixed batch of its expected size L:
 Each model runs in a fresh process (:func:`run_isolated`). Every variant is built, traced and warmed up
 once, then fitted once more untimed after all are built (each build sets the random seed, which clears
 TensorFlow's kernel cache: a variant built earlier then instantiates its step again in its next fit, 45–66 s
-against 0.6 s for MobileNetV2's ghost-norm step); then ``repeats`` rounds each time one ``fit`` of ``steps``
+against 1.2–2.6 s for a 4-step fit of MobileNetV2's ghost-norm step); then ``repeats`` rounds each time one ``fit`` of ``steps``
 steps per variant, in a rotated order, and every ratio is taken within a round. The table gives median and
 min–max over rounds; examples/s count the L records of a step. Peak memory: the growth of a
 fresh process's peak RSS over one variant's build, warm-up and timed fit

@@ -24,6 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ..validation import check_positive_int
 from .measuring import PeakMemory, device_description
 
 __all__ = ["clipped_step_peak_bytes", "step_peak_bytes", "run", "main"]
@@ -69,7 +70,22 @@ def _in_fresh_process(model_name: str, rows: int, chunk: int | None) -> int:
 
 
 def run(models, rows=(64, 256), chunk: int = 16, log=print) -> dict:
-    """``{model: {rows: {"whole": bytes, "chunked": bytes}}}``, each value from its own fresh process."""
+    """``{model: {rows: {"whole": bytes, "chunked": bytes}}}``, each value from its own fresh process.
+
+    Raises:
+        ValueError / TypeError: no model, a model the speed benchmark does not build, rows or chunk not ints >= 1
+            (before any process starts).
+    """
+    from .dpsgd_speed import MODELS  # noqa: PLC0415
+
+    models = list(models)
+    unknown = [m for m in models if m not in MODELS]
+    if not models or unknown:
+        raise ValueError(f"models must name at least one of {', '.join(MODELS)}; got {models!r} (unknown: {unknown})")
+    rows = [check_positive_int(r, "rows") for r in rows]
+    if not rows:
+        raise ValueError("rows must hold at least one batch size, e.g. rows=(64, 256)")
+    chunk = check_positive_int(chunk, "chunk")
     result = {"device": device_description(), "chunk": chunk, "rows": list(rows), "models": {}}
     for name in models:
         table = {}

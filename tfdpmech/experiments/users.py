@@ -48,7 +48,20 @@ def zipf_user_ids(n: int, users: int, exponent: float = 1.0, seed: int = USER_SE
 def user_level_options(users: int, records_per_user: int, point: dict) -> dict:
     """The comparison options of a user-level recipe ``point`` (``expected_users`` a step, ``epochs`` over the
     users, SGD ``learning_rate``; the rest the record-level tanh CNN's): what ``tools/users_tuning.py`` sweeps and
-    the ``users`` preset runs."""
+    the ``users`` preset runs.
+
+    Raises:
+        ValueError / TypeError: a count not an int >= 1, a step not a real > 0, or a point missing a field.
+    """
+    missing = sorted({"expected_users", "epochs", "learning_rate"} - set(point))
+    if missing:
+        raise ValueError(f"a user-level recipe point needs expected_users, epochs and learning_rate; {missing} "
+                         f"missing from {point!r}")
+    users = check_positive_int(users, "users")
+    records_per_user = check_positive_int(records_per_user, "records_per_user")
+    check_positive_int(point["expected_users"], "expected_users")
+    check_positive_int(point["epochs"], "epochs")
+    check_positive_real(point["learning_rate"], "learning_rate")
     recipe = {"expected_batch_size": point["expected_users"], "reference_n": users}
     if point["learning_rate"] != 0.5:  # the record-level recipe's step otherwise
         recipe["learning_rate"] = point["learning_rate"]

@@ -1,4 +1,5 @@
-"""Tests for tfdpmech.mechanisms.dpsgd.runs.poisson: Poisson batches, the proven ledger ε, masked rows, training, bad input.
+"""Tests for tfdpmech.mechanisms.dpsgd.runs.poisson: Poisson batches, the proven ledger ε, masked rows, training,
+bad input.
 
 ``engine="auto"`` (tensorflow-privacy on the TensorFlow 2.15 stack, tfdpmech's own engine on Keras 3); the
 train-step tests run for every engine that imports. Everything is small (n <= 300, tiny MLPs).

@@ -44,7 +44,7 @@ def _again(units: dict) -> dict:
     return {"augmentation": units["augmentation"]} if "augmentation" in units else {"user_ids": units["user_ids"]}
 
 
-@pytest.mark.slow  # three fits of a grouped run, each traced (about 40 s for the two)
+@pytest.mark.slow  # three fits of a grouped run, each traced
 @pytest.mark.parametrize("units", [VIEWS, USERS], ids=["views", "users"])
 def test_a_resumed_grouped_run_equals_one_uninterrupted_run(units, tmp_path):
     x, y = _data()
@@ -82,6 +82,7 @@ def saved(tmp_path_factory):
     ("plain", {"augmentation": _jitter}, "one view per record.*augmentation"),
     ("plain", {"user_ids": IDS}, "record level.*user_ids"),
     ("users", {"user_ids": IDS % 32}, "32 distinct users, n=64"),
+    ("users", {"user_ids": "ids"}, "user_ids must be a 1-D array"),
     ("users", {"user_ids": IDS, "augmentation": _jitter}, "one view per record.*augmentation"),
 ])
 def test_resume_refuses_a_grouped_run_without_its_units_or_with_others(saved, name, kwargs, words):

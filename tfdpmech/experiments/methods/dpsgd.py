@@ -281,7 +281,8 @@ def _finetune(ctx, epsilon, seed) -> Build:
 register_mechanism("dpsgd", _dpsgd("poisson"),
                 "DP-SGD (Abadi et al. 2016) with Poisson sampling (noisy sum / expected "
                 "batch), σ from dp_accounting: proven; MLP family: the stated tanh recipe "
-                "(tfdpmech.mechanisms.dpsgd.runs.recipe); tanh CNN: Tramèr & Boneh's recipe (mnist_recipes); CNN: the comparison's batch, epochs and rate",
+                "(tfdpmech.mechanisms.dpsgd.runs.recipe); tanh CNN: Tramèr & Boneh's recipe (mnist_recipes); CNN: "
+                "the comparison's batch, epochs and rate",
                 mode="private", paper="dpsgd", data=("image", "tabular"), options=_DPSGD_OPTIONS)
 register_mechanism("dpsgd_augmult", _augmult,
                 "dpsgd on the tanh CNN with augmentation multiplicity (De et al. 2022): each sampled record's K views "

@@ -143,10 +143,10 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
         augmentation_multiplicity: K >= 1 views of each sampled record, their gradients averaged and clipped
             once (De et al. 2022): the record still moves the sum by at most C, the ε is unchanged; a step
             computes K rows per sampled record (a chunk of ``physical_batch_size`` holds whole records' views).
-        user_ids, records_per_user: a user-level run (:mod:`tfdpmech.mechanisms.dpsgd.sampling.user_sampling`): one user
-            id per record and k >= 1; n is then the number of users, each step samples users with q = L / n, a sampled
-            user contributes up to k of their records, summed and clipped once; the ε is for adding or removing one user
-            with all of their records.
+        user_ids, records_per_user: a user-level run (:mod:`tfdpmech.mechanisms.dpsgd.sampling.user_sampling`):
+            one user id per record and k >= 1; n is then the number of users, each step samples users with
+            q = L / n, a sampled user contributes up to k of their records, summed and clipped once; the ε is for
+            adding or removing one user with all of their records.
         seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
         layer_registry, use_xla, ledger: as for ``ShuffledDPSGD``.
 

@@ -25,6 +25,7 @@ import numbers
 import keras
 
 from ....accounting.ledger import PrivacyLedger
+from ..sampling.user_sampling import check_users
 from .run_state import RUN_STATE_FORMAT, carried_run
 
 __all__ = ["run_state", "run_from_state", "resume"]
@@ -81,6 +82,8 @@ def _units_again(run: dict, augmentation, user_ids) -> dict:
     if views == 1 and augmentation is not None:
         raise ValueError("the model's run took one view per record; resume does not add views: drop augmentation, or "
                          "start a new run with augmentation_multiplicity")
+    if k > 0:  # the ids' own errors, not "cannot be read": checked against the saved n before the run is rebuilt
+        check_users(user_ids, k, run.get("n"))
     units = {"user_ids": user_ids, "records_per_user": k} if k > 0 else {}
     return units | ({"augmentation": augmentation, "augmentation_multiplicity": views} if views > 1 else {})
 

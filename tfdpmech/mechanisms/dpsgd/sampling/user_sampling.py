@@ -4,10 +4,10 @@ jax-privacy's ``UserSelectionStrategy``): the unit of privacy is a person, not a
 Every step includes each of the n *users* independently with probability q; a sampled user contributes up to
 k of their records, the next k in a cycle over the steps the user is sampled in (so each record is used
 evenly), and those records' gradients are summed and clipped once to C
-(:mod:`tfdpmech.mechanisms.dpsgd.clipping.layer_rules.groups`: a user's k rows are one clipping unit, a user with fewer
-records padded with zero-weight rows). Adding or removing a user, with all of their records, changes one clipped unit:
-the Poisson ε over users, from ``dp_accounting``, is a guarantee for the neighbour relation "add or remove one user (all
-of their records)".
+(:mod:`tfdpmech.mechanisms.dpsgd.clipping.layer_rules.groups`: a user's k rows are one clipping unit, a user
+with fewer records padded with zero-weight rows). Adding or removing a user, with all of their records, changes one
+clipped unit: the Poisson ε over users, from ``dp_accounting``, is a guarantee for the neighbour relation "add or
+remove one user (all of their records)".
 
 The cycle position of a user at step t is the number of earlier steps that sampled it: kept as the batches are
 drawn, and recomputed from the secret key when a stream starts elsewhere (a later ``fit``, a resumed run).
