@@ -48,6 +48,23 @@ def test_the_first_fit_gives_n_after_validation_split_and_trains_as_the_given_n_
         poisson_dpsgd_epsilon(dp.noise_multiplier, 1e-5, q=24 / 120, steps=10, accountant="pld"))
 
 
+def test_evaluate_before_the_first_fit_scores_the_untrained_model_and_charges_nothing():
+    x, y = _data(120)
+    model = _private()
+    loss, accuracy = model.evaluate(x, y, verbose=0)
+    logits = model.predict(x, verbose=0)
+    assert loss == pytest.approx(float(LOSS(y, logits)), rel=1e-5)
+    assert accuracy == pytest.approx(float(np.mean(logits.argmax(1) == y)))
+    assert model.dp_sgd.n is None and len(model.privacy_ledger) == 0  # nothing calibrated, nothing released
+    model.fit(x, y, verbose=0)  # then the run compiles for the records fit takes, as without the evaluation
+    untouched = _private()
+    untouched.fit(x, y, verbose=0)
+    assert model.dp_sgd.n == 120 and len(model.privacy_ledger) == 1
+    for a, b in zip(model.trainable_variables, untouched.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert model.evaluate(x, y, verbose=0) == pytest.approx(untouched.evaluate(x, y, verbose=0))
+
+
 def test_a_second_fit_trains_on_the_same_records_only():
     x, y = _data(120)
     model = _private()

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 
 from ....contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
+from ..clipping.output_losses import keras_metrics
 from ..sampling.poisson_sampling import is_run_dataset
 from ..sampling.record_datasets import is_dataset, records_from_dataset, refuse_batches
 from ..sampling.record_sources import LazyRows, is_array_like, is_record_source, lazy_array, records_from_source
@@ -152,8 +153,18 @@ def private_dpsgd_model(model, dp):
             return dp.multiworker_fit(data, epochs=int(epochs), callbacks=callbacks, **kwargs)
         return keras_fit(model, data, epochs=int(epochs), callbacks=callbacks, **kwargs)
 
+    keras_evaluate = type(model).evaluate
+
+    def evaluate(*args, **kwargs):  # before a run without n compiles (its first fit): the loss and metrics alone
+        if deferred and dp.model is None:
+            type(model).compile(model, optimizer="sgd", loss=dp._loss(deferred["loss"], "sum_over_batch_size"),
+                                loss_weights=getattr(dp, "loss_weights", None),
+                                metrics=keras_metrics(deferred["metrics"]))  # the optimizer is never used
+        return keras_evaluate(model, *args, **kwargs)
+
     model.compile = compile
     model.fit = fit
+    model.evaluate = evaluate
     model.dp_sgd = dp
     model.privacy_ledger = dp.ledger
     return model
