@@ -74,6 +74,22 @@ def test_flags_override_the_preset():
         preset_config("nope")
 
 
+def test_the_users_preset_takes_the_user_level_recipe_chosen_on_the_validation_split():
+    """The users preset's user-level recipe is the point tools/users_tuning.py chose (never the test set)."""
+    from pathlib import Path
+
+    from tfdpmech.experiments.users import user_level_options
+
+    tuning = Path(__file__).resolve().parents[2] / "docs" / "results" / "users" / "tuning" / "tuning.json"
+    recorded = json.loads(tuning.read_text())
+    settings = PRESETS["users"].settings
+    options = settings["options"]
+    assert len(recorded["runs"]) == len(recorded["grid"])  # the whole grid ran before the choice
+    assert options == user_level_options(options["users"], options["records_per_user"], recorded["chosen"]["3.0"])
+    assert options["user_recipe"]["expected_batch_size"] == recorded["chosen"]["3.0"]["expected_users"]
+    assert settings["datasets"] == ("mnist",)
+
+
 def test_the_mnist_preset_takes_the_recipe_chosen_on_the_validation_split():
     """Every per-ε DP-SGD recipe of the mnist preset is the one tools/mnist_tuning.py chose (never the test set)."""
     from pathlib import Path

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from .users import user_level_options
+
 __all__ = ["Preset", "PRESETS", "register_preset", "preset_config"]
 
 
@@ -286,9 +288,12 @@ register_preset(
 
 # Privacy per person on the whole MNIST: the 60,000 private training images assigned to 6,000 users with Zipf
 # counts (user j holds a share ∝ 1/j; the largest user holds several thousand images, most users a handful).
-# Record-level DP-SGD (dpsgd) beside user-level DP-SGD (dpsgd_user: users Poisson-sampled with the record-level
-# recipe's q, up to 8 records of a sampled user summed and clipped once), ε = 1 and 3; the report states what each
-# record-level ε gives the largest user by group privacy. Resumes from docs/results/users/runs.jsonl.
+# Record-level DP-SGD (dpsgd) beside user-level DP-SGD (dpsgd_user: users Poisson-sampled, up to 8 records of a
+# sampled user summed and clipped once), ε = 1 and 3; the report states what each record-level ε gives the largest
+# user by group privacy. The user-level recipe is the one tools/users_tuning.py chose on mnist_validation at ε = 3
+# (docs/results/users/tuning/tuning.json): 1,024 users a step expected, 20 epochs over the users, SGD step 2.
+# Resumes from docs/results/users/runs.jsonl.
+USERS_RECIPE_POINT = {"expected_users": 1024, "epochs": 20, "learning_rate": 2.0}
 register_preset(
     "users", "privacy per person on the whole MNIST: the private images assigned to 6,000 users (Zipf counts); "
              "record-level DP-SGD beside user-level DP-SGD (up to 8 records of a sampled user clipped together) at "
@@ -296,7 +301,7 @@ register_preset(
              "from docs/results/users/runs.jsonl",
     {"datasets": ("mnist",), "methods": ("dpsgd", "dpsgd_user"), "epsilons": (1.0, 3.0), "seeds": (0,),
      "model": "tanh_cnn", "public": 0, "delta": 1e-5, "audit": (), "out": "docs/results/users", "resume": True,
-     "options": {"users": 6000, "records_per_user": 8}},
+     "options": user_level_options(6000, 8, USERS_RECIPE_POINT)},
     {"epsilons": (3.0,), "out": "results", "resume": False,
      "options": {"users": 60, "records_per_user": 4, "max_private": 600, "max_test": 200, "dpsgd_epochs": 1,
                  "user_epochs": 1}})
