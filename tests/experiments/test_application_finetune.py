@@ -41,6 +41,25 @@ def test_the_backbone_is_keras_mobilenet_v2_with_group_norm_and_each_part_trains
     assert isinstance(model.get_layer("gray_to_rgb"), keras.layers.Concatenate)
 
 
+def test_the_backbone_normalises_with_the_groups_chosen_on_public_images():
+    """BACKBONE_GROUPS is what tools/finetune_backbone_groups.py chose (public images only); every replacement has it."""
+    import json
+    from pathlib import Path
+
+    import keras
+
+    from tfdpmech.models.application import BACKBONE_GROUPS, mobilenet_v2_gn
+
+    tuning = Path(__file__).resolve().parents[2] / "docs" / "results" / "finetune" / "backbone" / "tuning.json"
+    recorded = json.loads(tuning.read_text())
+    assert len(recorded["runs"]) == len(recorded["grid"]) and recorded["chosen"] == BACKBONE_GROUPS
+    norms = [layer for layer in mobilenet_v2_gn(10, (28, 28, 1)).layers
+             if isinstance(layer, keras.layers.GroupNormalization)]
+    assert norms and {layer.groups for layer in norms} == {BACKBONE_GROUPS}
+    by_default = mobilenet_v2_gn(10, (28, 28, 1), groups=None)  # replace_batch_norm's own choice, up to 32
+    assert max(layer.groups for layer in by_default.layers if isinstance(layer, keras.layers.GroupNormalization)) == 32
+
+
 @pytest.mark.parametrize("shape", [(64, 64, 1), (28, 28, 2), (28, 28)])
 def test_an_input_the_backbone_cannot_read_is_refused_naming_it(shape):
     from tfdpmech.models.application import mobilenet_v2_gn

@@ -17,15 +17,19 @@ import keras
 
 from ..validation import check_positive_int
 
-__all__ = ["mobilenet_v2_gn", "set_trainable_part", "FINETUNE_PARTS", "TOP_BLOCKS"]
+__all__ = ["mobilenet_v2_gn", "set_trainable_part", "FINETUNE_PARTS", "TOP_BLOCKS", "BACKBONE_GROUPS"]
 
 FINETUNE_PARTS = ("head", "top", "all")
 # MobileNetV2's last stage (blocks 13-16, at the 1/32 resolution) and its last 1×1 convolution with its norm
 TOP_BLOCKS = ("block_13_", "block_14_", "block_15_", "block_16_", "Conv_1")
 _SIDE = 32  # MobileNetV2's smallest input side
+# the GroupNormalization groups chosen on public validation images (tools/finetune_backbone_groups.py,
+# docs/results/finetune/backbone/tuning.md)
+BACKBONE_GROUPS = 1
 
 
-def mobilenet_v2_gn(num_classes: int = 10, input_shape=(28, 28, 1), *, alpha: float = 0.35) -> keras.Model:
+def mobilenet_v2_gn(num_classes: int = 10, input_shape=(28, 28, 1), *, alpha: float = 0.35,
+                    groups: int | None = BACKBONE_GROUPS) -> keras.Model:
     """Keras's ``MobileNetV2`` (``weights=None``, width ``alpha``) with GroupNormalization, on small images.
 
     Args:
@@ -33,6 +37,11 @@ def mobilenet_v2_gn(num_classes: int = 10, input_shape=(28, 28, 1), *, alpha: fl
         input_shape: ``(height, width, channels)`` with height and width at most 32 and 1 or 3 channels; a
             smaller image is zero-padded to 32×32, one channel is repeated to three.
         alpha: MobileNetV2's width multiplier (one of Keras's: 0.35, 0.5, 0.75, 1.0, 1.3, 1.4).
+        groups: the groups of every GroupNormalization (:func:`tfdpmech.replace_batch_norm`'s ``groups``; None
+            for its default, the largest divisor of each layer's channels up to 32). The default,
+            :data:`BACKBONE_GROUPS` = 1, normalises each record's whole feature map, as the public model trained
+            far better with it on a validation part of the public images (``tools/finetune_backbone_groups.py``):
+            at 32×32 the last stage's feature maps are 1×1, where 32 groups normalise a handful of values each.
 
     Raises:
         ValueError: an input that is not an image of at most 32×32 with 1 or 3 channels.
@@ -56,7 +65,7 @@ def mobilenet_v2_gn(num_classes: int = 10, input_shape=(28, 28, 1), *, alpha: fl
                                               pooling="avg")
     outputs = keras.layers.Dense(num_classes, name="head")(backbone.output)
     model = keras.Model(inputs, outputs, name=f"mobilenet_v2_{alpha:g}_gn")
-    return replace_batch_norm(model, verbose=False)
+    return replace_batch_norm(model, groups=groups, verbose=False)
 
 
 def set_trainable_part(model: keras.Model, part: str) -> keras.Model:
