@@ -163,6 +163,21 @@ def test_groups_that_leave_single_values_are_refused():
     assert replace_batch_norm(model, groups=2, verbose=False).replaced_batch_norm == [("bn", "bn_group_norm", 2)]
 
 
+def test_groups_of_few_values_get_a_suggestion_to_compare_one_group(capsys):
+    """A 1×1 map of 64 channels in 32 groups: 2 values a group; 8×8 maps of 4 channels: 64 values a group."""
+    tiny = keras.Sequential([keras.Input((1, 1, 8)), keras.layers.Conv2D(64, 1),
+                             keras.layers.BatchNormalization(name="tiny_bn"), keras.layers.Flatten(),
+                             keras.layers.Dense(2)])
+    replace_batch_norm(tiny)
+    printed = capsys.readouterr().out
+    assert "1 replacement(s) normalise fewer than 16 values per group (e.g. 'tiny_bn_group_norm'" in printed
+    assert "groups=1" in printed
+    replace_batch_norm(tiny, groups=1)  # 64 values in one group
+    assert "fewer than" not in capsys.readouterr().out
+    replace_batch_norm(_cnn())
+    assert "fewer than" not in capsys.readouterr().out
+
+
 class _Subclassed(keras.Model):
     def __init__(self):
         super().__init__(name="sub")
