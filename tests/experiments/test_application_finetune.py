@@ -42,7 +42,8 @@ def test_the_backbone_is_keras_mobilenet_v2_with_group_norm_and_each_part_trains
 
 
 def test_the_backbone_normalises_with_the_groups_chosen_on_public_images():
-    """BACKBONE_GROUPS is what tools/finetune_backbone_groups.py chose (public images only); every replacement has it."""
+    """BACKBONE_GROUPS is what tools/finetune_backbone_groups.py chose (public images only); every replacement
+    has it."""
     import json
     from pathlib import Path
 

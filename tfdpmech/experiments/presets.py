@@ -268,7 +268,8 @@ register_preset(
 # set. MobileNetV2 (width 0.35, GroupNorm with one group: tools/finetune_backbone_groups.py) pretrained on the
 # public images without privacy (the public_only row), then DP-SGD on the private images: the head only, the top
 # blocks, every layer; and the same network trained from scratch with DP-SGD (dpsgd), all at one recipe stated
-# before any run (expected batch 1,024, Adam 1e-3, C = 1, 10 epochs). Finished runs are kept in docs/results/finetune/runs.jsonl as they end, so the preset resumes.
+# before any run (expected batch 1,024, Adam 1e-3, C = 1, 10 epochs). Finished runs are kept in
+# docs/results/finetune/runs.jsonl as they end, so the preset resumes.
 # in the order they run: the cheapest (the head alone) first
 FINETUNE_METHODS = ("dpsgd_finetune_head", "dpsgd_finetune_top", "dpsgd_finetune_all", "dpsgd")
 register_preset(
