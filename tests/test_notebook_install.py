@@ -28,3 +28,15 @@ def test_the_first_cell_explains_where_tfdpmech_comes_from():
         assert kind == "markdown", path
         assert "`TFDPMECH_SOURCE`" in first and "python -m build" in first, path
         assert "attrs" in first and "23.2.0" in first, path  # what pip changes on Colab, said before it happens
+
+
+def test_the_install_cell_takes_a_local_wheel_or_folder_as_pip_needs_it(tmp_path, monkeypatch):
+    """pip's "tfdpmech[dpsgd] @ SOURCE" refuses a bare path ("No scheme supplied"): the cell makes it a file:// URL."""
+    source, _ = _cells(NOTEBOOKS[0])[1]
+    setup = source.split("\ntry:")[0]  # the lines before the install itself
+    for given, expected in ((str(tmp_path), tmp_path.resolve().as_uri()),
+                            ("git+https://github.com/o/tfdpmech.git", "git+https://github.com/o/tfdpmech.git")):
+        monkeypatch.setenv("TFDPMECH_SOURCE", given)
+        namespace = {}
+        exec(setup, namespace)
+        assert namespace["TFDPMECH_SOURCE"] == expected

@@ -17,8 +17,10 @@ extra needs nothing beyond tfdpmech's own DP-SGD engine. On Colab, TensorFlow, K
 replaces Colab's `attrs` by 23.2.0, because dp-accounting requires `attrs<24`."""
 
 INSTALL_CELL = """# Install tfdpmech unless it already imports (TFDPMECH_SOURCE: see the first cell).
-import os
+import os, pathlib
 TFDPMECH_SOURCE = os.environ.get("TFDPMECH_SOURCE", "git+https://github.com/<owner>/tfdpmech.git")
+if os.path.exists(TFDPMECH_SOURCE):  # a wheel or a folder here: pip's "name @ ..." takes it as a file:// URL
+    TFDPMECH_SOURCE = pathlib.Path(TFDPMECH_SOURCE).resolve().as_uri()
 try:
     import tfdpmech
 except ImportError:
