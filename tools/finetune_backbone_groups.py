@@ -21,13 +21,14 @@ import keras
 import numpy as np
 
 from tfdpmech import data
+from tfdpmech.experiments.context import PUBLIC_EPOCHS
 from tfdpmech.models.application import mobilenet_v2_gn
 from tuning_report import write_tuning
 
 OUT = os.path.join("docs", "results", "finetune", "backbone")
 GRID = (None, 8, 1)  # 32 groups where the channels allow (the default), 8, one group (the whole feature map)
 PUBLIC, TRAIN = 2000, 1600  # the preset's public images; the first TRAIN train, the rest validate
-EPOCHS, BATCH = 20, 32  # the public model's recipe (tfdpmech.experiments.context.Context.public_model)
+EPOCHS, BATCH = PUBLIC_EPOCHS, 32  # the public model's recipe (tfdpmech.experiments.context.Context.public_model)
 
 
 def score(groups, x_train, y_train, x_val, y_val) -> dict:

@@ -56,6 +56,7 @@ def test_evaluate_before_the_first_fit_scores_the_untrained_model_and_charges_no
     assert loss == pytest.approx(float(LOSS(y, logits)), rel=1e-5)
     assert accuracy == pytest.approx(float(np.mean(logits.argmax(1) == y)))
     assert model.dp_sgd.n is None and len(model.privacy_ledger) == 0  # nothing calibrated, nothing released
+    assert model.evaluate(x, y, verbose=0) == pytest.approx([loss, accuracy])  # a second call, compiled once
     model.fit(x, y, verbose=0)  # then the run compiles for the records fit takes, as without the evaluation
     untouched = _private()
     untouched.fit(x, y, verbose=0)

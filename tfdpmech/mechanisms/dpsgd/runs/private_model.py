@@ -64,6 +64,7 @@ def private_dpsgd_model(model, dp):
     keras_fit = type(model).fit
 
     deferred = {}  # compile's arguments while a run without n waits for its first fit (.poisson_calibration)
+    scoring = {"compiled": False}  # whether evaluate compiled the deferred loss and metrics (before that fit)
 
     def compile(optimizer=None, loss=None, metrics=None, loss_weights=None, **kwargs):  # optimizer None: the run's own
         if kwargs:
@@ -79,6 +80,7 @@ def private_dpsgd_model(model, dp):
                 dp._require_n("a run under MultiWorkerMirroredStrategy")
             deferred.clear()
             deferred.update(model=checked, loss=loss, metrics=arguments["metrics"], optimizer=optimizer)
+            scoring["compiled"] = False  # evaluate compiles these loss and metrics on its next call
             return
         dp.compile(model, **arguments)
         model.fit = fit  # under MultiWorkerMirroredStrategy compile installed its fit: it runs from here
@@ -156,10 +158,11 @@ def private_dpsgd_model(model, dp):
     keras_evaluate = type(model).evaluate
 
     def evaluate(*args, **kwargs):  # before a run without n compiles (its first fit): the loss and metrics alone
-        if deferred and dp.model is None:
+        if deferred and dp.model is None and not scoring["compiled"]:  # once: a later call reuses its trace
             type(model).compile(model, optimizer="sgd", loss=dp._loss(deferred["loss"], "sum_over_batch_size"),
                                 loss_weights=getattr(dp, "loss_weights", None),
                                 metrics=keras_metrics(deferred["metrics"]))  # the optimizer is never used
+            scoring["compiled"] = True
         return keras_evaluate(model, *args, **kwargs)
 
     model.compile = compile
