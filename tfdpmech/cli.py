@@ -88,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--audit", type=_audits, default=None, help="comma-separated audits (mia, canary) or none")
     cmp.add_argument("--out", default=None, help="output directory (default: the preset's, else results)")
     cmp.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
-                     help="keep each finished run in OUT/runs.jsonl and skip the runs found there "
+                     help="keep each finished run in OUT/runs.jsonl and skip the runs found there, and each "
+                          "finished epoch of a DP-SGD run in OUT/parts/ to continue from "
                           "(default: the preset's; on for the long presets)")
     cmp.add_argument("--stored-only", action="store_true",
                      help="train nothing: write the report of the finished runs in OUT/runs.jsonl and list the rest")

@@ -73,6 +73,12 @@ class PeakMemory:
         while not self._stop.wait(self.interval):
             self._peak = max(self._peak, self._proc.memory_info().rss)
 
+    def so_far(self) -> int:
+        """The peak so far, inside the block (what :attr:`peak_bytes` would be if it ended now)."""
+        if self._gpu:
+            return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+        return int(max(self._peak, self._proc.memory_info().rss) - self._start)
+
     def __exit__(self, *exc):
         if self._gpu:
             self.peak_bytes = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
@@ -91,23 +97,27 @@ class PeakMemory:
 class EpochRecorder(keras.callbacks.Callback):
     """Train time of every epoch, and test accuracy (argmax of ``scores(x_test)``) every ``every`` epochs.
 
-    The evaluation time is not counted in the epoch's time.
+    The evaluation time is not counted in the epoch's time. ``before``: what the earlier parts of a resumed run
+    recorded (:meth:`.run_parts.RunParts.restore`); its epochs count on from theirs.
     """
 
     def __init__(self, x_test, labels, scores: Callable, on_epoch: Callable[[int, float], None] | None = None,
-                 every: int = 1):
+                 every: int = 1, before: dict | None = None):
         super().__init__()
         self.x_test, self.labels, self.scores, self.on_epoch = x_test, labels, scores, on_epoch
         self.every = max(int(every), 1)
-        self.seconds: list[float] = []
-        self.accuracy: list[float] = []
-        self.epochs: list[int] = []
+        before = before or {}
+        self.offset = int(before.get("epochs_done", 0))
+        self.seconds: list[float] = list(before.get("seconds", ()))
+        self.accuracy: list[float] = list(before.get("accuracy", ()))
+        self.epochs: list[int] = list(before.get("curve_epochs", ()))
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         self.seconds.append(time.perf_counter() - self._start)
+        epoch += self.offset
         if (epoch + 1) % self.every:
             return
         self.epochs.append(epoch + 1)

@@ -65,6 +65,8 @@ class Prepared:
             ``fit`` (through ``make_private``), read after training: ``() -> seconds`` of that release (the
             runner counts them as preprocessing, not training) and ``() -> notes`` (what the mechanism
             knows once it has released, e.g. its noise scale).
+        resumable: the model ``make_private`` compiled (the one trained, which ``model`` may wrap): a run saved
+            after an epoch resumes from its variables (:mod:`.run_parts`); None: the run restarts from its start.
     """
 
     model: object
@@ -80,6 +82,7 @@ class Prepared:
     notes: dict = dataclasses.field(default_factory=dict)
     seconds_in_fit: Callable | None = None
     notes_after_fit: Callable | None = None
+    resumable: object = None
 
     def probabilities(self, x) -> np.ndarray:
         """Class probabilities for ``x``; a single logit column is read as binary (sigmoid)."""
@@ -205,7 +208,7 @@ def _through_entry_point(built: Build) -> dict:
 
         def seconds_in_fit():  # the stages the mechanism timed itself (a release at the first fit)
             return float(sum((getattr(mech, "seconds", None) or {}).values()))
-        return {"model": model, "fit": fit, "seconds_in_fit": seconds_in_fit,
+        return {"model": model, "fit": fit, "seconds_in_fit": seconds_in_fit, "resumable": model,
                 "notes_after_fit": lambda: {**mech.describe(), **built.notes}}
     if mech.kind == "closed_form":
         mech.fit(built.x, built.y, **built.options)

@@ -30,6 +30,7 @@ from .options import check_options
 from .progress import Progress
 from .registry import METHODS, Method, Prepared, method as get_method
 from .users import largest_user_note
+from .run_parts import RunParts
 from .run_store import RunStore
 
 __all__ = ["CompareConfig", "run_comparison", "run_one", "AUDITS", "register_audit"]
@@ -68,7 +69,9 @@ class CompareConfig:
         published: the papers' own numbers the report sets beside the runs, ``{"label", "epsilon",
             "accuracy", "source"[, "delta"]}`` each (drawn as points, never as measured rows).
         resume: keep every finished run in ``out/runs.jsonl`` as it ends and do not run again the
-            runs found there (:mod:`~tfdpmech.experiments.run_store`): a long preset survives a kill.
+            runs found there (:mod:`~tfdpmech.experiments.run_store`): a long preset survives a kill; a run
+            trained through ``make_private`` also keeps its last finished epoch in ``out/parts/`` and continues
+            from it (:mod:`~tfdpmech.experiments.run_parts`).
     """
 
     datasets: tuple = ("mnist_sample",)
@@ -189,8 +192,10 @@ def _notes(prepared: Prepared, ctx: Context, method: Method, seed: int) -> dict:
     return notes
 
 
-def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_epoch=None) -> RunResult:
-    """Prepare, train and measure one run of ``method`` at target ``epsilon`` with ``seed``."""
+def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_epoch=None,
+            parts: RunParts | None = None) -> RunResult:
+    """Prepare, train and measure one run of ``method`` at target ``epsilon`` with ``seed``; ``parts``: where a
+    run that can resume mid-way saves each finished epoch and finds the epochs saved before (:mod:`.run_parts`)."""
     config = ctx.config
     keras.utils.set_random_seed(seed)
     with PeakMemory() as memory:
@@ -199,12 +204,17 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
         preprocessing = (time.perf_counter() - start if prepared.preprocessing_seconds is None
                          else prepared.preprocessing_seconds)
         epochs = prepared.epochs or config.epochs
+        resumes = parts is not None and prepared.resumable is not None
+        before = parts.restore(prepared.resumable, epochs) if resumes else None
         recorder = EpochRecorder(ctx.x_test, ctx.labels_test, prepared.probabilities,
                                  None if on_epoch is None else lambda e, acc: on_epoch(e, epochs, acc),
-                                 every=-(-epochs // 20))
+                                 every=-(-epochs // 20), before=before)
+        callbacks = [*prepared.callbacks, recorder]
+        if resumes:
+            callbacks.append(parts.saver(prepared.resumable, epochs, recorder, before, memory.so_far))
         trained = time.perf_counter()
-        prepared.train_for(epochs, [*prepared.callbacks, recorder])
-        train_seconds = time.perf_counter() - trained
+        prepared.train_for(epochs - recorder.offset, callbacks)
+        train_seconds = time.perf_counter() - trained + (before or {}).get("train_seconds", 0.0)
         if prepared.seconds_in_fit is not None:  # a once-only release made by the first fit is preprocessing
             released = prepared.seconds_in_fit()
             train_seconds, preprocessing = train_seconds - released, preprocessing + released
@@ -219,8 +229,11 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
         accuracy_curve=recorder.accuracy or [accuracy], curve_epochs=recorder.epochs or [epochs], diverged=diverged, train_seconds=train_seconds,
         seconds_per_epoch=recorder.seconds,
         examples_per_second=per_epoch / float(np.mean(steady)) if steady else None,
-        preprocessing_seconds=preprocessing, peak_memory_bytes=memory.peak_bytes, peak_memory_kind=memory.kind,
+        preprocessing_seconds=preprocessing, peak_memory_kind=memory.kind,
+        peak_memory_bytes=max(memory.peak_bytes, (before or {}).get("peak_memory_bytes", 0)),
         notes=_notes(prepared, ctx, method, seed), **_ledger_fields(prepared.ledger, epochs))
+    if before is not None:
+        result.notes["trained_in_parts"] = before["parts"] + 1
     if ctx.user_ids is not None and result.ledger is not None:  # what a record-level ε says of the largest user
         result.notes.update(largest_user_note(ctx.user_ids, *PrivacyLedger.from_dict(result.ledger).scope(),
                                               result.epsilon_provable, result.delta))
@@ -297,8 +310,11 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.done = i
                 pending.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon, "seed": seed})
                 continue
+            parts = RunParts(config.out, key) if store.enabled else None
+            if parts is not None and parts.path.exists():
+                log(f"{label}: continuing from the epochs saved in {parts.path}")
             try:
-                result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch)
+                result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch, parts=parts)
             except NotCertifiableError as exc:  # raised by the calibration, before anything trained
                 progress.done = i
                 progress.finish_run(label, "skipped: ε not certifiable")
@@ -311,6 +327,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
             progress.finish_run(label, f"acc {result.accuracy:.4f}{diverged}, {_epsilon_words(result)}")
             runs.append(result.to_dict())
             store.add(key, run=runs[-1])
+            RunParts(config.out, key).clear()
     progress.close()
     if config.stored_only and not runs and not skipped:
         raise ValueError(f"stored_only: {store.path} holds no finished run of this plan, so there is nothing to "

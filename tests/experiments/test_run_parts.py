@@ -1,0 +1,71 @@
+"""A run longer than a session resumes from its last finished epoch: the same run an unbroken one is."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfdpmech.experiments import preset_config, run_comparison
+from tfdpmech.experiments import run_parts
+from tfdpmech.experiments.run_parts import PARTS_FOLDER
+
+
+def _config(out):
+    # tanh_cnn's dpsgd trains through make_private / compile / fit on tfdpmech's engine on both stacks
+    return preset_config("demo", quick=True, methods=("dpsgd",), model="tanh_cnn", epsilons=(2.0,), seeds=(0,),
+                         audit=(), verbose=0, out=str(out), resume=True,
+                         options={"max_private": 256, "max_test": 300, "dpsgd_epochs": 3,
+                                  "dpsgd_recipe": {"expected_batch_size": 64}})
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.slow  # three short DP-SGD trainings (~40 s on a loaded 2-core machine)
+def test_a_run_killed_after_an_epoch_resumes_as_the_unbroken_run(tmp_path, monkeypatch):
+    whole = run_comparison(_config(tmp_path / "whole"))["runs"][0]
+    assert "trained_in_parts" not in whole["notes"]
+    assert not list((tmp_path / "whole" / PARTS_FOLDER).glob("*"))  # saved parts go once the run is stored
+
+    save, saved = run_parts.RunParts.save, []
+
+    def save_then_kill(self, model, measured):
+        save(self, model, measured)
+        saved.append(measured["epochs_done"])
+        raise _Killed  # the process dies right after the first epoch was written
+
+    monkeypatch.setattr(run_parts.RunParts, "save", save_then_kill)
+    with pytest.raises(_Killed):
+        run_comparison(_config(tmp_path / "cut"))
+    assert saved == [1] and len(list((tmp_path / "cut" / PARTS_FOLDER).glob("*.npz"))) == 1
+    monkeypatch.setattr(run_parts.RunParts, "save", save)
+
+    again = run_comparison(_config(tmp_path / "cut"))["runs"][0]
+    assert again["notes"]["trained_in_parts"] == 2
+    # the optimizer's step count came back with the weights: the remaining steps are the unbroken run's steps
+    assert again["accuracy_curve"] == whole["accuracy_curve"] and again["curve_epochs"] == whole["curve_epochs"]
+    assert again["accuracy"] == whole["accuracy"]
+    assert len(again["seconds_per_epoch"]) == 3
+    # one release, the same budget: resuming records nothing again
+    releases = [r for r in again["ledger"]["releases"] if r["mechanism"] == "dpsgd"]
+    assert len(releases) == 1 and again["epsilon_provable"] == whole["epsilon_provable"]
+    assert not list((tmp_path / "cut" / PARTS_FOLDER).glob("*"))
+
+
+def test_a_part_that_no_longer_fits_the_model_is_dropped(tmp_path):
+    import keras
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    parts = run_parts.RunParts(tmp_path, "k")
+    parts.save(model, {"epochs": 5, "epochs_done": 2, "parts": 1})
+    assert parts.restore(model, 6) is None and not parts.path.exists()  # other epochs: the run starts again
+    parts.save(model, {"epochs": 5, "epochs_done": 2, "parts": 1})
+    other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    other.compile(optimizer="sgd", loss="mse")
+    assert parts.restore(other, 5) is None and not parts.path.exists()  # another shape
+    parts.save(model, {"epochs": 5, "epochs_done": 2, "parts": 1})
+    model.layers[0].kernel.assign(model.layers[0].kernel + 1.0)
+    kept = model.layers[0].kernel.numpy() - 1.0
+    assert parts.restore(model, 5)["epochs_done"] == 2
+    assert (model.layers[0].kernel.numpy() == kept).all()

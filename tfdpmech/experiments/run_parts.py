@@ -1,0 +1,110 @@
+"""The finished epochs of a run in progress, saved as it trains, so that a run longer than a session resumes.
+
+A comparison with ``resume`` on keeps each finished run in ``runs.jsonl`` (:mod:`.run_store`); a run trained
+through ``make_private`` / ``compile`` / ``fit`` (every DP-SGD run on tfdpmech's engine) also saves, at the end
+of each epoch, its model's and optimizer's variables and what the runner has measured so far, to
+``<out>/parts/<run key>.npz``. Started again, the runner prepares the run as before (the same mechanism, seed
+and budget), puts the saved variables back — the optimizer's step count with them — and trains the epochs left.
+A Poisson DP-SGD run draws the batch and the noise of step t from its secret key and t (a user-level run
+recounts its users' record cycles from them), so the resumed run is the run an unbroken one would have been:
+one release, recorded once in its ledger, the same ε. The file is removed once the run is stored; one that no
+longer fits the model (another number or shape of variables, other epochs) is removed and the run starts again.
+
+Train seconds and the accuracy curve add up over the parts; peak memory is the largest part's; the run's notes
+say how many processes trained it (``trained_in_parts``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+
+__all__ = ["RunParts", "PARTS_FOLDER"]
+
+PARTS_FOLDER = "parts"
+
+
+def _optimizer_variables(optimizer) -> list:
+    variables = optimizer.variables  # a property on Keras 3, a method on Keras 2
+    return list(variables() if callable(variables) else variables)
+
+
+def _variables(model) -> list:
+    """Every variable a resumed run needs back: the model's (weights, statistics, random states) and its
+    optimizer's (the step count, the moments), the optimizer built first."""
+    optimizer = model.optimizer
+    if not getattr(optimizer, "built", getattr(optimizer, "_built", False)):
+        optimizer.build(model.trainable_variables)
+    return [*model.variables, *_optimizer_variables(optimizer)]
+
+
+class RunParts:
+    """The saved part of the run stored under ``key`` in ``folder`` (see the module's docstring)."""
+
+    def __init__(self, folder, key: str):
+        self.path = Path(folder) / PARTS_FOLDER / f"{key}.npz"
+
+    def restore(self, model, epochs: int) -> dict | None:
+        """Put a saved part back into the freshly prepared ``model`` of a run of ``epochs`` epochs.
+
+        Returns:
+            what the part measured (``epochs_done``, ``train_seconds``, ``peak_memory_bytes``, ``parts``,
+            ``seconds``, ``accuracy``, ``curve_epochs``), or None when there is no part, or it does not fit
+            this run (then it is removed: the run starts from its first epoch).
+        """
+        if not self.path.exists():
+            return None
+        with np.load(self.path, allow_pickle=False) as saved:
+            measured = json.loads(str(saved["measured"]))
+            arrays = [saved[f"v{i}"] for i in range(measured["variables"])]
+        variables = _variables(model)
+        fits = (measured["epochs"] == epochs and 0 < measured["epochs_done"] < epochs
+                and len(arrays) == len(variables)
+                and all(tuple(a.shape) == tuple(v.shape) for a, v in zip(arrays, variables)))
+        if not fits:
+            self.clear()
+            return None
+        for variable, value in zip(variables, arrays):
+            variable.assign(value)
+        return measured
+
+    def saver(self, model, epochs: int, recorder, before: dict | None, peak_bytes):
+        """A callback that saves the run at the end of each epoch but its last; ``recorder``: the runner's
+        :class:`~.measuring.EpochRecorder`; ``before``: what :meth:`restore` returned; ``peak_bytes()``: this
+        part's peak memory so far."""
+        return _SaveEachEpoch(self, model, epochs, recorder, before or {}, peak_bytes)
+
+    def save(self, model, measured: dict) -> None:
+        """Write ``model``'s variables and ``measured`` at once (a kill mid-write leaves the previous part)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        variables = _variables(model)
+        arrays = {f"v{i}": np.asarray(v.numpy()) for i, v in enumerate(variables)}
+        partial = self.path.with_suffix(".partial.npz")
+        np.savez(partial, measured=np.array(json.dumps({**measured, "variables": len(variables)})), **arrays)
+        os.replace(partial, self.path)
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+class _SaveEachEpoch(keras.callbacks.Callback):
+    def __init__(self, parts: RunParts, model, epochs: int, recorder, before: dict, peak_bytes):
+        super().__init__()
+        self.parts, self.run_model, self.epochs, self.recorder = parts, model, epochs, recorder
+        self.before, self.peak_bytes, self.started = before, peak_bytes, time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        done = self.before.get("epochs_done", 0) + epoch + 1
+        if done >= self.epochs:  # the run ends now: the runner stores it
+            return
+        self.parts.save(self.run_model, {
+            "epochs": self.epochs, "epochs_done": done, "parts": self.before.get("parts", 0) + 1,
+            "train_seconds": self.before.get("train_seconds", 0.0) + time.perf_counter() - self.started,
+            "peak_memory_bytes": max(self.before.get("peak_memory_bytes", 0), self.peak_bytes()),
+            "seconds": list(self.recorder.seconds), "accuracy": list(self.recorder.accuracy),
+            "curve_epochs": list(self.recorder.epochs)})
