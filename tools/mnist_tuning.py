@@ -28,7 +28,10 @@ _SCHEDULES = tuple({**p, change: value} for change, value in (("lr_schedule", "c
                    for p in _EPOCHS)
 # the noise-once head on scattering features: the random projection's dimension (a setting, ε = 0)
 _UNITS = tuple({"units": units} for units in (64, 128, 256, 512))
-GRID = {"dpsgd": _EPOCHS + _SCHEDULES, "dpsgd_scatter": _EPOCHS, "fm_head_scatter": _UNITS}
+# the linear model on ScatterNet features: also Tramèr & Boneh's Fashion-MNIST batch and step (expected batch 8,192,
+# step 16: the same noise per record over fewer, larger steps)
+_LARGE_BATCH = tuple({**p, "expected_batch_size": 8192, "learning_rate": 16.0} for p in _EPOCHS)
+GRID = {"dpsgd": _EPOCHS + _SCHEDULES, "dpsgd_scatter": _EPOCHS + _LARGE_BATCH, "fm_head_scatter": _UNITS}
 PREFIX = {"dpsgd": "dpsgd", "dpsgd_scatter": "scatter"}
 
 
