@@ -7,7 +7,9 @@ of each epoch, its model's and optimizer's variables and what the runner has mea
 and budget), puts the saved variables back — the optimizer's step count with them — and trains the epochs left.
 A Poisson DP-SGD run draws the batch and the noise of step t from its secret key and t (a user-level run
 recounts its users' record cycles from them), so the resumed run is the run an unbroken one would have been:
-one release, recorded once in its ledger, the same ε. The file is removed once the run is stored; one that no
+one release, recorded once in its ledger, the same ε. Every iterate of DP-SGD is covered by that ε, so the saved
+variables are too; the steps of an epoch cut short are drawn again with the same batches and noise on the same
+records (the same outputs, nothing more released). The file is removed once the run is stored; one that no
 longer fits the model (another number or shape of variables, other epochs) is removed and the run starts again.
 
 Train seconds and the accuracy curve add up over the parts; peak memory is the largest part's; the run's notes
