@@ -9,10 +9,10 @@ from tfdpmech.experiments import run_parts
 from tfdpmech.experiments.run_parts import PARTS_FOLDER
 
 
-def _config(out):
+def _config(out, **changes):
     # tanh_cnn's dpsgd trains through make_private / compile / fit on tfdpmech's engine on both stacks
     return preset_config("demo", quick=True, methods=("dpsgd",), model="tanh_cnn", epsilons=(2.0,), seeds=(0,),
-                         audit=(), verbose=0, out=str(out), resume=True,
+                         audit=(), verbose=0, out=str(out), resume=True, **changes,
                          options={"max_private": 256, "max_test": 300, "dpsgd_epochs": 3,
                                   "dpsgd_recipe": {"expected_batch_size": 64}})
 
@@ -39,6 +39,9 @@ def test_a_run_killed_after_an_epoch_resumes_as_the_unbroken_run(tmp_path, monke
         run_comparison(_config(tmp_path / "cut"))
     assert saved == [1] and len(list((tmp_path / "cut" / PARTS_FOLDER).glob("*.npz"))) == 1
     monkeypatch.setattr(run_parts.RunParts, "save", save)
+    (part,) = (tmp_path / "cut" / PARTS_FOLDER).glob("*.npz")
+    saved_part = run_parts.RunParts(tmp_path / "cut", part.stem).saved()
+    assert (saved_part["epochs_done"], saved_part["epochs"], saved_part["parts"]) == (1, 3, 1)
 
     again = run_comparison(_config(tmp_path / "cut"))["runs"][0]
     assert again["notes"]["trained_in_parts"] == 2
@@ -69,3 +72,12 @@ def test_a_part_that_no_longer_fits_the_model_is_dropped(tmp_path):
     kept = model.layers[0].kernel.numpy() - 1.0
     assert parts.restore(model, 5)["epochs_done"] == 2
     assert (model.layers[0].kernel.numpy() == kept).all()
+
+
+def test_a_report_lists_a_run_in_progress_with_its_saved_epochs():
+    from tfdpmech.report.writer import pending_markdown
+
+    pending = [{"dataset": "mnist", "method": "dpsgd", "epsilon_target": 3.0, "seed": 0, "epochs_saved": 12,
+                "epochs": 40}, {"dataset": "mnist", "method": "dpsgd", "epsilon_target": 3.0, "seed": 1}]
+    assert "- dpsgd on mnist at target ε=3 (seeds 0: 12 of 40 epochs saved, 1)" in pending_markdown(
+        {"pending": pending})

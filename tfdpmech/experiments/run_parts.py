@@ -51,6 +51,13 @@ class RunParts:
     def __init__(self, folder, key: str):
         self.path = Path(folder) / PARTS_FOLDER / f"{key}.npz"
 
+    def saved(self) -> dict | None:
+        """What the saved part measured (see :meth:`restore`), without a model; None when there is none."""
+        if not self.path.exists():
+            return None
+        with np.load(self.path, allow_pickle=False) as saved:
+            return json.loads(str(saved["measured"]))
+
     def restore(self, model, epochs: int) -> dict | None:
         """Put a saved part back into the freshly prepared ``model`` of a run of ``epochs`` epochs.
 
@@ -59,10 +66,10 @@ class RunParts:
             ``seconds``, ``accuracy``, ``curve_epochs``), or None when there is no part, or it does not fit
             this run (then it is removed: the run starts from its first epoch).
         """
-        if not self.path.exists():
+        measured = self.saved()
+        if measured is None:
             return None
         with np.load(self.path, allow_pickle=False) as saved:
-            measured = json.loads(str(saved["measured"]))
             arrays = [saved[f"v{i}"] for i in range(measured["variables"])]
         variables = _variables(model)
         fits = (measured["epochs"] == epochs and 0 < measured["epochs_done"] < epochs

@@ -308,7 +308,10 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 continue
             if config.stored_only:
                 progress.done = i
-                pending.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon, "seed": seed})
+                saved = RunParts(config.out, key).saved()  # a run in progress: the epochs it has saved
+                pending.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon, "seed": seed,
+                                **({} if saved is None else {"epochs_saved": saved["epochs_done"],
+                                                             "epochs": saved["epochs"]})})
                 continue
             parts = RunParts(config.out, key) if store.enabled else None
             if parts is not None and parts.path.exists():

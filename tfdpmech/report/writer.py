@@ -126,9 +126,10 @@ def pending_markdown(results: dict) -> list[str]:
     """Runs of the plan not finished yet (a report written with ``--stored-only``), grouped over seeds."""
     groups: dict = {}
     for p in results.get("pending", []):
-        groups.setdefault((p["dataset"], p["method"], p["epsilon_target"]), []).append(p["seed"])
+        seed = str(p["seed"]) + (f": {p['epochs_saved']} of {p['epochs']} epochs saved" if "epochs_saved" in p else "")
+        groups.setdefault((p["dataset"], p["method"], p["epsilon_target"]), []).append(seed)
     lines = [f"- {method} on {dataset}" + (f" at target ε={eps:g}" if eps is not None else "")
-             + f" (seeds {', '.join(map(str, seeds))})" for (dataset, method, eps), seeds in groups.items()]
+             + f" (seeds {', '.join(seeds)})" for (dataset, method, eps), seeds in groups.items()]
     return [f"## Not run yet ({sum(len(s) for s in groups.values())} runs of the plan; no row in the table)", "",
             *lines, ""] if lines else []
 
