@@ -53,7 +53,13 @@ def sweep(methods, epsilons, points=None, out=OUT, stored_only=False) -> dict:
                 config = preset_config("mnist", datasets=("mnist_validation",), methods=(method,),
                                        epsilons=(epsilon,), seeds=(0,), audit=(), out=out, resume=True,
                                        stored_only=stored_only, options=_options(method, point))
-                for run in run_comparison(config)["runs"]:
+                try:
+                    runs = run_comparison(config)["runs"]
+                except ValueError:  # stored_only: this grid point has not run yet
+                    if not stored_only:
+                        raise
+                    continue
+                for run in runs:
                     rows.append({"method": method, "epsilon": epsilon, "point": point,
                                  "validation_accuracy": run["accuracy"],
                                  # a closed-form head spends its time in preprocessing (its one release and solve)
