@@ -55,8 +55,8 @@ def sweep(methods, epsilons, points=None, out=OUT, stored_only=False) -> dict:
                                        stored_only=stored_only, options=_options(method, point))
                 try:
                     runs = run_comparison(config)["runs"]
-                except ValueError:  # stored_only: this grid point has not run yet
-                    if not stored_only:
+                except ValueError as exc:  # stored_only: this grid point has not run yet
+                    if not (stored_only and "holds no finished run" in str(exc)):
                         raise
                     continue
                 for run in runs:

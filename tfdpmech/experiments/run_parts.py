@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 
 import keras
@@ -76,6 +77,10 @@ class RunParts:
                 and len(arrays) == len(variables)
                 and all(tuple(a.shape) == tuple(v.shape) for a, v in zip(arrays, variables)))
         if not fits:
+            warnings.warn(f"{self.path} holds {measured['epochs_done']} of {measured['epochs']} epochs of "
+                          f"{measured['variables']} variables; this run has {epochs} epochs and {len(variables)} "
+                          "variables: the saved part is removed and the run starts from its first epoch",
+                          stacklevel=2)
             self.clear()
             return None
         for variable, value in zip(variables, arrays):
