@@ -1,4 +1,4 @@
-"""A run longer than a session resumes from its last finished epoch: the same run an unbroken one is."""
+"""A run stopped part-way resumes from its last finished epoch: the same run an unbroken one is."""
 
 from __future__ import annotations
 

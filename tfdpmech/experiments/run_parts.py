@@ -1,4 +1,4 @@
-"""The finished epochs of a run in progress, saved as it trains, so that a run longer than a session resumes.
+"""The finished epochs of a run in progress, saved as it trains, so that a run stopped part-way resumes.
 
 A comparison with ``resume`` on keeps each finished run in ``runs.jsonl`` (:mod:`.run_store`); a run trained
 through ``make_private`` / ``compile`` / ``fit`` (every DP-SGD run on tfdpmech's engine) also saves, at the end
