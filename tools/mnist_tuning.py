@@ -42,17 +42,23 @@ def _options(method: str, point: dict) -> dict:
     return {f"{prefix}_epochs": point["epochs"], **({f"{prefix}_recipe": changes} if changes else {})}
 
 
-def sweep(methods, epsilons, points=None, out=OUT, stored_only=False) -> dict:
-    """Run (or, with ``stored_only``, only tabulate) the grid; ``points`` picks grid indices (all by default)."""
+def sweep(methods, epsilons, points=None, out=OUT, stored_only=False, *, preset="mnist",
+          dataset="mnist_validation", grid=GRID, base_options=None) -> dict:
+    """Run (or, with ``stored_only``, only tabulate) the grid; ``points`` picks grid indices (all by default).
+
+    ``base_options``: the preset options each grid point's changes are laid over (none for MNIST, whose grid
+    points are changes to the published recipes themselves).
+    """
     rows = []
     for method in methods:
         for epsilon in epsilons:
-            for index, point in enumerate(GRID[method]):
+            for index, point in enumerate(grid[method]):
                 if points is not None and index not in points and not stored_only:
                     continue
-                config = preset_config("mnist", datasets=("mnist_validation",), methods=(method,),
+                config = preset_config(preset, datasets=(dataset,), methods=(method,),
                                        epsilons=(epsilon,), seeds=(0,), audit=(), out=out, resume=True,
-                                       stored_only=stored_only, options=_options(method, point))
+                                       stored_only=stored_only,
+                                       options={**(base_options or {}), **_options(method, point)})
                 try:
                     runs = run_comparison(config)["runs"]
                 except ValueError as exc:  # stored_only: this grid point has not run yet
@@ -69,16 +75,19 @@ def sweep(methods, epsilons, points=None, out=OUT, stored_only=False) -> dict:
         best = chosen.setdefault(row["method"], {}).get(str(row["epsilon"]))
         if best is None or row["validation_accuracy"] > best["validation_accuracy"]:
             chosen[row["method"]][str(row["epsilon"])] = row
-    return {"grid": GRID, "runs": rows,
+    return {"grid": grid, "runs": rows,
             "chosen": {m: {e: r["point"] for e, r in by_eps.items()} for m, by_eps in chosen.items()}}
 
 
-def write(result: dict, out=OUT) -> None:
-    lines = ["# Whole-MNIST preset: settings chosen on the validation split", "",
-             "`python tools/mnist_tuning.py`: trained on the first 55,000 MNIST training images, scored on the last "
-             "5,000 (`mnist_validation`); the test set is not read. Seed 0; every other setting is the published "
-             "recipe (`tfdpmech.experiments.methods.mnist_recipes`) except the changes listed. Grid points not listed have not run yet. Seconds are "
-             "wall time on a 2-core CPU shared with other jobs.", "",
+MNIST_HEADER = ("# Whole-MNIST preset: settings chosen on the validation split", "",
+                "`python tools/mnist_tuning.py`: trained on the first 55,000 MNIST training images, scored on the "
+                "last 5,000 (`mnist_validation`); the test set is not read. Seed 0; every other setting is the "
+                "published recipe (`tfdpmech.experiments.methods.mnist_recipes`) except the changes listed. Grid "
+                "points not listed have not run yet. Seconds are wall time on a 2-core CPU shared with other jobs.")
+
+
+def write(result: dict, out=OUT, header=MNIST_HEADER) -> None:
+    lines = [*header, "",
              "| method | ε | epochs | changes to the recipe | validation accuracy | train + preprocessing s | chosen |",
              "|---|---|---|---|---|---|---|"]
     for row in result["runs"]:
