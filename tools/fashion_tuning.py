@@ -6,7 +6,7 @@ train, the last 5,000 score) for each grid point below, seed 0, and writes
 the chosen one (the best; ties to the earlier point). The first point of each method is the preset's published
 recipe, Tramèr & Boneh's for Fashion-MNIST (the tanh CNN: expected batch 2,048, step 4, 40 epochs; ScatterNet +
 linear: expected batch 8,192, step 16, 40 epochs); the others train shorter or longer, or take the batch and step
-the MNIST sweep chose. Finished runs are kept in the output folder's ``runs.jsonl``, so the sweep resumes after a
+of the MNIST recipes. Finished runs are kept in the output folder's ``runs.jsonl``, so the sweep resumes after a
 kill.
 
     python tools/fashion_tuning.py [--methods dpsgd_scatter,dpsgd] [--epsilons 3,1] [--points 0,1] [--stored-only]
@@ -22,9 +22,11 @@ from mnist_tuning import sweep, write
 from tfdpmech.experiments.presets import PRESETS
 
 OUT = os.path.join("docs", "results", "fashion-mnist", "tuning")
-_MNIST_CHOSEN = {"expected_batch_size": 4096, "learning_rate": 8.0}  # ScatterNet + linear, ε = 3 and 1
-GRID = {"dpsgd_scatter": ({"epochs": 40}, {"epochs": 60}, {"epochs": 40, **_MNIST_CHOSEN}, {"epochs": 20}),
-        "dpsgd": ({"epochs": 40}, {"epochs": 20})}
+# the batch and step of the MNIST recipes (tfdpmech.experiments.methods.mnist_recipes)
+_MNIST_SCATTER = {"expected_batch_size": 4096, "learning_rate": 8.0}
+_MNIST_CNN = {"expected_batch_size": 512, "learning_rate": 0.5}
+GRID = {"dpsgd_scatter": ({"epochs": 40}, {"epochs": 60}, {"epochs": 40, **_MNIST_SCATTER}, {"epochs": 20}),
+        "dpsgd": ({"epochs": 40}, {"epochs": 20}, {"epochs": 20, **_MNIST_CNN}, {"epochs": 40, **_MNIST_CNN})}
 HEADER = ("# Fashion-MNIST preset: DP-SGD recipes chosen on the validation split", "",
           "`python tools/fashion_tuning.py`: trained on the first 55,000 Fashion-MNIST training images, scored on "
           "the last 5,000 (`fashion_mnist_validation`); the test set is not read. Seed 0; every other setting is "
