@@ -19,7 +19,7 @@ import json
 import os
 
 from mnist_tuning import sweep, write
-from tfdpmech.experiments.presets import PRESETS
+from tfdpmech.experiments.presets import FASHION_PUBLISHED
 
 OUT = os.path.join("docs", "results", "fashion-mnist", "tuning")
 # the batch and step of the MNIST recipes (tfdpmech.experiments.methods.mnist_recipes)
@@ -44,7 +44,7 @@ def main() -> None:
     points = None if args.points is None else {int(p) for p in args.points.split(",")}
     result = sweep(args.methods.split(","), [float(e) for e in args.epsilons.split(",")], points=points, out=OUT,
                    stored_only=args.stored_only, preset="fashion", dataset="fashion_mnist_validation", grid=GRID,
-                   base_options=PRESETS["fashion"].settings["options"])
+                   base_options=FASHION_PUBLISHED)
     write(result, out=OUT, header=HEADER)
     print(json.dumps(result["chosen"], indent=2))
 

@@ -245,6 +245,9 @@ register_preset(
 # repository: the CNN at batch 2,048, SGD 4 with momentum 0.9; ScatterNet + linear at batch 8,192, SGD 16; C = 0.1,
 # 40 epochs). Finished runs are kept in docs/results/fashion-mnist/runs.jsonl as they end, so the preset resumes.
 FASHION_METHODS = ("nonprivate", "dpsgd", "dpsgd_augmult", "dpsgd_scatter")
+FASHION_PUBLISHED = {"dpsgd_epochs": 40, "scatter_epochs": 40,
+                     "dpsgd_recipe": {"expected_batch_size": 2048, "learning_rate": 4.0},
+                     "scatter_recipe": {"expected_batch_size": 8192, "learning_rate": 16.0}}
 register_preset(
     "fashion", "the whole Fashion-MNIST (60,000 private training images, 10,000 test images, no public data): the "
                "tanh CNN without privacy, with DP-SGD and with DP-SGD and augmentation multiplicity (K = 4), and "
@@ -253,9 +256,7 @@ register_preset(
     {"datasets": ("fashion_mnist",), "methods": FASHION_METHODS, "epsilons": (1.0, 3.0), "seeds": (0, 1, 2),
      "model": "tanh_cnn", "public": 0, "delta": 1e-5, "epochs": 40, "batch_size": 2048, "audit": (),
      "out": "docs/results/fashion-mnist", "resume": True,
-     "options": {"nonprivate_epochs": 20, "dpsgd_epochs": 40, "scatter_epochs": 40, "augmult_k": 4,
-                 "dpsgd_recipe": {"expected_batch_size": 2048, "learning_rate": 4.0},
-                 "scatter_recipe": {"expected_batch_size": 8192, "learning_rate": 16.0}},
+     "options": {"nonprivate_epochs": 20, "augmult_k": 4, **FASHION_PUBLISHED},
      "published": tuple(p for p in ARCHITECTURES_PUBLISHED if p["label"].startswith("Fashion"))},
     {"seeds": (0,), "epsilons": (3.0,), "out": "results", "resume": False,
      "options": {"max_private": 600, "max_test": 400, "dpsgd_epochs": 1, "scatter_epochs": 1, "nonprivate_epochs": 1,
