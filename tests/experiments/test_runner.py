@@ -83,6 +83,29 @@ def test_audit_can_be_switched_off():
     assert res["audit"] == {} and res["runs"][0]["mia_advantage"] is None
 
 
+def test_examples_per_second_leave_out_the_first_epoch_of_every_part():
+    """A resumed run traces its model again: that epoch is not a steady one, whichever part it starts."""
+    scores = lambda x: np.eye(2)[np.zeros(len(x), int)]  # noqa: E731
+    first = EpochRecorder(np.ones((2, 1)), np.array([0, 1]), scores)
+    assert first.part_starts == [0] and first.steady_seconds() == []
+    for epoch in range(2):
+        first.on_epoch_begin(epoch)
+        first.on_epoch_end(epoch)
+    assert first.steady_seconds() == first.seconds[1:]
+    before = {"epochs_done": 2, "seconds": [9.0, 1.0], "accuracy": [0.5, 0.5], "curve_epochs": [1, 2],
+              "part_starts": first.part_starts}
+    resumed = EpochRecorder(np.ones((2, 1)), np.array([0, 1]), scores, before=before)
+    for epoch in range(2):
+        resumed.on_epoch_begin(epoch)
+        resumed.on_epoch_end(epoch)
+    assert resumed.part_starts == [0, 2] and resumed.epochs == [1, 2, 3, 4]
+    assert resumed.steady_seconds() == [1.0, resumed.seconds[3]]
+    # a part saved before part starts were kept: the current part's start is still left out
+    legacy = EpochRecorder(np.ones((2, 1)), np.array([0, 1]), scores, before={k: v for k, v in before.items()
+                                                                                if k != "part_starts"})
+    assert legacy.part_starts == [0, 2]
+
+
 def test_nan_outputs_are_flagged_as_diverged_not_scored():
     import keras
 

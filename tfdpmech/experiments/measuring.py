@@ -98,7 +98,8 @@ class EpochRecorder(keras.callbacks.Callback):
     """Train time of every epoch, and test accuracy (argmax of ``scores(x_test)``) every ``every`` epochs.
 
     The evaluation time is not counted in the epoch's time. ``before``: what the earlier parts of a resumed run
-    recorded (:meth:`.run_parts.RunParts.restore`); its epochs count on from theirs.
+    recorded (:meth:`.run_parts.RunParts.restore`); its epochs count on from theirs. ``part_starts``: the epochs
+    (from 0) each part began with, whose time includes tracing the model.
     """
 
     def __init__(self, x_test, labels, scores: Callable, on_epoch: Callable[[int, float], None] | None = None,
@@ -111,6 +112,11 @@ class EpochRecorder(keras.callbacks.Callback):
         self.seconds: list[float] = list(before.get("seconds", ()))
         self.accuracy: list[float] = list(before.get("accuracy", ()))
         self.epochs: list[int] = list(before.get("curve_epochs", ()))
+        self.part_starts: list[int] = sorted({*before.get("part_starts", (0,)), self.offset})
+
+    def steady_seconds(self) -> list[float]:
+        """The epochs' seconds but those of each part's first epoch (tracing); all of them when no other is left."""
+        return [s for i, s in enumerate(self.seconds) if i not in self.part_starts] or self.seconds
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()

@@ -12,8 +12,9 @@ variables are too; the steps of an epoch cut short are drawn again with the same
 records (the same outputs, nothing more released). The file is removed once the run is stored; one that no
 longer fits the model (another number or shape of variables, other epochs) is removed and the run starts again.
 
-Train seconds and the accuracy curve add up over the parts; peak memory is the largest part's; the run's notes
-say how many processes trained it (``trained_in_parts``).
+Train seconds and the accuracy curve add up over the parts; peak memory is the largest part's; examples per
+second leave out each part's first epoch (it traces the model again); the run's notes say how many processes
+trained it (``trained_in_parts``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class RunParts:
 
         Returns:
             what the part measured (``epochs_done``, ``train_seconds``, ``peak_memory_bytes``, ``parts``,
-            ``seconds``, ``accuracy``, ``curve_epochs``), or None when there is no part, or it does not fit
+            ``seconds``, ``accuracy``, ``curve_epochs``, ``part_starts``), or None when there is no part, or it does not fit
             this run (then it is removed: the run starts from its first epoch).
         """
         measured = self.saved()
@@ -121,4 +122,4 @@ class _SaveEachEpoch(keras.callbacks.Callback):
             "train_seconds": self.before.get("train_seconds", 0.0) + time.perf_counter() - self.started,
             "peak_memory_bytes": max(self.before.get("peak_memory_bytes", 0), self.peak_bytes()),
             "seconds": list(self.recorder.seconds), "accuracy": list(self.recorder.accuracy),
-            "curve_epochs": list(self.recorder.epochs)})
+            "curve_epochs": list(self.recorder.epochs), "part_starts": list(self.recorder.part_starts)})

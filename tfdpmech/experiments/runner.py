@@ -221,7 +221,7 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
     probabilities = prepared.probabilities(ctx.x_test)
     diverged = not bool(np.isfinite(probabilities).all())
     accuracy = float(np.mean(np.argmax(probabilities, axis=-1) == ctx.labels_test))
-    steady = recorder.seconds[1:] or recorder.seconds  # the first epoch includes tracing
+    steady = recorder.steady_seconds()
     per_epoch = prepared.examples_per_epoch or ctx.n_private
     result = RunResult(
         method=method.name, mode=method.mode, paper=method.paper, dataset=ctx.dataset,
