@@ -65,8 +65,8 @@ class RunParts:
 
         Returns:
             what the part measured (``epochs_done``, ``train_seconds``, ``peak_memory_bytes``, ``parts``,
-            ``seconds``, ``accuracy``, ``curve_epochs``, ``part_starts``), or None when there is no part, or it does not fit
-            this run (then it is removed: the run starts from its first epoch).
+            ``seconds``, ``accuracy``, ``curve_epochs``, ``part_starts``), or None when there is no part, or it
+            does not fit this run (then it is removed: the run starts from its first epoch).
         """
         measured = self.saved()
         if measured is None:
