@@ -243,7 +243,8 @@ register_preset(
 # (K = 4 views: a 2-pixel random crop and a left-right flip), and DP-SGD on ScatterNet features, at ε = 1 and 3 over
 # three seeds. The DP-SGD recipes are Tramèr & Boneh's published Fashion-MNIST ones, stated before any run (their
 # repository: the CNN at batch 2,048, SGD 4 with momentum 0.9; ScatterNet + linear at batch 8,192, SGD 16; C = 0.1,
-# 40 epochs: FASHION_PUBLISHED, where tools/fashion_tuning.py starts on the validation split). Finished runs are kept in docs/results/fashion-mnist/runs.jsonl as they end, so the preset resumes.
+# 40 epochs: FASHION_PUBLISHED, where tools/fashion_tuning.py starts on the validation split). Finished runs are
+# kept in docs/results/fashion-mnist/runs.jsonl as they end, so the preset resumes.
 FASHION_METHODS = ("nonprivate", "dpsgd", "dpsgd_augmult", "dpsgd_scatter")
 FASHION_PUBLISHED = {"dpsgd_epochs": 40, "scatter_epochs": 40,
                      "dpsgd_recipe": {"expected_batch_size": 2048, "learning_rate": 4.0},
