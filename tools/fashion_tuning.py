@@ -31,7 +31,8 @@ HEADER = ("# Fashion-MNIST preset: DP-SGD recipes chosen on the validation split
           "`python tools/fashion_tuning.py`: trained on the first 55,000 Fashion-MNIST training images, scored on "
           "the last 5,000 (`fashion_mnist_validation`); the test set is not read. Seed 0; every other setting is "
           "the preset's published recipe (Tramèr & Boneh's for Fashion-MNIST) except the changes listed. Grid "
-          "points not listed have not run yet. Seconds are wall time on a 2-core CPU shared with other jobs.")
+          "points not listed have not run yet (`chosen`: the best of those that have). Seconds are wall time on a "
+          "2-core CPU shared with other jobs.")
 
 
 def main() -> None:
