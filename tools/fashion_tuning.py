@@ -19,12 +19,15 @@ import json
 import os
 
 from mnist_tuning import sweep, write
+from tfdpmech.experiments.methods.mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE
 from tfdpmech.experiments.presets import FASHION_PUBLISHED
 
 OUT = os.path.join("docs", "results", "fashion-mnist", "tuning")
-# the batch and step of the MNIST recipes (tfdpmech.experiments.methods.mnist_recipes)
-_MNIST_SCATTER = {"expected_batch_size": 4096, "learning_rate": 8.0}
-_MNIST_CNN = {"expected_batch_size": 512, "learning_rate": 0.5}
+# the batch and step of the MNIST recipes
+_MNIST_SCATTER = {"expected_batch_size": SCATTER_LINEAR_RECIPE.expected_batch_size,
+                  "learning_rate": SCATTER_LINEAR_RECIPE.learning_rate}
+_MNIST_CNN = {"expected_batch_size": TANH_CNN_RECIPE.expected_batch_size,
+              "learning_rate": TANH_CNN_RECIPE.learning_rate}
 GRID = {"dpsgd_scatter": ({"epochs": 40}, {"epochs": 60}, {"epochs": 40, **_MNIST_SCATTER}, {"epochs": 20}),
         "dpsgd": ({"epochs": 40}, {"epochs": 20}, {"epochs": 20, **_MNIST_CNN}, {"epochs": 40, **_MNIST_CNN})}
 HEADER = ("# Fashion-MNIST preset: DP-SGD recipes chosen on the validation split", "",
