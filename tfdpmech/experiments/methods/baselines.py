@@ -10,7 +10,7 @@ from ...losses import TaylorCrossEntropy, taylor_coefficients
 from ...mechanisms.input_perturbation import logistic_constants
 from ...models import linear_model as erm_linear_model
 from ..registry import Prepared, register_method
-from .mnist_recipes import NONPRIVATE_CNN
+from .mnist_recipes import NONPRIVATE_CNN, image_augmentation
 
 
 def full_batch(x, y) -> tf.data.Dataset:
@@ -51,17 +51,28 @@ def _nonprivate(ctx, epsilon, seed) -> Prepared:
                     notes={"records_per_epoch": "full batches only (the Taylor loss is calibrated per batch size)"})
 
 
-def _nonprivate_cnn(ctx, seed) -> Prepared:
+def _nonprivate_cnn(ctx, seed, augmentation=None) -> Prepared:
     recipe = NONPRIVATE_CNN
     model = ctx.build("standard")
     model.compile(keras.optimizers.SGD(recipe.learning_rate, momentum=recipe.momentum),
                   loss=keras.losses.CategoricalCrossentropy(from_logits=True))
     batch = min(recipe.batch_size, ctx.n_private)
-    train = (tf.data.Dataset.from_tensor_slices((ctx.x_private, ctx.y_private))
-             .shuffle(ctx.n_private, seed=seed).batch(batch))
+    records = tf.data.Dataset.from_tensor_slices((ctx.x_private, ctx.y_private)).shuffle(ctx.n_private, seed=seed)
+    notes = {"recipe": "tfdpmech.experiments.methods.mnist_recipes.NONPRIVATE_CNN", "network": model.name}
+    if augmentation is not None:  # one fresh view of every record each epoch, from a seeded stream
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+        records = tf.data.Dataset.zip((records, seeds)).map(lambda xy, s: (augmentation(xy[0], s), xy[1]))
+        notes["augmentation"] = "dpsgd_augmult's (mnist_recipes.image_augmentation), one view per record and epoch"
     epochs = (ctx.config.options or {}).get("nonprivate_epochs", recipe.epochs)
-    return Prepared(model, train, epochs=epochs,
-                    notes={"recipe": "tfdpmech.experiments.methods.mnist_recipes.NONPRIVATE_CNN", "network": model.name})
+    return Prepared(model, records.batch(batch), epochs=epochs, notes=notes)
+
+
+def _nonprivate_augmented(ctx, epsilon, seed) -> Prepared:
+    """``nonprivate`` on the tanh CNN with ``dpsgd_augmult``'s augmentation: what the views do without privacy."""
+    if ctx.kind != "image" or ctx.x_private.ndim != 4 or ctx.config.model != "tanh_cnn":
+        raise ValueError("nonprivate_augmented augments images (height, width, channels) for the tanh CNN: run it "
+                         "on an image dataset with --model tanh_cnn")
+    return _nonprivate_cnn(ctx, seed, augmentation=image_augmentation(ctx.dataset))
 
 
 register_method("nonprivate", _nonprivate,
@@ -69,3 +80,7 @@ register_method("nonprivate", _nonprivate,
                 "with cross-entropy and SGD); tabular: L2-regularised "
                 "logistic regression by full-batch gradient descent", mode="none", data=("image", "tabular"),
                 options=("nonprivate_epochs",))
+register_method("nonprivate_augmented", _nonprivate_augmented,
+                "no privacy: the tanh CNN as nonprivate, each epoch on one fresh view of every record drawn by "
+                "dpsgd_augmult's augmentation (a 2-pixel shift; and a left-right flip on Fashion-MNIST)",
+                mode="none", data=("image",), options=("nonprivate_epochs",))

@@ -40,7 +40,6 @@ import numpy as np
 from ...accounting.ledger import Release
 from ...contract import release
 from ...mechanisms.dpsgd import ShuffledDPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, OptimizerSettings, DPSGD, make_dpsgd, tanh_mlp
-from ...mechanisms.dpsgd.sampling import augmentation
 from ...mechanisms.dpsgd.runs.paths import resolve_engine
 from ...features import scattering_coefficients
 from ...layers import BatchMinMax, PerturbedBias
@@ -48,7 +47,7 @@ from ...models import linear_model as erm_linear_model
 from ..registry import Build, register_mechanism
 from .baselines import tabular_labels, tabular_loss
 from ..options import option_at
-from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for, recipe_for
+from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for, image_augmentation, recipe_for
 
 _DPSGD_OPTIONS = ("dpsgd_epochs", "dpsgd_recipe")  # the options the DP-SGD rows read (run_store keys)
 AUGMULT_K = 4  # the views per record of dpsgd_augmult, unless options["augmult_k"] says otherwise
@@ -125,13 +124,6 @@ def _dpsgd(sampling):
     return build
 
 
-def _augmentation(dataset: str):
-    """The views of a record of ``dataset``: a crop after 2-pixel reflect padding (a shift of up to 2 pixels), and
-    on Fashion-MNIST a left-right flip (a mirrored garment is the same class; a mirrored digit is not)."""
-    crop = augmentation.random_crop(2)
-    return augmentation.compose(crop, augmentation.random_flip()) if dataset == "fashion_mnist" else crop
-
-
 def _augmult(ctx, epsilon, seed) -> Build:
     """``dpsgd`` on the tanh CNN with each sampled record's K views one clipping unit (De et al. 2022)."""
     cfg = ctx.config
@@ -142,7 +134,7 @@ def _augmult(ctx, epsilon, seed) -> Build:
     k = option_at(cfg.options, epsilon, "augmult_k", AUGMULT_K)
     model = ctx.build("standard")
     dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech",
-                    augmentation=_augmentation(ctx.dataset), augmentation_multiplicity=k)
+                    augmentation=image_augmentation(ctx.dataset), augmentation_multiplicity=k)
     notes = {"recipe": "Tramèr & Boneh 2021 (mnist_recipes.TANH_CNN_RECIPE) with augmentation multiplicity",
              "network": model.name, "epochs": recipe.epochs, "augmentation_multiplicity": k,
              **_changed(recipe, TANH_CNN_RECIPE)}

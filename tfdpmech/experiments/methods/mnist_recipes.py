@@ -22,10 +22,11 @@ from __future__ import annotations
 import dataclasses
 
 from ...mechanisms.dpsgd import Recipe
+from ...mechanisms.dpsgd.sampling import augmentation
 from ..options import at_epsilon, option_at
 
 __all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for",
-           "recipe_for"]
+           "recipe_for", "image_augmentation"]
 
 TANH_CNN_RECIPE = Recipe(expected_batch_size=512, epochs=40, l2_norm_clip=0.1, learning_rate=0.5, optimizer="sgd",
                          momentum=0.9, accountant="pld", reference_n=60_000)
@@ -67,3 +68,11 @@ def recipe_for(options: dict, epsilon, recipe: Recipe, prefix: str = "dpsgd") ->
         raise ValueError(f"options[{prefix + '_recipe'!r}] names {unknown}, which are not Recipe fields; use any of "
                          f"{sorted(fields)}")
     return recipe.replace(**changes)
+
+
+def image_augmentation(dataset: str):
+    """The views of a record of ``dataset`` (``dpsgd_augmult``, ``nonprivate_augmented``): a crop after 2-pixel
+    reflect padding (a shift of up to 2 pixels), and on Fashion-MNIST a left-right flip (a mirrored garment is the
+    same class; a mirrored digit is not)."""
+    crop = augmentation.random_crop(2)
+    return augmentation.compose(crop, augmentation.random_flip()) if dataset == "fashion_mnist" else crop
