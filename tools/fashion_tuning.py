@@ -6,7 +6,9 @@ train, the last 5,000 score) for each grid point below, seed 0, and writes
 the chosen one (the best; ties to the earlier point). The first point of each method is the preset's published
 recipe, Tramèr & Boneh's for Fashion-MNIST (the tanh CNN: expected batch 2,048, step 4, 40 epochs; ScatterNet +
 linear: expected batch 8,192, step 16, 40 epochs); the others train shorter or longer, or take the batch and step
-of the MNIST recipes. Finished runs are kept in the output folder's ``runs.jsonl``, so the sweep resumes after a
+of the MNIST recipes. The augmentation of ``dpsgd_augmult`` is chosen the same way, without privacy: the tanh CNN
+on one view per record and epoch (``nonprivate_augmented``: a 2-pixel shift with or without a left-right flip)
+beside the same CNN on the records as they are (``nonprivate``). Finished runs are kept in the output folder's ``runs.jsonl``, so the sweep resumes after a
 kill.
 
     python tools/fashion_tuning.py [--methods dpsgd_scatter,dpsgd] [--epsilons 3,1] [--points 0,1] [--stored-only]
@@ -29,11 +31,14 @@ _MNIST_SCATTER = {"expected_batch_size": SCATTER_LINEAR_RECIPE.expected_batch_si
 _MNIST_CNN = {"expected_batch_size": TANH_CNN_RECIPE.expected_batch_size,
               "learning_rate": TANH_CNN_RECIPE.learning_rate}
 GRID = {"dpsgd_scatter": ({"epochs": 40}, {"epochs": 60}, {"epochs": 40, **_MNIST_SCATTER}, {"epochs": 20}),
-        "dpsgd": ({"epochs": 40}, {"epochs": 20}, {"epochs": 20, **_MNIST_CNN}, {"epochs": 40, **_MNIST_CNN})}
+        "dpsgd": ({"epochs": 40}, {"epochs": 20}, {"epochs": 20, **_MNIST_CNN}, {"epochs": 40, **_MNIST_CNN}),
+        # the views of dpsgd_augmult, tried without privacy (20 epochs, the preset's): none, crop and flip, crop
+        "nonprivate": ({},), "nonprivate_augmented": ({"augmentation": "crop_flip"}, {"augmentation": "crop"})}
 HEADER = ("# Fashion-MNIST preset: DP-SGD recipes chosen on the validation split", "",
           "`python tools/fashion_tuning.py`: trained on the first 55,000 Fashion-MNIST training images, scored on "
           "the last 5,000 (`fashion_mnist_validation`); the test set is not read. Seed 0; every other setting is "
-          "the preset's published recipe (Tramèr & Boneh's for Fashion-MNIST) except the changes listed. Grid "
+          "the preset's published recipe (Tramèr & Boneh's for Fashion-MNIST) except the changes listed; the rows "
+          "without privacy train 20 epochs, as the preset's. Grid "
           "points not listed have not run yet (`chosen`: the best of those that have). Seconds are wall time on a "
           "2-core CPU shared with other jobs.")
 

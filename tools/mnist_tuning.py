@@ -19,6 +19,7 @@ import json
 import os
 
 from tfdpmech.experiments import preset_config, run_comparison
+from tfdpmech.experiments.registry import METHODS
 from tuning_report import write_tuning
 
 OUT = os.path.join("docs", "results", "mnist", "tuning")
@@ -38,6 +39,8 @@ PREFIX = {"dpsgd": "dpsgd", "dpsgd_scatter": "scatter"}
 def _options(method: str, point: dict) -> dict:
     if "units" in point:
         return {"scatter_units": point["units"]}
+    if method not in PREFIX:  # a method without a DP-SGD recipe (nonprivate): the point is its options
+        return dict(point)
     prefix, changes = PREFIX[method], {k: v for k, v in point.items() if k != "epochs"}
     return {f"{prefix}_epochs": point["epochs"], **({f"{prefix}_recipe": changes} if changes else {})}
 
@@ -51,7 +54,8 @@ def sweep(methods, epsilons, points=None, out=OUT, stored_only=False, *, preset=
     """
     rows = []
     for method in methods:
-        for epsilon in epsilons:
+        # a method without privacy runs once, listed at the first ε
+        for epsilon in epsilons if METHODS[method].takes_epsilon else epsilons[:1]:
             for index, point in enumerate(grid[method]):
                 if points is not None and index not in points and not stored_only:
                     continue
@@ -66,7 +70,7 @@ def sweep(methods, epsilons, points=None, out=OUT, stored_only=False, *, preset=
                         raise
                     continue
                 for run in runs:
-                    rows.append({"method": method, "epsilon": epsilon, "point": point,
+                    rows.append({"method": method, "epsilon": run["epsilon_target"], "point": point,
                                  "validation_accuracy": run["accuracy"],
                                  # a closed-form head spends its time in preprocessing (its one release and solve)
                                  "seconds": run["train_seconds"] + (run.get("preprocessing_seconds") or 0.0)})
@@ -93,7 +97,8 @@ def write(result: dict, out=OUT, header=MNIST_HEADER) -> None:
     for row in result["runs"]:
         mark = "yes" if result["chosen"][row["method"]][str(row["epsilon"])] == row["point"] else ""
         changes = ", ".join(f"{k} {v}" for k, v in row["point"].items() if k != "epochs") or "none"
-        lines.append(f"| `{row['method']}` | {row['epsilon']:g} | {row['point'].get('epochs', '–')} | {changes} | "
+        epsilon = "no ε" if row["epsilon"] is None else f"{row['epsilon']:g}"
+        lines.append(f"| `{row['method']}` | {epsilon} | {row['point'].get('epochs', '–')} | {changes} | "
                      f"{100 * row['validation_accuracy']:.2f} % | {row['seconds']:.0f} | {mark} |")
     write_tuning(out, result, lines)
 

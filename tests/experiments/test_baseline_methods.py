@@ -7,13 +7,14 @@ import pytest
 import tensorflow as tf
 
 from tfdpmech.experiments.context import build_context
+from tfdpmech.experiments.methods.mnist_recipes import image_augmentation
 from tfdpmech.experiments.registry import METHODS
 from tfdpmech.experiments.runner import CompareConfig
 
 
-def _context(model="tanh_cnn"):
+def _context(model="tanh_cnn", **options):
     config = CompareConfig(datasets=("mnist_sample",), methods=("nonprivate_augmented",), model=model, public=0,
-                           options={"max_private": 32, "max_test": 8})
+                           options={"max_private": 32, "max_test": 8, **options})
     return build_context(config, "mnist_sample")
 
 
@@ -50,7 +51,23 @@ def test_nonprivate_augmented_draws_a_fresh_view_of_every_record_each_epoch():
     assert not np.array_equal(*rows)  # other views in the next epoch, not the same ones reshuffled
     again, _ = _epoch(method.prepare(_context(), None, 0))
     np.testing.assert_array_equal(again, first)  # the same seed draws the same views
-    assert prepared.notes["augmentation"].startswith("dpsgd_augmult's")
+    assert prepared.notes["augmentation"].startswith("dpsgd_augmult's (the data set default")
+
+
+def test_the_augmentation_option_adds_the_flip():
+    ctx = _context(augmentation="crop_flip")
+    views, _ = _epoch(METHODS["nonprivate_augmented"].prepare(ctx, None, 0))
+    crops = _shifts(ctx.x_private).reshape(len(ctx.x_private) * 25, -1)
+    mirrored = _shifts(ctx.x_private[:, :, ::-1]).reshape(len(crops), -1)
+    flat = views.reshape(len(views), -1)
+    shifted = np.array([(np.abs(crops - v).max(-1) < 1e-6).any() for v in flat])
+    flipped = np.array([(np.abs(mirrored - v).max(-1) < 1e-6).any() for v in flat])
+    assert (shifted | flipped).all() and flipped[~shifted].size > 0  # every view a shift, mirrored or not; some mirrored
+    # the default: the flip on Fashion-MNIST and its validation split, the crop alone on digits
+    assert image_augmentation("fashion_mnist_validation").__name__ == "composed"
+    assert image_augmentation("mnist").__name__ == image_augmentation("fashion_mnist", "crop").__name__ == "crop"
+    with pytest.raises(ValueError, match="augmentation='flip'; use one of"):
+        image_augmentation("mnist", "flip")
 
 
 def test_nonprivate_augmented_needs_the_tanh_cnn():

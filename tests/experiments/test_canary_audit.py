@@ -1,10 +1,8 @@
 """The canary audit inside `tfdpmech compare`: a deliberately broken method is caught, a false claim is refuted."""
 
 import json
-import os
 
 import keras
-import numpy as np
 import pytest
 
 from tfdpmech.accounting.ledger import PrivacyLedger, Release

@@ -1,6 +1,5 @@
 """The functional head in the runner: public_only shown alongside, proven ledgers, --public digits."""
 
-import numpy as np
 import pytest
 
 from tfdpmech.experiments import CompareConfig, run_comparison

@@ -32,6 +32,15 @@ def test_a_bad_option_is_refused_by_the_comparisons_validation():
         CompareConfig(methods=("nonprivate",), options={"per_record_batch": {"adlm": 2.0}}).validate()
 
 
+def test_a_choice_option_names_one_of_its_values():
+    check_options({"augmentation": "crop"})
+    check_options({"augmentation": {1.0: "crop", 3.0: "crop_flip"}})
+    with pytest.raises(ValueError, match=r"options\['augmentation'\] = 'flip'; use one of \('crop', 'crop_flip'\)"):
+        check_options({"augmentation": "flip"})
+    with pytest.raises(ValueError, match=r"options\['augmentation'\]\[3\.0\] = None"):
+        CompareConfig(methods=("nonprivate_augmented",), options={"augmentation": {3.0: None}}).validate()
+
+
 def test_every_presets_options_pass_the_check():
     for preset in PRESETS.values():
         for settings in (preset.settings, preset.quick):

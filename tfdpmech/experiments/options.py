@@ -12,7 +12,7 @@ import numbers
 
 from ..validation import check_positive_int, check_positive_real
 
-__all__ = ["COUNT_OPTIONS", "at_epsilon", "option_at", "check_options"]
+__all__ = ["COUNT_OPTIONS", "CHOICE_OPTIONS", "at_epsilon", "option_at", "check_options"]
 
 # options that are counts (epochs, steps, batch sizes, dimensions), each a positive int wherever it is given
 COUNT_OPTIONS = (
@@ -21,6 +21,7 @@ COUNT_OPTIONS = (
     "augmult_k", "finetune_epochs", "users", "records_per_user", "user_epochs",
 )
 REAL_OPTIONS = ("gamma", "user_zipf")  # positive reals
+CHOICE_OPTIONS = {"augmentation": ("crop", "crop_flip")}  # one of the names listed
 
 
 def _per_epsilon(value) -> bool:
@@ -42,12 +43,19 @@ def option_at(options: dict, epsilon, option: str, default):
 
 
 def check_options(options: dict) -> None:
-    """Every count option a positive int and every real option a positive real, wherever given.
+    """Every count option a positive int, every real option a positive real and every choice one of its names,
+    wherever given.
 
     Raises:
         TypeError / ValueError: naming ``options[name]`` (and the ε or kind key) and the value.
     """
     for name, value in (options or {}).items():
+        if name in CHOICE_OPTIONS:
+            entries = value.items() if _per_epsilon(value) else [(None, value)]
+            for key, entry in entries:
+                if entry not in CHOICE_OPTIONS[name]:
+                    where = f"options[{name!r}]" + ("" if key is None else f"[{key!r}]")
+                    raise ValueError(f"{where} = {entry!r}; use one of {CHOICE_OPTIONS[name]}")
         if name in COUNT_OPTIONS or name in REAL_OPTIONS:
             entries = value.items() if isinstance(value, dict) else [(None, value)]
             for key, entry in entries:

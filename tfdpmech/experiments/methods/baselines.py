@@ -10,6 +10,7 @@ from ...losses import TaylorCrossEntropy, taylor_coefficients
 from ...mechanisms.input_perturbation import logistic_constants
 from ...models import linear_model as erm_linear_model
 from ..registry import Prepared, register_method
+from ..options import option_at
 from .mnist_recipes import NONPRIVATE_CNN, image_augmentation
 
 
@@ -62,7 +63,6 @@ def _nonprivate_cnn(ctx, seed, augmentation=None) -> Prepared:
     if augmentation is not None:  # one fresh view of every record each epoch, from a seeded stream
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
         records = tf.data.Dataset.zip((records, seeds)).map(lambda xy, s: (augmentation(xy[0], s), xy[1]))
-        notes["augmentation"] = "dpsgd_augmult's (mnist_recipes.image_augmentation), one view per record and epoch"
     epochs = (ctx.config.options or {}).get("nonprivate_epochs", recipe.epochs)
     return Prepared(model, records.batch(batch), epochs=epochs, notes=notes)
 
@@ -72,7 +72,11 @@ def _nonprivate_augmented(ctx, epsilon, seed) -> Prepared:
     if ctx.kind != "image" or ctx.x_private.ndim != 4 or ctx.config.model != "tanh_cnn":
         raise ValueError("nonprivate_augmented augments images (height, width, channels) for the tanh CNN: run it "
                          "on an image dataset with --model tanh_cnn")
-    return _nonprivate_cnn(ctx, seed, augmentation=image_augmentation(ctx.dataset))
+    kind = option_at(ctx.config.options, None, "augmentation", None)
+    prepared = _nonprivate_cnn(ctx, seed, augmentation=image_augmentation(ctx.dataset, kind))
+    prepared.notes["augmentation"] = (f"dpsgd_augmult's ({kind or 'the data set default'}: "
+                                      "mnist_recipes.image_augmentation), one view per record and epoch")
+    return prepared
 
 
 register_method("nonprivate", _nonprivate,
@@ -83,4 +87,4 @@ register_method("nonprivate", _nonprivate,
 register_method("nonprivate_augmented", _nonprivate_augmented,
                 "no privacy: the tanh CNN as nonprivate, each epoch on one fresh view of every record drawn by "
                 "dpsgd_augmult's augmentation (a 2-pixel shift; and a left-right flip on Fashion-MNIST)",
-                mode="none", data=("image",), options=("nonprivate_epochs",))
+                mode="none", data=("image",), options=("nonprivate_epochs", "augmentation"))

@@ -132,9 +132,10 @@ def _augmult(ctx, epsilon, seed) -> Build:
                          "a convolutional model (--model tanh_cnn)")
     recipe = recipe_for(cfg.options, epsilon, TANH_CNN_RECIPE)
     k = option_at(cfg.options, epsilon, "augmult_k", AUGMULT_K)
+    kind = option_at(cfg.options, epsilon, "augmentation", None)
     model = ctx.build("standard")
     dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech",
-                    augmentation=image_augmentation(ctx.dataset), augmentation_multiplicity=k)
+                    augmentation=image_augmentation(ctx.dataset, kind), augmentation_multiplicity=k)
     notes = {"recipe": "Tramèr & Boneh 2021 (mnist_recipes.TANH_CNN_RECIPE) with augmentation multiplicity",
              "network": model.name, "epochs": recipe.epochs, "augmentation_multiplicity": k,
              **_changed(recipe, TANH_CNN_RECIPE)}
@@ -280,7 +281,7 @@ register_mechanism("dpsgd_augmult", _augmult,
                 "dpsgd on the tanh CNN with augmentation multiplicity (De et al. 2022): each sampled record's K views "
                 "(a 2-pixel random crop; and a flip on Fashion-MNIST) averaged, then clipped once; same σ and ε, "
                 "proven",
-                mode="private", paper="dpsgd", data=("image",), options=(*_DPSGD_OPTIONS, "augmult_k"))
+                mode="private", paper="dpsgd", data=("image",), options=(*_DPSGD_OPTIONS, "augmult_k", "augmentation"))
 register_mechanism("dpsgd_tfprivacy", _tf_privacy,
                 "the dpsgd run through tensorflow-privacy's DP Keras model (its Poisson train step and clipping; "
                 "TensorFlow 2.15 stack): same network, data, σ and sampling as dpsgd, proven",

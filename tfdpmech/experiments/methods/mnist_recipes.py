@@ -23,7 +23,7 @@ import dataclasses
 
 from ...mechanisms.dpsgd import Recipe
 from ...mechanisms.dpsgd.sampling import augmentation
-from ..options import at_epsilon, option_at
+from ..options import CHOICE_OPTIONS, at_epsilon, option_at
 
 __all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for",
            "recipe_for", "image_augmentation"]
@@ -70,9 +70,14 @@ def recipe_for(options: dict, epsilon, recipe: Recipe, prefix: str = "dpsgd") ->
     return recipe.replace(**changes)
 
 
-def image_augmentation(dataset: str):
-    """The views of a record of ``dataset`` (``dpsgd_augmult``, ``nonprivate_augmented``): a crop after 2-pixel
-    reflect padding (a shift of up to 2 pixels), and on Fashion-MNIST a left-right flip (a mirrored garment is the
-    same class; a mirrored digit is not)."""
+def image_augmentation(dataset: str, kind: str | None = None):
+    """The views of a record of ``dataset`` (``dpsgd_augmult``, ``nonprivate_augmented``; ``options["augmentation"]``):
+    ``"crop"``, a crop after 2-pixel reflect padding (a shift of up to 2 pixels), or ``"crop_flip"``, that crop and a
+    left-right flip; None: ``"crop_flip"`` on Fashion-MNIST (a mirrored garment is the same class), ``"crop"``
+    elsewhere (a mirrored digit is not)."""
+    if kind is None:
+        kind = "crop_flip" if dataset.startswith("fashion_mnist") else "crop"
+    if kind not in CHOICE_OPTIONS["augmentation"]:
+        raise ValueError(f"augmentation={kind!r}; use one of {CHOICE_OPTIONS['augmentation']}")
     crop = augmentation.random_crop(2)
-    return augmentation.compose(crop, augmentation.random_flip()) if dataset == "fashion_mnist" else crop
+    return augmentation.compose(crop, augmentation.random_flip()) if kind == "crop_flip" else crop
