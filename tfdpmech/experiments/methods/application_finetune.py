@@ -11,7 +11,9 @@ Poisson DP-SGD runs on the private records, each proven at the run's ε:
 
 ``dpsgd`` with ``--model mobilenet_v2`` is the same network trained from scratch with DP-SGD. The recipe
 (:data:`FINETUNE_APPLICATION_RECIPE`, stated before any run: expected batch 1,024, Adam, C = 1) is the same for the
-three parts; ``options["finetune_recipe"]`` replaces any of its fields (``{field: value}`` or ``{ε: {...}}``).
+three parts; ``options["finetune_recipe"]`` replaces any of its fields (``{field: value}`` or ``{ε: {...}}``). Every
+run of the family clips 256 records at a time (``physical_batch_size``: the same clipped sums; a step's memory
+bounded by one chunk).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ...contract import release
 from ...mechanisms.dpsgd import Recipe, make_dpsgd
 from ...models.application import FINETUNE_PARTS, set_trainable_part
 from ..registry import register_mechanism
-from .dpsgd import _build, _public_release
+from .dpsgd import APPLICATION_PHYSICAL_BATCH, _build, _public_release
 from .mnist_recipes import recipe_for
 
 __all__ = ["FINETUNE_APPLICATION_RECIPE"]
@@ -48,7 +50,8 @@ def _finetune(part: str):
         public = ctx.public_model(seed)
         model = set_trainable_part(_public_copy(public), part)
         recipe = recipe_for(ctx.config.options, epsilon, FINETUNE_APPLICATION_RECIPE, "finetune")
-        dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech")
+        dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech",
+                        physical_batch_size=APPLICATION_PHYSICAL_BATCH)
         release(dp.ledger, _public_release(ctx))
         trainable = int(sum(np.prod(v.shape) for v in model.trainable_variables))
         notes = {"initialised_from": public.name, "public": ctx.public_source, "trains": part,

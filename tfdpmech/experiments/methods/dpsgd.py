@@ -114,7 +114,10 @@ def _image(ctx, epsilon, seed, sampling, engine="auto") -> Build:
                                 epochs=_epochs(ctx, cfg.epochs), learning_rate=cfg.learning_rate)
         model = ctx.build("standard")
         notes = {"recipe": "the comparison's batch size, epochs and learning rate", "network": model.name}
-    dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling)
+    physical = (APPLICATION_PHYSICAL_BATCH if cfg.model == "mobilenet_v2" and sampling == "poisson"
+                and resolve_engine("auto") == "tfdpmech" else None)
+    dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling,
+                    physical_batch_size=physical)
     return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
 
 
@@ -256,6 +259,9 @@ def _trainable_copy(public: keras.Model) -> keras.Model:
 # the whole public model's Poisson batches (q = 1/4: about 14,750 records on the whole MNIST) are clipped this many
 # records at a time on tfdpmech's engine: the same update and ε, memory bounded by one chunk
 FINETUNE_PHYSICAL_BATCH = 1024
+# the mobilenet_v2 family (dpsgd from scratch, dpsgd_finetune_<part>) is clipped 256 records at a time: the same sums,
+# a step's memory bounded by one chunk (a whole batch of about 1,024 records takes about 11 GB)
+APPLICATION_PHYSICAL_BATCH = 256
 
 
 def _finetune(ctx, epsilon, seed) -> Build:
