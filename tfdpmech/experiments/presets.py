@@ -135,8 +135,8 @@ MNIST_PUBLISHED = (
     {"label": "pSGD (DP-SGD of Phan et al. 2017)", "dpsgd_of": ("adlm", "ilm"), "epsilon": 0.25, "accuracy": 0.8209,
      "source": _PHAN},
 )
-MNIST_METHODS = ("nonprivate", "nonprivate_augmented", "dpsgd", "dpsgd_tfprivacy", "dpsgd_scatter", "fm_head_scatter", "outpert_head_scatter",
-                 "dpsgd_augmult")
+MNIST_METHODS = ("nonprivate", "nonprivate_augmented", "dpsgd", "dpsgd_tfprivacy", "dpsgd_scatter", "fm_head_scatter",
+                 "outpert_head_scatter", "dpsgd_augmult")
 register_preset(
     "mnist", "the whole MNIST (60,000 private training images, 10,000 test images, no public data): DP-SGD's tanh "
              "CNN on tfdpmech's engine and on tensorflow-privacy, DP-SGD and the noise-once heads on ScatterNet "

@@ -11,7 +11,7 @@ from ...mechanisms.input_perturbation import logistic_constants
 from ...models import linear_model as erm_linear_model
 from ..registry import Prepared, register_method
 from ..options import option_at
-from .mnist_recipes import NONPRIVATE_CNN, image_augmentation
+from .mnist_recipes import NONPRIVATE_CNN, augmentation_kind, image_augmentation
 
 
 def full_batch(x, y) -> tf.data.Dataset:
@@ -72,10 +72,9 @@ def _nonprivate_augmented(ctx, epsilon, seed) -> Prepared:
     if ctx.kind != "image" or ctx.x_private.ndim != 4 or ctx.config.model != "tanh_cnn":
         raise ValueError("nonprivate_augmented augments images (height, width, channels) for the tanh CNN: run it "
                          "on an image dataset with --model tanh_cnn")
-    kind = option_at(ctx.config.options, None, "augmentation", None)
+    kind = augmentation_kind(ctx.dataset, option_at(ctx.config.options, None, "augmentation", None))
     prepared = _nonprivate_cnn(ctx, seed, augmentation=image_augmentation(ctx.dataset, kind))
-    prepared.notes["augmentation"] = (f"dpsgd_augmult's ({kind or 'the data set default'}: "
-                                      "mnist_recipes.image_augmentation), one view per record and epoch")
+    prepared.notes["augmentation"] = f"{kind}, one view per record and epoch"
     return prepared
 
 
@@ -86,5 +85,6 @@ register_method("nonprivate", _nonprivate,
                 options=("nonprivate_epochs",))
 register_method("nonprivate_augmented", _nonprivate_augmented,
                 "no privacy: the tanh CNN as nonprivate, each epoch on one fresh view of every record drawn by "
-                "dpsgd_augmult's augmentation (a 2-pixel shift; and a left-right flip on Fashion-MNIST)",
+                "dpsgd_augmult's augmentation (options['augmentation']: a 2-pixel shift, with or without a "
+                "left-right flip)",
                 mode="none", data=("image",), options=("nonprivate_epochs", "augmentation"))

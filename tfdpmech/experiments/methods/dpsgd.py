@@ -17,8 +17,9 @@ engine (``notes["engine"]``) and the report states it.
 - ``dpsgd_finetune``: DP-SGD (Poisson) on the whole public model, initialised from its public
   weights (its batch min-max frozen at the public estimates, so every layer is per-example).
 - ``dpsgd_augmult``: ``dpsgd`` with augmentation multiplicity (De et al. 2022): each sampled record's K views
-  (``options["augmult_k"]``, default 4; a random crop after 2-pixel reflect padding, and a left-right flip on
-  Fashion-MNIST, whose classes are mirror-symmetric) averaged, then clipped once; the same ε.
+  (``options["augmult_k"]``, default 4; ``options["augmentation"]``: a random crop after 2-pixel reflect padding,
+  with or without a left-right flip: :func:`.mnist_recipes.augmentation_kind`) averaged, then clipped once; the
+  same ε.
 
 Tabular data: the bias-free linear model of the DP-ERM methods, δ = 1/n² as theirs.
 
@@ -47,7 +48,8 @@ from ...models import linear_model as erm_linear_model
 from ..registry import Build, register_mechanism
 from .baselines import tabular_labels, tabular_loss
 from ..options import option_at
-from .mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, epochs_for, image_augmentation, recipe_for
+from .mnist_recipes import (SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, augmentation_kind, epochs_for,
+                            image_augmentation, recipe_for)
 
 _DPSGD_OPTIONS = ("dpsgd_epochs", "dpsgd_recipe")  # the options the DP-SGD rows read (run_store keys)
 AUGMULT_K = 4  # the views per record of dpsgd_augmult, unless options["augmult_k"] says otherwise
@@ -135,12 +137,12 @@ def _augmult(ctx, epsilon, seed) -> Build:
                          "a convolutional model (--model tanh_cnn)")
     recipe = recipe_for(cfg.options, epsilon, TANH_CNN_RECIPE)
     k = option_at(cfg.options, epsilon, "augmult_k", AUGMULT_K)
-    kind = option_at(cfg.options, epsilon, "augmentation", None)
+    kind = augmentation_kind(ctx.dataset, option_at(cfg.options, epsilon, "augmentation", None))
     model = ctx.build("standard")
     dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech",
                     augmentation=image_augmentation(ctx.dataset, kind), augmentation_multiplicity=k)
     notes = {"recipe": "Tramèr & Boneh 2021 (mnist_recipes.TANH_CNN_RECIPE) with augmentation multiplicity",
-             "network": model.name, "epochs": recipe.epochs, "augmentation_multiplicity": k,
+             "network": model.name, "epochs": recipe.epochs, "augmentation_multiplicity": k, "augmentation": kind,
              **_changed(recipe, TANH_CNN_RECIPE)}
     return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
 
@@ -285,7 +287,8 @@ register_mechanism("dpsgd", _dpsgd("poisson"),
                 mode="private", paper="dpsgd", data=("image", "tabular"), options=_DPSGD_OPTIONS)
 register_mechanism("dpsgd_augmult", _augmult,
                 "dpsgd on the tanh CNN with augmentation multiplicity (De et al. 2022): each sampled record's K views "
-                "(a 2-pixel random crop; and a flip on Fashion-MNIST) averaged, then clipped once; same σ and ε, "
+                "(options['augmentation']: a 2-pixel random crop, with or without a left-right flip) averaged, then "
+                "clipped once; same σ and ε, "
                 "proven",
                 mode="private", paper="dpsgd", data=("image",), options=(*_DPSGD_OPTIONS, "augmult_k", "augmentation"))
 register_mechanism("dpsgd_tfprivacy", _tf_privacy,

@@ -26,7 +26,7 @@ from ...mechanisms.dpsgd.sampling import augmentation
 from ..options import CHOICE_OPTIONS, at_epsilon, option_at
 
 __all__ = ["TANH_CNN_RECIPE", "SCATTER_LINEAR_RECIPE", "NONPRIVATE_CNN", "NonPrivateRecipe", "epochs_for",
-           "recipe_for", "image_augmentation"]
+           "recipe_for", "augmentation_kind", "image_augmentation"]
 
 TANH_CNN_RECIPE = Recipe(expected_batch_size=512, epochs=40, l2_norm_clip=0.1, learning_rate=0.5, optimizer="sgd",
                          momentum=0.9, accountant="pld", reference_n=60_000)
@@ -70,8 +70,8 @@ def recipe_for(options: dict, epsilon, recipe: Recipe, prefix: str = "dpsgd") ->
     return recipe.replace(**changes)
 
 
-def image_augmentation(dataset: str, kind: str | None = None):
-    """The views of a record of ``dataset`` (``dpsgd_augmult``, ``nonprivate_augmented``; ``options["augmentation"]``):
+def augmentation_kind(dataset: str, kind: str | None = None) -> str:
+    """The views of ``dpsgd_augmult`` and ``nonprivate_augmented`` on ``dataset`` (``options["augmentation"]``):
     ``"crop"``, a crop after 2-pixel reflect padding (a shift of up to 2 pixels), or ``"crop_flip"``, that crop and a
     left-right flip; None: ``"crop_flip"`` on Fashion-MNIST (a mirrored garment is the same class), ``"crop"``
     elsewhere (a mirrored digit is not)."""
@@ -79,5 +79,12 @@ def image_augmentation(dataset: str, kind: str | None = None):
         kind = "crop_flip" if dataset.startswith("fashion_mnist") else "crop"
     if kind not in CHOICE_OPTIONS["augmentation"]:
         raise ValueError(f"augmentation={kind!r}; use one of {CHOICE_OPTIONS['augmentation']}")
+    return kind
+
+
+def image_augmentation(dataset: str, kind: str | None = None):
+    """``fn(record, seed)`` drawing one view of :func:`augmentation_kind`."""
     crop = augmentation.random_crop(2)
-    return augmentation.compose(crop, augmentation.random_flip()) if kind == "crop_flip" else crop
+    if augmentation_kind(dataset, kind) == "crop_flip":
+        return augmentation.compose(crop, augmentation.random_flip())
+    return crop
