@@ -128,3 +128,33 @@ def test_every_row_of_a_resuming_preset_declares_the_options_it_reads(name):
     would make its finished runs stale and run them again."""
     undeclared = [m for m in PRESETS[name].settings["methods"] if METHODS[m].options is None]
     assert not undeclared, f"{name}: {undeclared} read options they do not declare (register_mechanism options=)"
+
+
+def test_the_fashion_preset_takes_the_recipe_chosen_on_the_validation_split():
+    """Each (method, ε) of the fashion preset whose validation grid has run in full (tools/fashion_tuning.py) takes
+    the chosen point over the published recipe; the others keep the published one; the views are the chosen ones."""
+    from pathlib import Path
+
+    from tfdpmech.experiments.methods.mnist_recipes import SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, recipe_for
+    from tfdpmech.experiments.options import option_at
+    from tfdpmech.experiments.presets import FASHION_PUBLISHED
+
+    tuning = Path(__file__).resolve().parents[2] / "docs" / "results" / "fashion-mnist" / "tuning" / "tuning.json"
+    recorded = json.loads(tuning.read_text())
+    ran = {(run["method"], run["epsilon"], json.dumps(run["point"], sort_keys=True)) for run in recorded["runs"]}
+    settings = PRESETS["fashion"].settings
+    decided = 0
+    methods = (("dpsgd", TANH_CNN_RECIPE, "dpsgd"), ("dpsgd_scatter", SCATTER_LINEAR_RECIPE, "scatter"))
+    for method, base, prefix in methods:
+        for eps in settings["epsilons"]:
+            published = recipe_for(FASHION_PUBLISHED, eps, base, prefix)
+            if all((method, eps, json.dumps(p, sort_keys=True)) in ran for p in recorded["grid"][method]):
+                decided += 1
+                expected = published.replace(**recorded["chosen"][method][str(eps)])
+            else:
+                expected = published
+            assert recipe_for(settings["options"], eps, base, prefix) == expected, (method, eps)
+    assert decided >= 1  # dpsgd_scatter at ε = 3 has run in full
+    views = recorded["chosen"]["nonprivate_augmented"]["None"]["augmentation"]
+    assert option_at(settings["options"], 3.0, "augmentation", None) == views == "crop"
+    assert settings["datasets"] == ("fashion_mnist",)
