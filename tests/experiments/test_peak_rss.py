@@ -23,3 +23,13 @@ def test_a_fresh_process_does_not_inherit_its_parents_peak():
     assert own < 150, own  # a bare interpreter: tens of MiB
     assert inherited > own  # ru_maxrss carries the parent's peak across exec: why it is not used
     del hold
+
+
+@pytest.mark.skipif(not peak_rss.reset_peak_rss(), reason="the kernel's high-water mark is reset on Linux only")
+def test_a_block_reports_a_peak_shorter_than_its_sampling_interval():
+    from tfdpmech.experiments.measuring import PeakMemory
+
+    with PeakMemory(interval=60.0) as memory:  # no sample is taken inside the block
+        spike = np.ones(300 * 2**20 // 8)  # 300 MiB, touched, then freed at once
+        del spike
+    assert memory.peak_bytes > 250 * 2**20, memory.peak_bytes

@@ -3,7 +3,7 @@
 Usage: python _chunk_memory_worker.py ROWS
 Clips a batch of ROWS records 256 at a time (physical_batch_size) through a convolution with 200 KB of
 activations per record, and prints the peak growth of the process RSS over the step in bytes
-(:func:`tfdpmech.experiments.step_memory.clipped_step_peak_bytes`: PeakMemory, sampled every 2 ms).
+(:func:`tfdpmech.experiments.step_memory.clipped_step_peak_bytes`: PeakMemory, the kernel's high-water mark).
 """
 
 import sys

@@ -116,10 +116,10 @@ def _image(ctx, epsilon, seed, sampling, engine="auto") -> Build:
                                 epochs=_epochs(ctx, cfg.epochs), learning_rate=cfg.learning_rate)
         model = ctx.build("standard")
         notes = {"recipe": "the comparison's batch size, epochs and learning rate", "network": model.name}
-    physical = (APPLICATION_PHYSICAL_BATCH if cfg.model == "mobilenet_v2" and sampling == "poisson"
-                and resolve_engine("auto") == "tfdpmech" else None)
-    dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling,
-                    physical_batch_size=physical)
+    chunked = cfg.model == "mobilenet_v2" and sampling == "poisson" and resolve_engine("auto") == "tfdpmech"
+    # only the Poisson run on tfdpmech's engine clips in physical chunks (the shuffled run has no such argument)
+    physical = {"physical_batch_size": APPLICATION_PHYSICAL_BATCH} if chunked else {}
+    dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling, **physical)
     return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
 
 
