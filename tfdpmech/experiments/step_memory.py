@@ -2,14 +2,14 @@
 
 For each model (:data:`tfdpmech.experiments.dpsgd_speed.MODELS`: the ``keras.applications`` networks at 32×32×3
 among them) and each number of rows, a fresh process builds the model, traces the ghost-norm clipped sum
-(:func:`~tfdpmech.mechanisms.dpsgd.clipping.chunked_clipping.chunked_clipped_gradient_sum`) once on a small batch
+(:func:`~tfdpmech.mechanisms.dpsgd.clipping.chunked_clipping.chunked_clipped_gradient_sum`) once on two rows
 for any number of rows, then runs it on a batch of that many rows, whole (``chunk`` none) and ``chunk`` rows at a
 time, and reports the peak growth of the process RSS over that one step
 (:class:`~tfdpmech.experiments.measuring.PeakMemory`: the kernel's high-water mark on Linux, after glibc has
 returned what the trace freed). Without chunks the step holds every row's activations and taps at once; with them,
 one chunk's at a time, plus the batch itself and the running sum.
 
-    python -m tfdpmech.experiments.step_memory --models mobilenet_v2,efficientnet_b0,resnet50 --rows 64,256 \\
+    python -m tfdpmech.experiments.step_memory --models mobilenet_v2,efficientnet_b0,resnet50 --rows 32,128 \\
         --chunk 16 --out docs/results/applications_memory
 """
 
@@ -43,8 +43,9 @@ def clipped_step_peak_bytes(model, x, y, chunk: int | None, loss=None) -> int:
                  tf.TensorSpec((None,), tf.float32)]
     step = tf.function(lambda a, b, w: chunked_clipped_gradient_sum(model, loss, a, b, w, 1.0, "fast_clipping",
                                                                     chunk)[0], input_signature=signature)
-    warm = min(len(x), 2 * (chunk or 16))  # a small batch, whole or chunked: the step's own peak is what is read
-    step(x[:warm], y[:warm], np.ones(warm, np.float32))  # traced once, for any number of rows
+    # traced once, for any number of rows, on two: what the allocator keeps of the trace's own run stays small, so
+    # the step's growth is its own (a trace on the measured batch would leave that batch's memory resident)
+    step(x[:2], y[:2], np.ones(min(len(x), 2), np.float32))
     with PeakMemory(interval=0.002) as memory:
         step(x, y, np.ones(len(x), np.float32))
     return int(memory.peak_bytes)
