@@ -104,7 +104,8 @@ def markdown(result: dict, command: str) -> str:
     lines = ["# Memory of one DP-SGD step", "", f"Command: `{command}`. {result['device']}. `results.json` beside this "
              "file holds every number.", "",
              "Peak growth of the process RSS over one ghost-norm clipped-sum step (MiB), the batch whole and "
-             f"`physical_batch_size={chunk}`, each in a fresh process after the step was traced.", "",
+             f"`physical_batch_size={chunk}` (the kernel's high-water mark on Linux), each in a fresh process after the "
+             "step was traced on two rows.", "",
              "| model | " + " | ".join(f"{r} rows, whole | {r} rows, chunks of {chunk}" for r in rows) + " |",
              "|---|" + "---|---|" * len(rows)]
     for name, table in result["models"].items():
