@@ -90,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
                      help="keep each finished run in OUT/runs.jsonl and skip the runs found there, and each "
                           "finished epoch of a DP-SGD run in OUT/parts/ to continue from "
-                          "(default: the preset's; on for the long presets)")
+                          "(default: the preset's; on for the long presets). A resumed preset narrowed by --methods, "
+                          "--epsilons or --seeds alone writes the whole preset's report of its finished runs")
     cmp.add_argument("--stored-only", action="store_true",
                      help="train nothing: write the report of the finished runs in OUT/runs.jsonl and list the rest")
     cmp.add_argument("--quiet", action="store_true", help="no progress line")
@@ -137,13 +138,31 @@ def _compare(args) -> int:
         return usage_error(exc)
     try:
         results = run_comparison(config)
+        whole = _whole_preset(args, config)
+        # a resumable preset narrowed to some of its methods, ε or seeds: its report stays the whole preset's,
+        # from the finished runs of its plan (which now hold this invocation's)
+        reported = results if whole is None else run_comparison(whole)
     except (ValueError, TypeError, RuntimeError) as exc:
         print(f"tfdpmech: error: {exc}", file=sys.stderr)
         return 1
-    print(markdown_table(summarize(results)))
-    files = write_report(results, config.out)
+    print(markdown_table(summarize(reported)))
+    files = write_report(reported, config.out)
     print("wrote " + ", ".join(files.values()))
     return _audit_exit_status(results)
+
+
+def _whole_preset(args, config):
+    """The preset's whole plan as a report of its stored runs (``stored_only``), when this invocation resumed a
+    preset narrowed only by ``--methods``, ``--epsilons`` or ``--seeds`` (every other setting the preset's, its own
+    output folder); else None."""
+    from .experiments import preset_config
+
+    narrowed = any(v is not None for v in (args.methods, args.epsilons, args.seeds))
+    changed = any(v is not None for v in (args.dataset, args.epochs, args.batch_size, args.model, args.delta,
+                                          args.public, args.learning_rate, args.users, args.audit, args.out))
+    if args.quick or not narrowed or changed or not config.resume or config.stored_only:
+        return None
+    return preset_config(args.preset, stored_only=True, verbose=config.verbose)
 
 
 AUDIT_BUG_EXIT = 3

@@ -122,3 +122,27 @@ def test_methods_lists_modes_and_presets(capsys):
     assert main(["methods"]) == 0
     out = capsys.readouterr().out
     assert "[reference]" in out and "[private]" in out and "presets" in out and "dp_erm" in out
+
+
+def test_a_resumed_preset_narrowed_to_some_methods_keeps_the_whole_presets_report(tmp_path, monkeypatch):
+    """``--preset P --methods m`` on a resumable preset trains m, and P's report holds every finished run of P."""
+    from tfdpmech.experiments import presets
+
+    out = tmp_path / "preset"
+    monkeypatch.setitem(presets.PRESETS, "resumable_erm", presets.Preset(
+        "resumable_erm", "dp_erm's quick runs, resumable", {
+            "datasets": ("breast_cancer",), "methods": ("nonprivate", "ip_private"), "epsilons": (1.0,),
+            "seeds": (0,), "epochs": 20, "model": "linear", "public": 0, "audit": (), "out": str(out),
+            "resume": True}, {}))
+    assert main(["compare", "--preset", "resumable_erm", "--quiet", "--methods", "nonprivate"]) == 0
+    first = json.loads((out / "results.json").read_text())
+    assert [r["method"] for r in first["runs"]] == ["nonprivate"]
+    assert "ip_private" in (out / "results.md").read_text()  # listed among the runs still to come
+    assert main(["compare", "--preset", "resumable_erm", "--quiet", "--methods", "ip_private"]) == 0
+    whole = json.loads((out / "results.json").read_text())
+    assert sorted(r["method"] for r in whole["runs"]) == ["ip_private", "nonprivate"]
+    # with another output folder the report is this invocation's alone
+    other = tmp_path / "other"
+    assert main(["compare", "--preset", "resumable_erm", "--quiet", "--methods", "ip_private",
+                 "--out", str(other)]) == 0
+    assert [r["method"] for r in json.loads((other / "results.json").read_text())["runs"]] == ["ip_private"]
