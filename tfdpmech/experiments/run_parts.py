@@ -28,6 +28,8 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from ..mechanisms.dpsgd.runs.train_step import build_optimizer
+
 __all__ = ["RunParts", "PARTS_FOLDER"]
 
 PARTS_FOLDER = "parts"
@@ -41,10 +43,8 @@ def _optimizer_variables(optimizer) -> list:
 def _variables(model) -> list:
     """Every variable a resumed run needs back: the model's (weights, statistics, random states) and its
     optimizer's (the step count, the moments), the optimizer built first."""
-    optimizer = model.optimizer
-    if not getattr(optimizer, "built", getattr(optimizer, "_built", False)):
-        optimizer.build(model.trainable_variables)
-    return [*model.variables, *_optimizer_variables(optimizer)]
+    build_optimizer(model)
+    return [*model.variables, *_optimizer_variables(model.optimizer)]
 
 
 class RunParts:

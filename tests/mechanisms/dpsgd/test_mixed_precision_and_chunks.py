@@ -197,3 +197,29 @@ def test_a_chunked_step_holds_one_chunk_at_a_time():
     # eight times the chunks add the 13 MB of the larger input and less than one chunk's activations besides (the
     # chunks' loop runs them one after the other: TensorFlow's default would run up to 10 at once)
     assert growth[4096] - growth[512] < 40 * 2**20, growth
+
+
+def test_the_first_fit_traces_the_clipped_step_once_whatever_the_chunks(monkeypatch):
+    """The clipped step (a deep network's forward and backward passes and every layer's norm) is what takes the
+    time of a first fit's trace: it is traced once, not once for the first chunk and again for the loop's body,
+    and the train step is not traced a second time because the optimizer's variables were created in its trace."""
+    from tfdpmech.mechanisms.dpsgd.clipping import chunked_clipping  # noqa: PLC0415
+
+    traces = []
+
+    def counted(*args, **kwargs):
+        traces.append(1)
+        return clipped_gradient_sum(*args, **kwargs)
+
+    monkeypatch.setattr(chunked_clipping, "clipped_gradient_sum", counted)
+    rng = np.random.default_rng(0)
+    x, y = rng.random((256, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 256)
+    for physical in (None, 16):  # expected batch 64: about four chunks of 16
+        traces.clear()
+        model = make_private(_cnn(), DPSGD(epsilon=8.0, delta=1e-5, n=len(x), expected_batch_size=64, epochs=1,
+                                           seed=0, physical_batch_size=physical))
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=LOSS)
+        assert not model.optimizer.built  # built by fit, before its trace
+        model.fit(x, y, verbose=0)
+        assert model.optimizer.built and int(model.optimizer.iterations) == 4
+        assert len(traces) == 1, (physical, len(traces))

@@ -40,7 +40,8 @@ def chunked_clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: fl
 
     Returns the same ``(clipped sum, y_pred, norms)`` as the unchunked call (equal up to the order of the
     float additions). The first chunk runs outside the loop (it fixes the structure of ``y_pred``); the
-    rest in a ``tf.while_loop``, so only one chunk's activations are alive at once.
+    rest in a ``tf.while_loop``, so only one chunk's activations are alive at once. Both call one ``tf.function``
+    of the chunk's index, so the clipped step is traced once.
     """
     if physical_batch_size is None:
         return clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip, method, training=training,
@@ -53,6 +54,9 @@ def chunked_clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: fl
         end = tf.minimum(start + chunk, rows)
         return tf.nest.map_structure(lambda t: t[start:end], (x, y, weights))
 
+    # one trace for every chunk: the first chunk and the loop's body call the same function (traced inline in
+    # both, a deep network's clipped step, its forward and backward passes and every layer's norm, was traced twice)
+    @tf.function(autograph=False)
     def clipped(i):
         xs, ys, ws = part(i)
         return clipped_gradient_sum(model, loss_fn, xs, ys, ws, l2_norm_clip, method, training=training,

@@ -47,7 +47,8 @@ from ..clipping.clipped_sums import gradients, per_example_loss
 from ..clipping.ghost_norms import select_rows
 from .run_state import dp_step, inner_optimizer
 
-__all__ = ["KERAS_3", "install_dp_train_step", "noise_key", "step_noise", "log_real_record_loss", "check_finite_norms"]
+__all__ = ["KERAS_3", "install_dp_train_step", "noise_key", "step_noise", "log_real_record_loss", "check_finite_norms",
+           "build_optimizer"]
 
 KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
 
@@ -57,6 +58,21 @@ def noise_key(seed=None):
     if seed is None:
         return (secrets.randbits(63), secrets.randbits(63))
     return (int(seed) % (1 << 63), 0x5EED)
+
+
+def build_optimizer(model) -> None:
+    """Create the variables of ``model``'s optimizer (its moments, its step count) now, if they are not yet.
+
+    Keras creates them inside the first trace of the train function when no ``tf.distribute`` strategy is set; a
+    ``tf.function`` whose first trace creates variables is traced a second time (the variables then exist), so the
+    whole DP step (the model's forward and backward passes, every layer's norm) would be traced twice before the
+    first step. The variables and their initial values are the same either way. A model not built yet (a subclassed
+    model before its first call) has no variables to build them for: Keras then builds them in the trace."""
+    optimizer = model.optimizer
+    if optimizer is None or getattr(optimizer, "built", getattr(optimizer, "_built", False)):
+        return
+    if model.built and model.trainable_variables:
+        optimizer.build(model.trainable_variables)
 
 
 def step_noise(key, step, shapes_and_dtypes, std: float):
@@ -176,4 +192,10 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
 
     model.train_step = train_step
     model.train_function = None  # a compiled train function would still run the old step
+
+    def make_dp_train_function(*args, **kwargs):  # fit calls it before the first trace
+        build_optimizer(model)
+        return type(model).make_train_function(model, *args, **kwargs)
+
+    model.make_train_function = make_dp_train_function
     return model
