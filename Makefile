@@ -23,6 +23,13 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 PYTEST = -m pytest -ra --durations=10 -n $(JOBS)
 
+# Training on a CPU: glibc's malloc keeps a step's large buffers for the next step instead of faulting them in
+# again (tfdpmech/experiments/cpu_allocator.py; docs/results/cpu_allocator). demo, quick and bench run with it;
+# GLIBC_TUNABLES set in the environment (empty: glibc's defaults) takes its place. `make -s malloc-tunables`
+# prints it, for a command of one's own: GLIBC_TUNABLES="$$(make -s malloc-tunables)" tfdpmech compare ...
+MALLOC_TUNABLES := glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
+TRAIN_ENV = GLIBC_TUNABLES="$${GLIBC_TUNABLES-$(MALLOC_TUNABLES)}"
+
 # $(call pip_install,VENV,CONSTRAINTS,EXTRAS): pip, then tfdpmech (editable) and its extras under the pins
 define pip_install
 	@echo "installing TensorFlow and the rest into $(1)/ (pins: $(2)); a few minutes on a first run"
@@ -30,7 +37,7 @@ define pip_install
 	$(1)/bin/python -m pip install --quiet -c $(2) -e ".[$(3)]"
 endef
 
-.PHONY: test test-slow test-colab test-tfprivacy demo quick bench bench-tfprivacy install clean
+.PHONY: test test-slow test-colab test-tfprivacy demo quick bench bench-tfprivacy install clean malloc-tunables
 
 install: $(VENV)/.installed
 
@@ -70,13 +77,16 @@ test-tfprivacy: $(VENV_TFPRIVACY)/.installed
 	$(VENV_TFPRIVACY)/bin/python $(PYTEST) $(if $(TFPRIVACY_MARKS),-m "$(TFPRIVACY_MARKS)")
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/tfdpmech compare
+	$(TRAIN_ENV) $(VENV)/bin/tfdpmech compare
 
 quick: $(VENV)/.installed
-	$(VENV)/bin/tfdpmech compare --quick --out results-quick
+	$(TRAIN_ENV) $(VENV)/bin/tfdpmech compare --quick --out results-quick
 
 bench: $(VENV)/.installed
-	$(VENV)/bin/tfdpmech bench
+	$(TRAIN_ENV) $(VENV)/bin/tfdpmech bench
+
+malloc-tunables:
+	@echo "$(MALLOC_TUNABLES)"
 
 bench-tfprivacy: $(VENV_TFPRIVACY)/.installed
 	$(VENV_TFPRIVACY)/bin/tfdpmech bench --out bench/results-tfprivacy.json

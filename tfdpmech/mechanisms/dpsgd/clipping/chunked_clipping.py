@@ -54,8 +54,8 @@ def chunked_clipped_gradient_sum(model, loss_fn, x, y, weights, l2_norm_clip: fl
         end = tf.minimum(start + chunk, rows)
         return tf.nest.map_structure(lambda t: t[start:end], (x, y, weights))
 
-    # one trace for every chunk: the first chunk and the loop's body call the same function (traced inline in
-    # both, a deep network's clipped step, its forward and backward passes and every layer's norm, was traced twice)
+    # one trace for every chunk: the first chunk and the loop's body call the same function (inline, a deep
+    # network's clipped step, its forward and backward passes and every layer's norm, would be traced for each)
     @tf.function(autograph=False)
     def clipped(i):
         xs, ys, ws = part(i)

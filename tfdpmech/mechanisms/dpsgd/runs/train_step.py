@@ -69,8 +69,8 @@ def build_optimizer(model) -> None:
     first step. The variables and their initial values are the same either way. A model not built yet (a subclassed
     model before its first call) has no variables to build them for: Keras then builds them in the trace."""
     optimizer = model.optimizer
-    if optimizer is None or getattr(optimizer, "built", getattr(optimizer, "_built", False)):
-        return
+    if not hasattr(optimizer, "build") or getattr(optimizer, "built", getattr(optimizer, "_built", False)):
+        return  # none, a Keras 2 legacy optimizer (no build), or built
     if model.built and model.trainable_variables:
         optimizer.build(model.trainable_variables)
 
