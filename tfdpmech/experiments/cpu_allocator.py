@@ -13,8 +13,9 @@ allocates from the same heap, which was measured on two cores only.
 
 glibc reads ``GLIBC_TUNABLES`` when a process starts, so it is set in the environment of the command
 (``make demo``, ``make bench`` and ``make quick`` do; ``GLIBC_TUNABLES="$(make -s malloc-tunables)" tfdpmech
-compare ...`` for another command). Measured effect:
-docs/results/cpu_allocator (``python -m tfdpmech.experiments.dpsgd_speed``, with and without it).
+compare ...`` for another command). Measured with and without it: docs/results/cpu_allocator
+(``tools/cpu_allocator_speed.py``: MobileNetV2 in chunks of 256 records; ``python -m
+tfdpmech.experiments.dpsgd_speed``: MobileNetV2 at batch 64 and the tanh CNN at 512).
 """
 
 from __future__ import annotations
