@@ -50,11 +50,8 @@ def _child(epochs: int) -> None:
     print(json.dumps(rows))
 
 
-def _measure(setting: str, epochs: int) -> list[dict]:
-    sys.path.insert(0, ROOT)
-    from tfdpmech.experiments.cpu_allocator import TRAINING_TUNABLES  # noqa: PLC0415
-
-    env = {**os.environ, "GLIBC_TUNABLES": TRAINING_TUNABLES if setting == "training_tunables" else ""}
+def _measure(setting: str, epochs: int, tunables: str) -> list[dict]:
+    env = {**os.environ, "GLIBC_TUNABLES": tunables if setting == "training_tunables" else ""}
     env.pop("LD_PRELOAD", None)
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", str(epochs)], env=env, check=True,
                          capture_output=True, text=True)
@@ -90,10 +87,16 @@ def main(argv=None) -> int:
     if args.child is not None:
         _child(args.child)
         return 0
+    for name in ("repeats", "epochs"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}={getattr(args, name)}: give at least 1")
+    sys.path.insert(0, ROOT)
+    from tfdpmech.experiments.cpu_allocator import TRAINING_TUNABLES  # noqa: PLC0415
+
     rows = {setting: [] for setting in SETTINGS}
     for repeat in range(args.repeats):
         for setting in SETTINGS:
-            rows[setting].extend(_measure(setting, args.epochs))
+            rows[setting].extend(_measure(setting, args.epochs, TRAINING_TUNABLES))
             print(f"repeat {repeat + 1}/{args.repeats} {setting}: {rows[setting][-args.epochs:]}", flush=True)
     command = "python tools/cpu_allocator_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
     os.makedirs(args.out, exist_ok=True)
