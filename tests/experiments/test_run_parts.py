@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tfdpmech.experiments import preset_config, run_comparison
@@ -83,3 +85,51 @@ def test_a_report_lists_a_run_in_progress_with_its_saved_epochs():
                 "epochs": 40}, {"dataset": "mnist", "method": "dpsgd", "epsilon_target": 3.0, "seed": 1}]
     assert "- dpsgd on mnist at target ε=3 (seeds 0: 12 of 40 epochs saved, 1)" in pending_markdown(
         {"pending": pending})
+
+
+def _key(out):
+    from tfdpmech.experiments.run_store import RunStore
+
+    config = _config(out)
+    return RunStore(out, config).key(config.datasets[0], "dpsgd", 2.0, 0)
+
+
+def _never_trained(*args, **kwargs):
+    raise AssertionError("the run was trained")
+
+
+def test_a_run_another_process_is_training_is_refused_before_it_trains(tmp_path, monkeypatch):
+    from tfdpmech.experiments import runner
+
+    monkeypatch.setattr(runner, "run_one", _never_trained)
+    parts = run_parts.RunParts(tmp_path, _key(tmp_path))
+    with parts.held():
+        assert parts.lock_path.read_text() == str(os.getpid())
+        # a second open file holds the lock as a second process would (flock: one holder per open file)
+        with pytest.raises(RuntimeError, match=rf"process {os.getpid()} is training it now .*wait for it"):
+            run_comparison(_config(tmp_path))
+        with pytest.raises(RuntimeError, match="is training it now"):
+            with run_parts.RunParts(tmp_path, parts.path.stem).held():
+                pass
+    assert not parts.lock_path.exists()
+    with parts.held():  # released: the next holder takes it
+        pass
+
+
+def test_a_run_stored_by_another_process_meanwhile_is_read_not_trained_again(tmp_path, monkeypatch):
+    from tfdpmech.experiments import runner
+    from tfdpmech.experiments.run_store import RunStore
+
+    monkeypatch.setattr(runner, "run_one", _never_trained)
+    held = run_parts.RunParts.held
+    skipped = {"dataset": _config(tmp_path).datasets[0], "method": "dpsgd", "epsilon_target": 2.0, "seed": 0,
+               "reason": "stored by the other process"}
+
+    def stored_by_another_process_first(self):
+        # the other process finished this run after this one read runs.jsonl, before it took the lock
+        RunStore(tmp_path, _config(tmp_path)).add(self.path.stem, skipped=skipped)
+        return held(self)
+
+    monkeypatch.setattr(run_parts.RunParts, "held", stored_by_another_process_first)
+    report = run_comparison(_config(tmp_path))
+    assert report["skipped"] == [skipped] and report["stored_runs"] == 1

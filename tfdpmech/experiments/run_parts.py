@@ -15,15 +15,25 @@ longer fits the model (another number or shape of variables, other epochs) is re
 Train seconds and the accuracy curve add up over the parts; peak memory is the largest part's; examples per
 second leave out each part's first epoch (it traces the model again); the run's notes say how many processes
 trained it (``trained_in_parts``).
+
+While a process trains a run it holds the run's lock (``<out>/parts/<run key>.lock``, an advisory ``flock``
+that the system releases when the process ends, however it ends): a second process started on the same run is
+refused before it prepares anything, instead of training the same epochs again beside the first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import warnings
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: runs are not locked
+    fcntl = None
 
 import keras
 import numpy as np
@@ -52,6 +62,45 @@ class RunParts:
 
     def __init__(self, folder, key: str):
         self.path = Path(folder) / PARTS_FOLDER / f"{key}.npz"
+        self.lock_path = self.path.with_suffix(".lock")
+
+    @contextlib.contextmanager
+    def held(self):
+        """Hold this run's lock while the block trains it.
+
+        Raises:
+            RuntimeError: another process holds it (it is training this run now).
+        """
+        if fcntl is None:
+            yield
+            return
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            handle = open(self.lock_path, "a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                handle.close()
+                raise RuntimeError(
+                    f"run {self.path.stem}: process {holder} is training it now (it holds {self.lock_path}); "
+                    "wait for it to finish, or stop it, before starting this run again") from None
+            try:  # the holder before us may have removed the file after we opened it: lock the file on disk
+                same = os.path.samestat(os.fstat(handle.fileno()), os.stat(self.lock_path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            handle.close()
+        try:
+            handle.truncate(0)
+            handle.write(str(os.getpid()))
+            handle.flush()
+            yield
+        finally:
+            self.lock_path.unlink(missing_ok=True)  # still locked: no one else can hold this file meanwhile
+            handle.close()
 
     def saved(self) -> dict | None:
         """What the saved part measured (see :meth:`restore`), without a model; None when there is none."""

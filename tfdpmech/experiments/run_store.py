@@ -55,7 +55,11 @@ class RunStore:
         self.enabled = enabled
         self._settings = {name: getattr(config, name) for name in _RUN_SETTINGS}
         self._done: dict[str, dict] = {}
-        if enabled and self.path.exists():
+        self.reload()
+
+    def reload(self) -> None:
+        """Read ``runs.jsonl`` again (another process may have stored runs since)."""
+        if self.enabled and self.path.exists():
             for line in self.path.read_text().splitlines():
                 try:
                     entry = json.loads(line)

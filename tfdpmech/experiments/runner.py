@@ -9,6 +9,7 @@ asked for (tensorflow-privacy's membership-inference attacks; further audits reg
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -295,42 +296,49 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 progress.update(0, label, f"epoch {epoch}/{epochs} acc {acc:.3f}")
 
             key = store.key(ctx.dataset, method.name, epsilon, seed)
-            stored = store.get(key)
-            if stored is not None:  # finished before: its stored result, not run again
+            with contextlib.ExitStack() as lock:
+                stored = store.get(key)
+                if stored is None and store.enabled and not config.stored_only:
+                    # one process trains a run at a time; another may have stored it while this one trained others
+                    lock.enter_context(RunParts(config.out, key).held())
+                    store.reload()
+                    stored = store.get(key)
+                if stored is not None:  # finished before: its stored result, not run again
+                    progress.done = i
+                    stored_count += 1
+                    if "run" in stored:
+                        runs.append(stored["run"])
+                        progress.finish_run(label, f"acc {stored['run']['accuracy']:.4f} (stored in {store.path})")
+                    else:
+                        skipped.append(stored["skipped"])
+                        progress.finish_run(label, "skipped: ε not certifiable (stored)")
+                    continue
+                if config.stored_only:
+                    progress.done = i
+                    saved = RunParts(config.out, key).saved()  # a run in progress: the epochs it has saved
+                    pending.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon,
+                                    "seed": seed, **({} if saved is None else {"epochs_saved": saved["epochs_done"],
+                                                                               "epochs": saved["epochs"]})})
+                    continue
+                parts = RunParts(config.out, key) if store.enabled else None
+                if parts is not None and parts.path.exists():
+                    log(f"{label}: continuing from the epochs saved in {parts.path}")
+                try:
+                    result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch, parts=parts)
+                except NotCertifiableError as exc:  # raised by the calibration, before anything trained
+                    progress.done = i
+                    progress.finish_run(label, "skipped: ε not certifiable")
+                    skipped.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon,
+                                    "seed": seed, "reason": str(exc)})
+                    store.add(key, skipped=skipped[-1])
+                    continue
                 progress.done = i
-                stored_count += 1
-                if "run" in stored:
-                    runs.append(stored["run"])
-                    progress.finish_run(label, f"acc {stored['run']['accuracy']:.4f} (stored in {store.path})")
-                else:
-                    skipped.append(stored["skipped"])
-                    progress.finish_run(label, "skipped: ε not certifiable (stored)")
-                continue
-            if config.stored_only:
-                progress.done = i
-                saved = RunParts(config.out, key).saved()  # a run in progress: the epochs it has saved
-                pending.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon, "seed": seed,
-                                **({} if saved is None else {"epochs_saved": saved["epochs_done"],
-                                                             "epochs": saved["epochs"]})})
-                continue
-            parts = RunParts(config.out, key) if store.enabled else None
-            if parts is not None and parts.path.exists():
-                log(f"{label}: continuing from the epochs saved in {parts.path}")
-            try:
-                result = run_one(ctx, method, epsilon, seed, audits=audits, on_epoch=on_epoch, parts=parts)
-            except NotCertifiableError as exc:  # raised by the calibration, before anything trained
-                progress.done = i
-                progress.finish_run(label, "skipped: ε not certifiable")
-                skipped.append({"dataset": ctx.dataset, "method": method.name, "epsilon_target": epsilon,
-                                "seed": seed, "reason": str(exc)})
-                store.add(key, skipped=skipped[-1])
-                continue
-            progress.done = i
-            diverged = " (diverged: NaN outputs)" if result.diverged else ""
-            progress.finish_run(label, f"acc {result.accuracy:.4f}{diverged}, {_epsilon_words(result)}")
-            runs.append(result.to_dict())
-            store.add(key, run=runs[-1])
-            RunParts(config.out, key).clear()
+                diverged = " (diverged: NaN outputs)" if result.diverged else ""
+                progress.finish_run(label, f"acc {result.accuracy:.4f}{diverged}, {_epsilon_words(result)}")
+                runs.append(result.to_dict())
+                store.add(key, run=runs[-1])
+                if parts is not None:
+                    parts.clear()
     progress.close()
     if config.stored_only and not runs and not skipped:
         raise ValueError(f"stored_only: {store.path} holds no finished run of this plan, so there is nothing to "
