@@ -106,7 +106,7 @@ def test_a_run_another_process_is_training_is_refused_before_it_trains(tmp_path,
     with parts.held():
         assert parts.lock_path.read_text() == str(os.getpid())
         # a second open file holds the lock as a second process would (flock: one holder per open file)
-        with pytest.raises(RuntimeError, match=rf"process {os.getpid()} is training it now .*wait for it"):
+        with pytest.raises(RuntimeError, match=rf"dpsgd ε=2 seed=0: process {os.getpid()} is training it now .*wait"):
             run_comparison(_config(tmp_path))
         with pytest.raises(RuntimeError, match="is training it now"):
             with run_parts.RunParts(tmp_path, parts.path.stem).held():
@@ -125,10 +125,10 @@ def test_a_run_stored_by_another_process_meanwhile_is_read_not_trained_again(tmp
     skipped = {"dataset": _config(tmp_path).datasets[0], "method": "dpsgd", "epsilon_target": 2.0, "seed": 0,
                "reason": "stored by the other process"}
 
-    def stored_by_another_process_first(self):
+    def stored_by_another_process_first(self, name=None):
         # the other process finished this run after this one read runs.jsonl, before it took the lock
         RunStore(tmp_path, _config(tmp_path)).add(self.path.stem, skipped=skipped)
-        return held(self)
+        return held(self, name)
 
     monkeypatch.setattr(run_parts.RunParts, "held", stored_by_another_process_first)
     report = run_comparison(_config(tmp_path))

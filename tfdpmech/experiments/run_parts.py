@@ -65,8 +65,8 @@ class RunParts:
         self.lock_path = self.path.with_suffix(".lock")
 
     @contextlib.contextmanager
-    def held(self):
-        """Hold this run's lock while the block trains it.
+    def held(self, name: str | None = None):
+        """Hold this run's lock while the block trains it; ``name``: the run's words in the error.
 
         Raises:
             RuntimeError: another process holds it (it is training this run now).
@@ -84,7 +84,8 @@ class RunParts:
                 holder = handle.read().strip() or "another process"
                 handle.close()
                 raise RuntimeError(
-                    f"run {self.path.stem}: process {holder} is training it now (it holds {self.lock_path}); "
+                    f"{name or 'run ' + self.path.stem}: process {holder} is training it now (it holds "
+                    f"{self.lock_path}); "
                     "wait for it to finish, or stop it, before starting this run again") from None
             try:  # the holder before us may have removed the file after we opened it: lock the file on disk
                 same = os.path.samestat(os.fstat(handle.fileno()), os.stat(self.lock_path))

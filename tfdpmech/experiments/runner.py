@@ -287,8 +287,9 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 log(f"note: no {name} audit: {status}")
         for method, epsilon, seed in plan:
             i += 1
-            label = f"[{i}/{total}] {ctx.dataset} {method.name}" + (
+            run_words = f"{ctx.dataset} {method.name}" + (
                 f" ε={epsilon:g}" if epsilon is not None else "") + f" seed={seed}"
+            label = f"[{i}/{total}] {run_words}"
             done_before = i - 1
 
             def on_epoch(epoch, epochs, acc, label=label, done_before=done_before):
@@ -300,7 +301,7 @@ def run_comparison(config: CompareConfig, *, log=print) -> dict:
                 stored = store.get(key)
                 if stored is None and store.enabled and not config.stored_only:
                     # one process trains a run at a time; another may have stored it while this one trained others
-                    lock.enter_context(RunParts(config.out, key).held())
+                    lock.enter_context(RunParts(config.out, key).held(run_words))
                     store.reload()
                     stored = store.get(key)
                 if stored is not None:  # finished before: its stored result, not run again
