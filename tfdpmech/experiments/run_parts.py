@@ -83,10 +83,9 @@ class RunParts:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
                 handle.close()
-                raise RuntimeError(
-                    f"{name or 'run ' + self.path.stem}: process {holder} is training it now (it holds "
-                    f"{self.lock_path}); "
-                    "wait for it to finish, or stop it, before starting this run again") from None
+                raise RuntimeError(f"{name or 'run ' + self.path.stem}: process {holder} is training it now (it "
+                                   f"holds {self.lock_path}); wait for it to finish, or stop it, before starting "
+                                   "this run again") from None
             try:  # the holder before us may have removed the file after we opened it: lock the file on disk
                 same = os.path.samestat(os.fstat(handle.fileno()), os.stat(self.lock_path))
             except FileNotFoundError:
