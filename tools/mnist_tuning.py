@@ -4,12 +4,13 @@ Runs ``tfdpmech compare --preset mnist`` on ``mnist_validation`` (the first 55,0
 train, the last 5,000 score) for every (method, ε) over the grid below, seed 0, and writes
 ``docs/results/mnist/tuning/tuning.md`` and ``tuning.json``: the validation accuracy of each grid
 point and the chosen one (the best; ties to the earlier point, which is cheaper). A grid point is
-the epochs and any other changes to the published recipe (``mnist_recipes``); for the
+the epochs and any other changes to the published recipe (``mnist_recipes``); for
+``dpsgd_augmult``, also the views per record K (``augmult_k``); for the
 noise-once head on scattering features, the random projection's dimension. Finished runs are
 kept in ``docs/results/mnist/tuning/runs.jsonl`` and not run again, so the sweep resumes after a kill.
 
-    python tools/mnist_tuning.py [--methods dpsgd,dpsgd_scatter,fm_head_scatter] [--epsilons 3,1,0.25,0.5,2] [--points 0,1]
-                                 [--stored-only]
+    python tools/mnist_tuning.py [--methods dpsgd,dpsgd_scatter,fm_head_scatter,dpsgd_augmult]
+                                 [--epsilons 3,1,0.25,0.5,2] [--points 0,1] [--stored-only]
 """
 
 from __future__ import annotations
@@ -32,8 +33,13 @@ _UNITS = tuple({"units": units} for units in (64, 128, 256, 512))
 # the linear model on ScatterNet features: also Tramèr & Boneh's Fashion-MNIST batch and step (expected batch 8,192,
 # step 16: the same noise per record over fewer, larger steps)
 _LARGE_BATCH = tuple({**p, "expected_batch_size": 8192, "learning_rate": 16.0} for p in _EPOCHS)
-GRID = {"dpsgd": _EPOCHS + _SCHEDULES, "dpsgd_scatter": _EPOCHS + _LARGE_BATCH, "fm_head_scatter": _UNITS}
-PREFIX = {"dpsgd": "dpsgd", "dpsgd_scatter": "scatter"}
+# augmentation multiplicity: the views per record (the preset's K = 4, and 8), at the epochs dpsgd chose at ε = 1
+_VIEWS = tuple({"epochs": 20, "augmult_k": k} for k in (4, 8))
+GRID = {"dpsgd": _EPOCHS + _SCHEDULES, "dpsgd_scatter": _EPOCHS + _LARGE_BATCH, "fm_head_scatter": _UNITS,
+        "dpsgd_augmult": _VIEWS}
+EPSILONS = (3.0, 1.0, 0.25, 0.5, 2.0)
+PREFIX = {"dpsgd": "dpsgd", "dpsgd_scatter": "scatter", "dpsgd_augmult": "dpsgd"}
+METHOD_OPTIONS = ("augmult_k",)  # grid keys that are options of the method, not changes to its recipe
 
 
 def _options(method: str, point: dict) -> dict:
@@ -41,8 +47,10 @@ def _options(method: str, point: dict) -> dict:
         return {"scatter_units": point["units"]}
     if method not in PREFIX:  # a method without a DP-SGD recipe (nonprivate): the point is its options
         return dict(point)
-    prefix, changes = PREFIX[method], {k: v for k, v in point.items() if k != "epochs"}
-    return {f"{prefix}_epochs": point["epochs"], **({f"{prefix}_recipe": changes} if changes else {})}
+    prefix = PREFIX[method]
+    changes = {k: v for k, v in point.items() if k != "epochs" and k not in METHOD_OPTIONS}
+    own = {k: v for k, v in point.items() if k in METHOD_OPTIONS}
+    return {f"{prefix}_epochs": point["epochs"], **own, **({f"{prefix}_recipe": changes} if changes else {})}
 
 
 def sweep(methods, epsilons, points=None, out=OUT, stored_only=False, *, preset="mnist",
@@ -105,15 +113,16 @@ def write(result: dict, out=OUT, header=MNIST_HEADER) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", default=",".join(GRID),
-                        help=f"comma-separated, of {', '.join(GRID)} (the tables written hold these only)")
-    parser.add_argument("--epsilons", default="3,1,0.25,0.5,2")
+    parser.add_argument("--methods", default=",".join(GRID), help=f"comma-separated, of {', '.join(GRID)}")
+    parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS))
     parser.add_argument("--points", default=None, help="grid indices to run, e.g. 2,3 (default: all)")
     parser.add_argument("--stored-only", action="store_true", help="train nothing: tabulate the finished runs")
     args = parser.parse_args()
     points = None if args.points is None else {int(p) for p in args.points.split(",")}
-    result = sweep(args.methods.split(","), [float(e) for e in args.epsilons.split(",")], points=points,
-                   stored_only=args.stored_only)
+    if not args.stored_only:
+        sweep(args.methods.split(","), [float(e) for e in args.epsilons.split(",")], points=points)
+    # the table and the choice: every finished point of the whole grid, whichever were run now
+    result = sweep(list(GRID), list(EPSILONS), stored_only=True)
     write(result)
     print(json.dumps(result["chosen"], indent=2))
 
