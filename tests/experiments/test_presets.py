@@ -114,6 +114,26 @@ def test_the_mnist_preset_takes_the_recipe_chosen_on_the_validation_split():
     assert "mnist_validation" not in settings["datasets"] and settings["datasets"] == ("mnist",)
 
 
+def test_the_mnist_preset_takes_the_views_per_record_chosen_on_the_validation_split():
+    """At each ε where dpsgd_augmult's grid of K (tools/mnist_tuning.py) has run in full, the mnist preset takes the
+    chosen K; elsewhere the K stated before any run (AUGMULT_K)."""
+    from pathlib import Path
+
+    from tfdpmech.experiments.methods.dpsgd import AUGMULT_K
+    from tfdpmech.experiments.options import option_at
+
+    tuning = Path(__file__).resolve().parents[2] / "docs" / "results" / "mnist" / "tuning" / "tuning.json"
+    recorded = json.loads(tuning.read_text())
+    grid = [json.dumps(p, sort_keys=True) for p in recorded["grid"]["dpsgd_augmult"]]
+    assert {json.loads(p)["augmult_k"] for p in grid} >= {AUGMULT_K}  # the stated K is a point of the grid
+    settings = PRESETS["mnist"].settings
+    for eps in settings["subsets"]["dpsgd_augmult"]["epsilons"]:
+        ran = {json.dumps(r["point"], sort_keys=True) for r in recorded["runs"]
+               if r["method"] == "dpsgd_augmult" and r["epsilon"] == eps}
+        expected = recorded["chosen"]["dpsgd_augmult"][str(eps)]["augmult_k"] if ran >= set(grid) else AUGMULT_K
+        assert option_at(settings["options"], eps, "augmult_k", AUGMULT_K) == expected, eps
+
+
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_a_quick_run_never_adds_runs_to_a_committed_report(name):
     """A preset that resumes from docs/results/<name>/runs.jsonl must not let its quick variant (the tests') add
