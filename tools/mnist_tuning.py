@@ -95,7 +95,7 @@ MNIST_HEADER = ("# Whole-MNIST preset: settings chosen on the validation split",
                 "`python tools/mnist_tuning.py`: trained on the first 55,000 MNIST training images, scored on the "
                 "last 5,000 (`mnist_validation`); the test set is not read. Seed 0; every other setting is the "
                 "published recipe (`tfdpmech.experiments.methods.mnist_recipes`) except the changes listed. Grid "
-                "points not listed have not run yet. Seconds are wall time on a 2-core CPU shared with other jobs.")
+                "points not listed have not run yet (`chosen`: the best of those that have). Seconds are wall time on a 2-core CPU shared with other jobs.")
 
 
 def write(result: dict, out=OUT, header=MNIST_HEADER) -> None:
