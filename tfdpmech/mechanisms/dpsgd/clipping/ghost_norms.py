@@ -10,10 +10,13 @@ Each trainable unit has a rule: its registered one, or the alone rule (:mod:`.la
 2. one backward pass of ``Σ_i w_i ℓ_i`` to every tap: each record's output gradients (layers that do not
    mix records: tap row i depends on record i only);
 3. each unit's per-record squared weight-gradient norm from its taps' gradients (the rule's ``sq_norms``),
-   summed over the units, gives ``‖∇θ ℓ_i‖`` and the clip factors ``c_i = min(1, C/‖∇θ ℓ_i‖)``;
+   summed over the units, gives ``‖∇θ ℓ_i‖`` and the clip factors ``c_i = min(1, C/‖∇θ ℓ_i‖)``; a unit
+   called more than once (a layer applied twice, weights shared across depth, tied input and output
+   embeddings) has the norm of the sum of its calls' gradients, cross terms included
+   (:mod:`.layer_rules.shared_uses`);
 4. each unit's clipped sum ``Σ_i c_i ∇W ℓ_i``: its rule's own, or the local weight gradient of each tap
    with the output gradients ``c_i g_i`` (Bu et al. 2023's book-keeping), no second backward pass through
-   the network.
+   the network; summed over a unit's calls.
 
 Rows whose weight ``w_i`` is 0 (the padding rows of a Poisson batch) are **selected out**, never
 multiplied by 0: every unit sees a zero input for them, their loss is replaced by 0 and their output
@@ -32,10 +35,11 @@ import tensorflow as tf
 from .layer_rules import ALONE, registered_classes, registered_rule
 from .layer_rules.groups import row_groups
 from .layer_rules.registry import compute_dtype, full_precision_weights, select_rows, watching
+from .layer_rules.shared_uses import shared_sq_norms
 
 __all__ = ["GHOST_LAYERS", "layer_units", "unit_rules", "assign_rules", "ghost_unsupported_layers", "own_weights",
            "gradients", "gradients_per_record", "clip_factors", "select_rows", "ghost_clipped_sum",
-           "backward_loss_scale", "layer_paths"]
+           "backward_loss_scale", "layer_paths", "SharedUseError"]
 
 GHOST_LAYERS = registered_classes()  # the layer classes with a rule of their own
 _TINY = 1e-12
@@ -148,12 +152,7 @@ def _recording(units, tape, keep):
     saved = []
 
     def make_call(layer, rule):
-        def call(inputs, *args, **kwargs):
-            if any(r.layer is layer for r in records):
-                raise ValueError(
-                    f"layer {layer.name!r} is called more than once per forward pass (shared weights), so its "
-                    "per-example gradient is a sum ghost norms do not see; use path='vectorized'"
-                )
+        def call(inputs, *args, **kwargs):  # every call of a layer is a record of its own (a use of its weights)
             with tf.GradientTape(persistent=True) as local, watching((tape, local)):
                 with full_precision_weights() if rule.full_precision_weights else contextlib.nullcontext():
                     tapped = rule.forward(layer, inputs, keep, args, kwargs)
@@ -220,7 +219,8 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
             groups (rows a multiple of k).
 
     Raises:
-        ValueError: a unit is called twice in one forward pass, or a trainable unit has no rule.
+        SharedUseError: a unit called more than once in one forward pass whose rule gives no per-call parts.
+        ValueError: a trainable unit has no rule.
     """
     k = int(group_size)
     units = _units(model, rules, k)
@@ -245,8 +245,11 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
         count = len(r.tapped.taps)
         r.grads = [select_rows(keep, tf.cast(g, tf.float32)) / scale for g in grads[position:position + count]]
         position += count
+    uses = _uses(records)
     with row_groups(k):
-        by_unit = {id(r.layer): r.rule.sq_norms(r.layer, r.tapped.saved, r.grads) for r in records}
+        by_unit = {key: (calls[0].rule.sq_norms(calls[0].layer, calls[0].tapped.saved, calls[0].grads)
+                         if len(calls) == 1 else _shared_sq_norms(calls, tf.shape(unit_losses)[0]))
+                   for key, calls in uses.items()}
     own = own_weights(model)
     own_per_unit = gradients_per_record(tape, unit_losses, own) if own else []
     parts = list(by_unit.values()) + [tf.reduce_sum(tf.reshape(tf.square(g), (tf.shape(g)[0], -1)), axis=1)
@@ -257,10 +260,15 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
     norms = norms if k == 1 else tf.repeat(norms, k)
     by_variable = {id(v): tf.cast(tf.tensordot(unit_factors, g, axes=1), tf.as_dtype(v.dtype))
                    for v, g in zip(own, own_per_unit)}
+    def add(variable, grad):  # a weight several calls use: the sum of their clipped sums
+        key = id(variable)
+        by_variable[key] = grad if key not in by_variable else by_variable[key] + grad
+
     for r in records:
         summed = r.rule.clipped_sum(r.layer, r.tapped.saved, r.grads, factors)
         if summed is not None:
-            by_variable.update({id(v): g for v, g in zip(r.layer.trainable_variables, summed)})
+            for v, g in zip(r.layer.trainable_variables, summed):
+                add(v, g)
             continue
         for (tap, variables), g in zip(r.tapped.taps, r.grads):
             if variables and tap.dtype not in (tf.float32, tf.float64):
@@ -271,8 +279,8 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
                     "(registry.exact_dtype) or give the rule a clipped_sum")
             if variables:  # book-keeping: the local weight gradient with the output gradients c_i g_i
                 scaled = tf.cast(g * tf.reshape(factors, [-1] + [1] * (g.shape.rank - 1)), tap.dtype)
-                by_variable.update({id(v): grad for v, grad in
-                                    zip(variables, gradients(r.local, tap, variables, output_gradients=scaled))})
+                for v, grad in zip(variables, gradients(r.local, tap, variables, output_gradients=scaled)):
+                    add(v, grad)
     reference = None
     if per_unit:  # every use of every weight, record by record: one backward pass per record, traced once
         reference = gradients_per_record(tape, unit_losses, model.trainable_variables)
@@ -282,6 +290,40 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
     # a trainable unit the forward pass did not reach has a zero gradient
     summed = [by_variable.get(id(v), tf.zeros(v.shape, tf.as_dtype(v.dtype))) for v in model.trainable_variables]
     return (summed, y_pred, norms, by_unit, reference) if per_unit else (summed, y_pred, norms)
+
+
+class SharedUseError(ValueError):
+    """A layer called more than once per forward pass whose rule gives no per-call parts (:meth:`LayerRule.parts`):
+    the probe handles it alone instead (:mod:`.ghost_probe`)."""
+
+    def __init__(self, layer, rule):
+        self.layer = layer
+        super().__init__(f"layer {layer.name!r} is called more than once per forward pass and its "
+                         f"{rule.family or type(rule).__name__} rule computes no cross terms between its calls; "
+                         "handle it alone (the probe does so) or use path='vectorized'")
+
+
+def _uses(records) -> dict:
+    """``{id(layer): [its records]}`` in call order: a layer called several times has one record per call."""
+    uses: dict = {}
+    for r in records:
+        uses.setdefault(id(r.layer), []).append(r)
+    return uses
+
+
+def _shared_sq_norms(calls, units):
+    """Each clipping unit's squared norm of the gradient of a layer called several times: per weight, the sum
+    over its calls (:mod:`.layer_rules.shared_uses`: with the cross terms between calls)."""
+    layer = calls[0].layer
+    by_weight: dict = {}
+    for r in calls:
+        parts = r.rule.parts(r.layer, r.tapped.saved, r.grads)
+        if parts is None:
+            raise SharedUseError(layer, r.rule)
+        for key, part in parts.items():
+            by_weight.setdefault(key, []).append(part)
+    terms = [shared_sq_norms(by_weight[id(v)], v.shape) for v in layer.trainable_variables if id(v) in by_weight]
+    return tf.add_n(terms) if terms else tf.zeros([units], tf.float32)
 
 
 def gradients_per_record(tape, losses, variables) -> list:

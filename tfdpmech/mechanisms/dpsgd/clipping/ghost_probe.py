@@ -6,8 +6,10 @@ differentiated record by record (:func:`.ghost_norms.gradients_per_record`: one 
 through the whole network, which sees every use of every weight). For every unit the per-record norm of its
 own weights' gradient is compared with the reference's, then each record's whole norm, then the plain
 gradient sum with the reference's sum. The probe sees what no table of layers shows: a weight read outside
-its own layer (tied weights), a layer called twice inside a container, a rule that does not fit a layer's
-configuration.
+its own layer, a rule that does not fit a layer's configuration. A layer called more than once (tied
+embeddings, a layer applied twice, weights shared across depth) is exact on the ghost-norm path when its
+rule gives the cross terms between calls (:mod:`.layer_rules.shared_uses`); otherwise it is handled alone,
+its calls' per-record vectors summed.
 
 **Tolerance from rounding.** Both sides come from one forward pass, so they differ by the rounding of
 their backward computations only, a small multiple of float32's unit roundoff ``u = 2⁻²⁴`` (the
@@ -42,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from ....distribute import strategy_of
-from .ghost_norms import assign_rules, ghost_clipped_sum, layer_units, unit_rules
+from .ghost_norms import SharedUseError, assign_rules, ghost_clipped_sum, layer_units, unit_rules
 from .layer_rules import ALONE, registered_rule
 from .model_probe import probe_inputs
 
@@ -111,7 +113,9 @@ def _probe(model, rules, x, group_size: int = 1):
     try:
         summed, _, norms, by_unit, reference = _eager_or_traced(lambda: ghost_clipped_sum(
             model, _probe_loss, x, r, tf.ones((rows,)), _NO_CLIP, False, rules=rules, per_unit=True, group_size=k))
-    except (ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:  # a unit called twice, shapes a rule rejects
+    except SharedUseError as exc:  # a unit called twice whose rule has no cross terms: handled alone
+        return f"the ghost-norm pass failed on a probe batch ({_own_message(exc)})", [exc.layer]
+    except (ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:  # shapes a rule rejects
         return f"the ghost-norm pass failed on a probe batch ({type(exc).__name__}: {_own_message(exc)})", []
     variables = model.trainable_variables
     units = [u for u in layer_units(model) if id(u) in by_unit]
@@ -175,7 +179,7 @@ def choose_rules(model, x=None, group_size: int = 1) -> tuple[dict | None, str |
     rules = unit_rules(model)
     if any(rule is None for rule in rules.values()):
         return None, "a trainable layer has no ghost-norm rule"
-    for _ in range(2):
+    for _ in range(3):  # a unit called twice without cross terms, then a rule that does not match: each demoted
         why, demote = _in_replicas(model, lambda: _probe(model, rules, x, group_size))
         if why is None:
             return rules, None

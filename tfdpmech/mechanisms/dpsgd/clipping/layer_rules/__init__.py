@@ -2,16 +2,18 @@
 
 - :mod:`.dense`: Dense, EinsumDense (MultiHeadAttention's projections);
 - :mod:`.embedding`: Embedding, with ids from the data or shared (positions);
+- :mod:`.reversible_embedding`: ReversibleEmbedding (Keras's, keras-hub's): the lookup and the tied output projection;
 - :mod:`.convolution`: Conv1D/2D/3D and Conv1D/2D/3DTranspose;
 - :mod:`.depthwise`: DepthwiseConv1D/2D, SeparableConv1D/2D;
 - :mod:`.normalization`: LayerNormalization, GroupNormalization, RMSNormalization;
 - :mod:`.recurrent`: SimpleRNN, LSTM, GRU;
-- :mod:`.alone`: any other layer, handled alone (its own weights' per-record gradients).
+- :mod:`.alone`: any other layer, handled alone (its own weights' per-record gradients);
+- :mod:`.shared_uses`: a layer called more than once per forward pass (the cross terms between its calls).
 
 :func:`register_layer_rule` adds a rule for a layer class of one's own.
 """
 
-from . import convolution, dense, depthwise, embedding, normalization, recurrent  # noqa: F401  (each registers its rules)
+from . import convolution, dense, depthwise, embedding, normalization, recurrent, reversible_embedding  # noqa: F401  (each registers its rules)
 from .alone import ALONE, AloneRule
 from .registry import LayerRule, Tapped, register_layer_rule, registered_classes, registered_rule
 

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from .groups import unit_sq_norms
 from .registry import LayerRule, Tapped, compute_dtype, is_per_record, select_rows, weights_read_as
+from .shared_uses import Rows
 
 __all__ = ["AloneRule", "ALONE"]
 
@@ -75,6 +76,10 @@ class AloneRule(LayerRule):
         per_record = self._per_record_gradients(layer, saved, tap_grads)
         saved["per_record"] = per_record
         return tf.add_n([unit_sq_norms(g) for g in per_record])
+
+    def parts(self, layer, saved, tap_grads):
+        saved["per_record"] = self._per_record_gradients(layer, saved, tap_grads)
+        return {id(v): Rows(g) for v, g in zip(layer.trainable_variables, saved["per_record"])}
 
     def clipped_sum(self, layer, saved, tap_grads, factors):
         return [tf.tensordot(factors, g, axes=1) for g in saved["per_record"]]

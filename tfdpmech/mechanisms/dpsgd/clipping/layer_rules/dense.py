@@ -14,6 +14,7 @@ import tensorflow as tf
 from .groups import unit_sq_norms, unit_zeros
 from .linear_algebra import bias_sq_norms, flatten_positions, linear_sq_norms, trains
 from .registry import LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
+from .shared_uses import Outer, Rows
 
 __all__ = ["DenseRule", "EinsumDenseRule", "einsum_parts"]
 
@@ -68,6 +69,15 @@ class DenseRule(LayerRule):
             total += bias_sq_norms(g3)
         return total
 
+    def parts(self, layer, saved, tap_grads):
+        g3 = flatten_positions(tf.cast(tap_grads[0], tf.float32))
+        parts = {}
+        if trains(layer, layer.kernel):
+            parts[id(layer.kernel)] = Outer(g3, left=flatten_positions(tf.cast(saved["a"], tf.float32)))
+        if trains(layer, getattr(layer, "bias", None)):
+            parts[id(layer.bias)] = Rows(tf.reduce_sum(g3, axis=1))
+        return parts
+
 
 class EinsumDenseRule(LayerRule):
     """``keras.layers.EinsumDense`` (the projections of ``MultiHeadAttention`` among them)."""
@@ -92,6 +102,17 @@ class EinsumDenseRule(LayerRule):
         if bias_axes and trains(layer, getattr(layer, "bias", None)):
             total += unit_sq_norms(tf.einsum(f"{out}->{out[0]}{bias_axes}", g))
         return total
+
+    def parts(self, layer, saved, tap_grads):
+        inp, ker, out = einsum_parts(layer.equation)
+        a, g = tf.cast(saved["a"], tf.float32), tf.cast(tap_grads[0], tf.float32)
+        parts = {}
+        if trains(layer, layer.kernel):
+            parts[id(layer.kernel)] = Rows(tf.einsum(f"{inp},{out}->{inp[0]}{ker}", a, g))
+        bias_axes = getattr(layer, "bias_axes", None)
+        if bias_axes and trains(layer, getattr(layer, "bias", None)):
+            parts[id(layer.bias)] = Rows(tf.einsum(f"{out}->{out[0]}{bias_axes}", g))
+        return parts
 
 
 register_layer_rule(keras.layers.Dense, DenseRule())

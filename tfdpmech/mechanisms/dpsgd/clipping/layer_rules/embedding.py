@@ -13,9 +13,44 @@ import keras
 import tensorflow as tf
 
 from .groups import merge_rows
+from .linear_algebra import trains
 from .registry import LayerRule, Tapped, compute_dtype, is_per_record, register_layer_rule, select_rows
+from .shared_uses import Outer
 
-__all__ = ["EmbeddingRule"]
+__all__ = ["EmbeddingRule", "lookup", "lookup_sq_norms", "lookup_parts"]
+
+
+def lookup(layer, inputs, keep) -> Tapped:
+    """The rows of ``layer.embeddings`` at ``inputs`` (ids per record, or shared ids broadcast per record)."""
+    ids = tf.cast(inputs, tf.int32)
+    if not is_per_record(ids, keep):  # shared ids: one copy per record
+        ids = tf.broadcast_to(ids[None], tf.concat([tf.shape(keep)[:1], tf.shape(ids)], axis=0))
+    ids = select_rows(keep, ids)
+    z = tf.gather(tf.convert_to_tensor(layer.embeddings), ids)
+    return Tapped(tf.cast(z, compute_dtype(layer)), [(z, [layer.embeddings] if trains(layer, layer.embeddings) else [])],
+                  {"ids": ids})
+
+
+def _flat(saved, tap_grads):
+    """``((B, T) ids, (B, T, d) output gradients)``."""
+    g = tf.cast(tap_grads[0], tf.float32)
+    return (tf.reshape(saved["ids"], (tf.shape(saved["ids"])[0], -1)),
+            tf.reshape(g, (tf.shape(g)[0], -1, g.shape[-1])))
+
+
+def lookup_sq_norms(saved, tap_grads):
+    """``Σ_{s,t} [id_s = id_t] ⟨g_s, g_t⟩`` per clipping unit."""
+    ids, gs = (merge_rows(t) for t in _flat(saved, tap_grads))
+    same = tf.cast(tf.equal(ids[:, :, None], ids[:, None, :]), tf.float32)
+    return tf.reduce_sum(same * tf.matmul(gs, gs, transpose_b=True), axis=[1, 2])
+
+
+def lookup_parts(layer, saved, tap_grads) -> dict:
+    """The table's per-record gradient as an outer product: one-hot rows at the ids ⊗ the output gradients."""
+    if not trains(layer, layer.embeddings):
+        return {}
+    ids, gs = _flat(saved, tap_grads)
+    return {id(layer.embeddings): Outer(gs, ids=ids, width=int(layer.embeddings.shape[0]))}
 
 
 class EmbeddingRule(LayerRule):
@@ -26,19 +61,13 @@ class EmbeddingRule(LayerRule):
     family = "embedding"
 
     def forward(self, layer, inputs, keep, args, kwargs) -> Tapped:
-        ids = tf.cast(inputs, tf.int32)
-        if not is_per_record(ids, keep):  # shared ids: one copy per record
-            ids = tf.broadcast_to(ids[None], tf.concat([tf.shape(keep)[:1], tf.shape(ids)], axis=0))
-        ids = select_rows(keep, ids)
-        z = tf.gather(tf.convert_to_tensor(layer.embeddings), ids)
-        return Tapped(tf.cast(z, compute_dtype(layer)), [(z, list(layer.trainable_variables))], {"ids": ids})
+        return lookup(layer, inputs, keep)
 
     def sq_norms(self, layer, saved, tap_grads):
-        ids = merge_rows(tf.reshape(saved["ids"], (tf.shape(saved["ids"])[0], -1)))
-        g = tf.cast(tap_grads[0], tf.float32)
-        gs = merge_rows(tf.reshape(g, (tf.shape(g)[0], -1, g.shape[-1])))
-        same = tf.cast(tf.equal(ids[:, :, None], ids[:, None, :]), tf.float32)
-        return tf.reduce_sum(same * tf.matmul(gs, gs, transpose_b=True), axis=[1, 2])
+        return lookup_sq_norms(saved, tap_grads)
+
+    def parts(self, layer, saved, tap_grads):
+        return lookup_parts(layer, saved, tap_grads)
 
 
 register_layer_rule(keras.layers.Embedding, EmbeddingRule())

@@ -16,6 +16,7 @@ import tensorflow as tf
 from .groups import unit_sq_norms, unit_zeros
 from .linear_algebra import trains
 from .registry import KERAS_3, LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
+from .shared_uses import Rows
 
 __all__ = ["AffineNormalizationRule"]
 
@@ -91,6 +92,9 @@ class AffineNormalizationRule(LayerRule):
     def sq_norms(self, layer, saved, tap_grads):
         per_record = self._per_record(layer, saved, tap_grads).values()
         return tf.add_n([unit_sq_norms(t) for t in per_record]) if per_record else unit_zeros(tap_grads[0])
+
+    def parts(self, layer, saved, tap_grads):
+        return {key: Rows(t) for key, t in self._per_record(layer, saved, tap_grads).items()}
 
     def clipped_sum(self, layer, saved, tap_grads, factors):
         per_record = self._per_record(layer, saved, tap_grads)

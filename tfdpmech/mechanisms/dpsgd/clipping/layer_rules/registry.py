@@ -16,6 +16,9 @@ Bu et al. 2023). A :class:`LayerRule` says how, for one layer type:
     ``Σ_i c_i ∇W ℓ_i`` for each trainable weight, or None: then the engine takes the layer's local weight
     gradient with the output gradients ``c_i g_i`` (Bu et al.'s book-keeping: the weight gradient is linear
     in ``g``), one local backward pass per tap.
+``parts(layer, saved, tap_grads)`` (optional)
+    one call's per-record weight gradients in a form whose inner products across calls are cheap, for a
+    layer called more than once per forward pass (:mod:`.shared_uses`).
 
 A rule whose ``sq_norms`` reduces with :mod:`.groups` (``groups = True``) also gives the norm of a group of
 rows (a record's augmented views, a user's records) clipped as one unit; a rule without it is handled alone
@@ -39,7 +42,7 @@ import threading
 import keras
 import tensorflow as tf
 
-__all__ = ["Tapped", "LayerRule", "register_layer_rule", "registered_rule", "registered_classes", "select_rows",
+__all__ = ["Tapped", "LayerRule", "register_layer_rule", "register_layer_rule_by_name", "registered_rule", "registered_classes", "select_rows",
            "KERAS_3", "exact_dtype", "compute_dtype", "is_per_record", "full_precision_weights",
            "weights_read_as", "watched", "watching"]
 
@@ -92,8 +95,16 @@ class LayerRule(abc.ABC):
         """``Σ_i c_i ∇W ℓ_i`` per trainable weight of the layer, or None for the engine's book-keeping pass."""
         return None
 
+    def parts(self, layer, saved: dict, tap_grads: list) -> dict | None:
+        """``{id(weight): part}``: one call's per-record gradient of each trainable weight it reaches, as an
+        :class:`.shared_uses.Outer` or :class:`.shared_uses.Rows`, for a layer called more than once in a forward
+        pass (:mod:`.shared_uses`: the cross terms between its calls); None: this rule cannot give them (such a
+        layer is then handled alone)."""
+        return None
+
 
 _REGISTRY: dict[type, LayerRule] = {}
+_BY_NAME: dict[str, LayerRule] = {}
 
 
 def register_layer_rule(layer_class: type, rule: LayerRule) -> None:
@@ -110,9 +121,18 @@ def register_layer_rule(layer_class: type, rule: LayerRule) -> None:
     _REGISTRY[layer_class] = rule
 
 
+def register_layer_rule_by_name(qualified_name: str, rule: LayerRule) -> None:
+    """Register ``rule`` for the layer class named ``"module.QualName"`` (as ``type(layer).__module__`` and
+    ``__qualname__`` give it), for a class of a package tfdpmech does not import itself (keras-hub's)."""
+    if not isinstance(rule, LayerRule):
+        raise TypeError(f"rule must be a tfdpmech LayerRule instance, got {type(rule).__name__}")
+    _BY_NAME[qualified_name] = rule
+
+
 def registered_rule(layer) -> LayerRule | None:
     """The rule registered for ``layer``'s exact class when it applies to this layer, else None."""
-    rule = _REGISTRY.get(type(layer))
+    cls = type(layer)
+    rule = _REGISTRY.get(cls) or _BY_NAME.get(f"{cls.__module__}.{cls.__qualname__}")
     if rule is None or getattr(layer, "lora_enabled", False) or getattr(layer, "quantization_mode", None):
         return None
     return rule if rule.applies(layer) else None
@@ -120,7 +140,7 @@ def registered_rule(layer) -> LayerRule | None:
 
 def registered_classes() -> tuple[str, ...]:
     """The names of the layer classes with a registered rule."""
-    return tuple(sorted(cls.__name__ for cls in _REGISTRY))
+    return tuple(sorted({cls.__name__ for cls in _REGISTRY} | {name.rsplit(".", 1)[-1] for name in _BY_NAME}))
 
 
 _WATCHING = threading.local()
