@@ -48,7 +48,7 @@ from .ghost_norms import (
 from .ghost_probe import ghost_norms_mismatch
 
 __all__ = ["CLIPPING_METHODS", "GHOST_LAYERS", "clipped_gradient_sum", "ghost_unsupported_layers", "gradients",
-           "per_example_loss", "resolve_clipping", "ghost_norms_mismatch"]
+           "per_example_loss", "keras_reduction", "resolve_clipping", "ghost_norms_mismatch"]
 
 CLIPPING_METHODS = ("auto", "fast_clipping", "vectorized")
 
@@ -91,26 +91,64 @@ def resolve_clipping(model, method: str, group_size: int = 1) -> str:
 # --------------------------------------------------------------------------------------------
 # The per-example loss
 # --------------------------------------------------------------------------------------------
+def keras_reduction(loss) -> str:
+    """How the DP step reduces a record's per-position losses, from ``loss``'s Keras reduction: ``"sum"``,
+    ``"mean_with_sample_weight"``, or ``"sum_over_batch_size"`` (Keras's default; ``"mean"``, ``"auto"``, ``"none"``
+    and None are taken as it: a per-record loss cannot be left unreduced)."""
+    reduction = loss.get_config().get("reduction", "sum_over_batch_size") if isinstance(loss, keras.losses.Loss) else None
+    return reduction if reduction in ("sum", "mean_with_sample_weight") else "sum_over_batch_size"
+
+
 def per_example_loss(loss):
-    """A copy of the Keras ``loss`` object that returns one loss per record (reduction ``"none"``)."""
+    """``(y_true, y_pred, sample_weight=None) -> (B,)``: each record's loss, its share of the Keras loss.
+
+    A loss with one value per record is that value. A loss with one value per position (next-token
+    prediction: ``(B, T)``), weighted by a per-position ``sample_weight`` (keras-hub's padding mask), is
+    reduced per record as ``loss``'s reduction reduces the batch, the batch's size taken as the run's divisor
+    L (:mod:`tfdpmech.mechanisms.dpsgd.runs.train_step`), so that with clipping off and no noise the DP step's
+    update is Keras's own:
+
+    * ``"sum_over_batch_size"`` (Keras's default): Keras divides ``Σ_{i,t} w_it ℓ_it`` by the values' count
+      B·T; record i's loss is ``Σ_t w_it ℓ_it / T``, and the step divides the batch's sum by L;
+    * ``"sum"``: record i's loss is ``Σ_t w_it ℓ_it``, and the step divides by 1, as Keras does not divide;
+    * ``"mean_with_sample_weight"``: Keras divides by the batch's total weight ``Σ_{i,t} w_it``, which depends
+      on every record of the batch (one record could then move the others' clipped gradients: no bound of C per
+      record); record i's loss is its own weighted mean ``Σ_t w_it ℓ_it / Σ_t w_it`` (0 for a record without
+      weight), divided by L: Keras's update when every record of the batch has the same total weight.
+
+    A position of weight 0 (padding) never contributes: its loss is selected out, never multiplied by 0.
+    """
     if not isinstance(loss, keras.losses.Loss):
         raise TypeError(
             "loss must be a keras.losses.Loss instance such as keras.losses.CategoricalCrossentropy(from_logits=True), "
             f"got {type(loss).__name__}"
         )
+    reduction = keras_reduction(loss)
     config = loss.get_config()
     config["reduction"] = "none"
     per_record = loss.__class__.from_config(config)
 
-    def fn(y_true, y_pred):
+    def fn(y_true, y_pred, sample_weight=None):
         values = per_record(y_true, y_pred)
+        weights = None
+        if sample_weight is not None:
+            weights = tf.broadcast_to(tf.cast(sample_weight, values.dtype), tf.shape(values))
+            values = tf.where(weights > 0, values * weights, tf.zeros_like(values))  # padding selected out
         rank = values.shape.rank
-        if rank is not None and rank > 1:  # e.g. a per-position loss: one number per record
-            values = tf.reduce_sum(tf.reshape(values, (tf.shape(values)[0], -1)), axis=1)
-        return values
+        if rank is None or rank <= 1:
+            return values
+        values = tf.reshape(values, (tf.shape(values)[0], -1))  # one row of per-position losses per record
+        summed = tf.reduce_sum(values, axis=1)
+        if reduction == "sum":
+            return summed
+        if reduction == "mean_with_sample_weight":
+            total = (tf.cast(tf.shape(values)[1], values.dtype) if weights is None
+                     else tf.reduce_sum(tf.reshape(weights, tf.shape(values)), axis=1))
+            return tf.math.divide_no_nan(summed, total)
+        return summed / tf.cast(tf.shape(values)[1], values.dtype)
 
+    fn.reduction = reduction
     return fn
-
 
 
 # tf.vectorized_map returns wrong per-example gradients of a broadcast matmul (a Dense layer over

@@ -25,6 +25,7 @@ from ..clipping.output_losses import keras_metrics
 from ..sampling.poisson_sampling import is_run_dataset
 from ..sampling.record_datasets import is_dataset, records_from_dataset, refuse_batches
 from ..sampling.record_sources import LazyRows, is_array_like, is_record_source, lazy_array, records_from_source
+from ..sampling.position_weights import check_position_weights, with_position_weights
 from ..sampling.record_weights import check_sample_weight, class_weight_to_sample_weight, split_for_validation
 from ..sampling.records import record_count
 
@@ -197,6 +198,9 @@ def _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwa
         sample_weight = class_weight_to_sample_weight(class_weight, y)
     if sample_weight is not None:
         sample_weight = check_sample_weight(sample_weight, record_count(x))
+        if sample_weight.ndim > 1:  # one weight per position: carried with the labels (.position_weights)
+            check_position_weights(sample_weight, y)
+            y, sample_weight = with_position_weights(y, sample_weight), None
     if dp.users is None:
         compile_for(record_count(x))
     return dp.dataset(x, y, sample_weight=sample_weight), kwargs

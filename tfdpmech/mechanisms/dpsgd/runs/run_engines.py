@@ -11,11 +11,11 @@ import keras
 
 from ....distribute import check_strategy, strategy_of
 from ....validation import check_choice
-from ..clipping.clipped_sums import ghost_norms_mismatch, resolve_clipping
+from ..clipping.clipped_sums import ghost_norms_mismatch, keras_reduction, resolve_clipping
 from .multiworker import is_multiworker
 from .paths import fast_clipping_layers, rebuildable, resolve_engine, supports_fast_clipping
 from ..clipping.output_losses import keras_metrics, per_record_loss, with_reduction
-from .train_step import install_dp_train_step
+from .train_step import install_dp_train_step, step_divisor
 
 __all__ = ["RunEngines"]
 
@@ -69,14 +69,15 @@ class RunEngines:
     def _compile_tfdpmech(self, model, loss, metrics, optimizer=None):
         """tfdpmech's engine: the user's model itself, compiled, with the DP train step installed."""
         self.path = resolve_clipping(model, self.requested_path, group_size=getattr(self, "group_size", 1))
-        loss = self._loss(loss, "sum_over_batch_size")
+        reduction = keras_reduction(loss)  # the compiled loss's own (per_example_loss: a record's share of it)
+        loss = self._loss(loss, reduction)
         # the class's compile: tfdpmech.make_private replaces the instance's compile with one that comes here
         loss_weights = getattr(self, "loss_weights", None)
         type(model).compile(model, optimizer=optimizer if optimizer is not None else self._optimizer(None), loss=loss,
                             loss_weights=loss_weights, metrics=keras_metrics(metrics),
                             jit_compile=False)  # see guards.py
         install_dp_train_step(model, loss=per_record_loss(model, loss, loss_weights), l2_norm_clip=self.l2_norm_clip, noise_multiplier=self.noise_multiplier,
-                              divisor=self._divisor(), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
+                              divisor=step_divisor(reduction, self._divisor()), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
                               require_mask=self._poisson,
                               physical_batch_size=getattr(self, "physical_batch_size", None),
                               group_size=getattr(self, "group_size", 1))

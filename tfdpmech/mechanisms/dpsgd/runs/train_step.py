@@ -10,8 +10,8 @@
    global step (the optimizer's step count): a second ``fit`` continues the noise stream, it never
    draws a step's noise again;
 3. ``÷ L``, a public divisor fixed in advance (the expected batch size ``q·n`` for Poisson
-   sampling, the batch size for shuffled batches) — never the realised batch size, which depends
-   on the data;
+   sampling, the batch size for shuffled batches; 1 for a loss reduced by ``"sum"``, as Keras) — never
+   the realised batch size, which depends on the data;
 
 Under ``tf.distribute.MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` (several workers:
 :mod:`.multiworker`) each replica computes step 1 on its slice of the global batch, and only replica 0
@@ -45,9 +45,10 @@ import tensorflow as tf
 from ..clipping.chunked_clipping import chunked_clipped_gradient_sum
 from ..clipping.clipped_sums import gradients, per_example_loss
 from ..clipping.ghost_norms import select_rows
+from ..sampling.position_weights import position_weighted_loss, split_position_weights
 from .run_state import dp_step, inner_optimizer
 
-__all__ = ["KERAS_3", "install_dp_train_step", "noise_key", "step_noise", "log_real_record_loss", "check_finite_norms",
+__all__ = ["KERAS_3", "install_dp_train_step", "noise_key", "step_divisor", "step_noise", "log_real_record_loss", "check_finite_norms",
            "build_optimizer"]
 
 KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
@@ -73,6 +74,12 @@ def build_optimizer(model) -> None:
         return  # none, a Keras 2 legacy optimizer (no build), or built
     if model.built and model.trainable_variables:
         optimizer.build(model.trainable_variables)
+
+
+def step_divisor(reduction: str, expected_batch_size: float) -> float:
+    """The public divisor of the noisy sum: the expected batch size L, or 1 for a loss reduced by ``"sum"`` (Keras
+    does not divide that loss by the batch; :func:`~tfdpmech.mechanisms.dpsgd.clipping.clipped_sums.per_example_loss`)."""
+    return 1.0 if reduction == "sum" else float(expected_batch_size)
 
 
 def step_noise(key, step, shapes_and_dtypes, std: float):
@@ -124,11 +131,15 @@ def _on_first_replica():
 
 def _log_loss_and_metrics(model, loss_fn, x, y, y_pred, weights):
     """The logged loss (:func:`log_real_record_loss`) and the compiled metrics (padding rows weighted 0, their
-    outputs selected out)."""
+    outputs selected out; labels with per-position weights: the metrics weighted by position, as Keras's)."""
     log_real_record_loss(model, loss_fn, y, y_pred, weights)
     keep = tf.cast(weights, tf.float32) > 0
     y_pred = tf.nest.map_structure(lambda t: select_rows(keep, t), y_pred)
-    return model.compute_metrics(x, y, y_pred, weights)
+    targets, positions = split_position_weights(y)
+    if positions is not None:
+        positions = tf.cast(positions, tf.float32)
+        weights = positions * tf.reshape(tf.cast(weights, tf.float32), [-1] + [1] * (positions.shape.rank - 1))
+    return model.compute_metrics(x, targets, y_pred, weights)
 
 
 def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier: float, divisor: float,
@@ -138,7 +149,7 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
 
     Args:
         model: a compiled ``keras.Model`` (its optimizer, loss and metrics are used).
-        loss: the per-record loss ``(y_true, y_pred) -> (B,)``
+        loss: the per-record loss ``(y_true, y_pred[, per-position weights]) -> (B,)``
             (:func:`tfdpmech.mechanisms.dpsgd.clipping.output_losses.per_record_loss`), or the ``keras.losses.Loss`` the
             model was compiled with (a per-record copy is made).
         l2_norm_clip: C. noise_multiplier: σ (0 for the noise-free cross-checks).
@@ -158,7 +169,7 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
     (:mod:`tfdpmech.mechanisms.dpsgd.clipping.ghost_norms`: norms, clipped sums and noise in float32) and applies the
     unscaled noisy gradient to the wrapped optimizer.
     """
-    loss_fn = per_example_loss(loss) if isinstance(loss, keras.losses.Loss) else loss
+    loss_fn = position_weighted_loss(per_example_loss(loss) if isinstance(loss, keras.losses.Loss) else loss)
     key = noise_key(noise_seed)
     std = float(l2_norm_clip) * float(noise_multiplier)
 

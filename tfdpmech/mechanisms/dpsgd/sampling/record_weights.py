@@ -25,10 +25,11 @@ __all__ = ["check_sample_weight", "class_weight_to_sample_weight", "split_for_va
 
 
 def check_sample_weight(sample_weight, n: int) -> np.ndarray:
-    """``sample_weight`` as a float32 array of n finite weights ``>= 0``.
+    """``sample_weight`` as a float32 array of finite weights ``>= 0``: one per record, ``(n,)``, or one per
+    position of a record's labels, ``(n, T, ...)`` (:mod:`.position_weights`).
 
     Raises:
-        TypeError: not numeric. ValueError: not one weight per record (shape ``(n,)`` or ``(n, 1)``), or a
+        TypeError: not numeric. ValueError: not n rows (shape ``(n,)``, ``(n, 1)`` or ``(n, T, ...)``), or a
         negative, NaN or infinite weight (the message names the first).
     """
     try:
@@ -42,15 +43,16 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray:
                         "np.ones(len(x), np.float32)")
     if weights.ndim == 2 and weights.shape[1] == 1:
         weights = weights[:, 0]
-    if weights.shape != (n,):
-        raise ValueError(f"sample_weight must hold one weight per training record, shape ({n},); got shape "
-                         f"{weights.shape}")
+    if weights.ndim == 0 or weights.shape[0] != n:
+        raise ValueError(f"sample_weight must hold one weight per training record, shape ({n},), or one per position "
+                         f"of a record's labels, shape ({n}, T) (keras-hub's padding mask); got shape {weights.shape}")
     weights = weights.astype(np.float64)
-    bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
+    bad = np.argwhere(~np.isfinite(weights) | (weights < 0))
     if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"sample_weight[{i}] = {float(weights[i])!r}: every weight must be finite and >= 0 (a record's "
-                         f"weight scales its loss before clipping); {bad.size} weight(s) are not")
+        i = tuple(int(j) for j in bad[0])
+        where = str(i[0]) if len(i) == 1 else ", ".join(map(str, i))
+        raise ValueError(f"sample_weight[{where}] = {float(weights[i])!r}: every weight must be finite and >= 0 (a "
+                         f"record's weight scales its loss before clipping); {len(bad)} weight(s) are not")
     return weights.astype(np.float32)
 
 
