@@ -15,7 +15,8 @@ PYTHON ?= python3
 VENV ?= .venv
 VENV_COLAB ?= .venv-colab
 VENV_TFPRIVACY ?= .venv-tfprivacy
-EXTRAS := dpsgd,scatter,test,notebooks,arrayrecord
+EXTRAS_BOTH := dpsgd,scatter,test,notebooks,arrayrecord
+EXTRAS := $(EXTRAS_BOTH),text
 comma := ,
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 # The tests run in JOBS worker processes (pytest-xdist): one per core, at most 4 (each imports TensorFlow, about
@@ -56,7 +57,7 @@ $(VENV_COLAB)/.installed: setup.cfg setup.py constraints.txt
 $(VENV_TFPRIVACY)/.installed: setup.cfg setup.py constraints-tfprivacy.txt
 	@py="$${PYTHON_TFPRIVACY:-$$(tools/find_python.sh 3.11 PYTHON_TFPRIVACY)}" && tools/check_python.sh "$$py" \
 	  && echo "tensorflow-privacy stack on $$py" && "$$py" -m venv $(VENV_TFPRIVACY)
-	$(call pip_install,$(VENV_TFPRIVACY),constraints-tfprivacy.txt,tfprivacy$(comma)audit$(comma)$(EXTRAS))
+	$(call pip_install,$(VENV_TFPRIVACY),constraints-tfprivacy.txt,tfprivacy$(comma)audit$(comma)$(EXTRAS_BOTH))
 	$(VENV_TFPRIVACY)/bin/python -m tfdpmech.audit.tf_privacy_mia_addon
 	touch $@
 

@@ -34,12 +34,12 @@ import tensorflow as tf
 
 from .layer_rules import ALONE, registered_classes, registered_rule
 from .layer_rules.groups import row_groups
-from .layer_rules.registry import compute_dtype, full_precision_weights, select_rows, watching
+from .layer_rules.registry import compute_dtype, full_precision_weights, is_per_record, select_rows, watching
 from .layer_rules.shared_uses import shared_sq_norms
 
 __all__ = ["GHOST_LAYERS", "layer_units", "unit_rules", "assign_rules", "ghost_unsupported_layers", "own_weights",
            "gradients", "gradients_per_record", "clip_factors", "select_rows", "ghost_clipped_sum",
-           "backward_loss_scale", "layer_paths", "SharedUseError"]
+           "backward_loss_scale", "layer_paths", "HandledAlone"]
 
 GHOST_LAYERS = registered_classes()  # the layer classes with a rule of their own
 _TINY = 1e-12
@@ -153,12 +153,20 @@ def _recording(units, tape, keep):
 
     def make_call(layer, rule):
         def call(inputs, *args, **kwargs):  # every call of a layer is a record of its own (a use of its weights)
+            first = (tf.nest.flatten(inputs) or [None])[0]
+            use = rule
+            if not rule.shared_inputs and isinstance(first, tf.Tensor) and first.shape.rank \
+                    and not is_per_record(first, keep):  # e.g. a relative-position table (DeBERTa): this call alone
+                if not ALONE.applies(layer):
+                    raise ValueError(f"layer {layer.name!r} is called on an input without one row per record and draws "
+                                     "random numbers (a dropout rate): use path='vectorized'")
+                use = ALONE
             with tf.GradientTape(persistent=True) as local, watching((tape, local)):
-                with full_precision_weights() if rule.full_precision_weights else contextlib.nullcontext():
-                    tapped = rule.forward(layer, inputs, keep, args, kwargs)
+                with full_precision_weights() if use.full_precision_weights else contextlib.nullcontext():
+                    tapped = use.forward(layer, inputs, keep, args, kwargs)
             for tensor, _ in tapped.taps:
                 tape.watch(tensor)
-            records.append(_Record(layer, rule, tapped, local))
+            records.append(_Record(layer, use, tapped, local))
             return tapped.output
         return call
 
@@ -219,7 +227,7 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
             groups (rows a multiple of k).
 
     Raises:
-        SharedUseError: a unit called more than once in one forward pass whose rule gives no per-call parts.
+        HandledAlone: a unit called more than once in one forward pass whose rule gives no per-call parts.
         ValueError: a trainable unit has no rule.
     """
     k = int(group_size)
@@ -292,8 +300,8 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
     return (summed, y_pred, norms, by_unit, reference) if per_unit else (summed, y_pred, norms)
 
 
-class SharedUseError(ValueError):
-    """A layer called more than once per forward pass whose rule gives no per-call parts (:meth:`LayerRule.parts`):
+class HandledAlone(ValueError):
+    """A unit called more than once per forward pass whose rule gives no per-call parts (:meth:`LayerRule.parts`):
     the probe handles it alone instead (:mod:`.ghost_probe`)."""
 
     def __init__(self, layer, rule):
@@ -319,7 +327,7 @@ def _shared_sq_norms(calls, units):
     for r in calls:
         parts = r.rule.parts(r.layer, r.tapped.saved, r.grads)
         if parts is None:
-            raise SharedUseError(layer, r.rule)
+            raise HandledAlone(layer, r.rule)
         for key, part in parts.items():
             by_weight.setdefault(key, []).append(part)
     terms = [shared_sq_norms(by_weight[id(v)], v.shape) for v in layer.trainable_variables if id(v) in by_weight]

@@ -44,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from ....distribute import strategy_of
-from .ghost_norms import SharedUseError, assign_rules, ghost_clipped_sum, layer_units, unit_rules
+from .ghost_norms import HandledAlone, assign_rules, ghost_clipped_sum, layer_units, unit_rules
 from .layer_rules import ALONE, registered_rule
 from .model_probe import probe_inputs
 
@@ -113,7 +113,7 @@ def _probe(model, rules, x, group_size: int = 1):
     try:
         summed, _, norms, by_unit, reference = _eager_or_traced(lambda: ghost_clipped_sum(
             model, _probe_loss, x, r, tf.ones((rows,)), _NO_CLIP, False, rules=rules, per_unit=True, group_size=k))
-    except SharedUseError as exc:  # a unit called twice whose rule has no cross terms: handled alone
+    except HandledAlone as exc:  # a unit called twice whose rule has no cross terms: handled alone
         return f"the ghost-norm pass failed on a probe batch ({_own_message(exc)})", [exc.layer]
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:  # shapes a rule rejects
         return f"the ghost-norm pass failed on a probe batch ({type(exc).__name__}: {_own_message(exc)})", []

@@ -39,6 +39,7 @@ class AloneRule(LayerRule):
     groups = True  # its norms reduce per clipping unit (.groups)
 
     family = "alone"
+    shared_inputs = True  # arguments without a row per record are passed as they are
     # the layer's own call as Keras runs it: each record's vector is clipped by its own norm, whatever its precision
     full_precision_weights = False
 

@@ -59,6 +59,7 @@ class EmbeddingRule(LayerRule):
     groups = True  # its norms reduce per clipping unit (.groups)
 
     family = "embedding"
+    shared_inputs = True  # shared ids are broadcast to one copy per record
 
     def forward(self, layer, inputs, keep, args, kwargs) -> Tapped:
         return lookup(layer, inputs, keep)

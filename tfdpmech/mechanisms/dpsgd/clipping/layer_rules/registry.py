@@ -77,6 +77,9 @@ class LayerRule(abc.ABC):
     # sq_norms reduces per clipping unit with the reductions of :mod:`.groups` (a group of k rows: a record's
     # views, a user's records); a rule without them is handled alone in a grouped run
     groups = False
+    # the forward takes an input without one row per record (shared by every record: an Embedding's position ids);
+    # a call of a layer whose rule does not is handled alone (:mod:`.alone`)
+    shared_inputs = False
 
     def applies(self, layer) -> bool:
         """Whether this rule handles this layer's configuration (else the layer is handled alone)."""
