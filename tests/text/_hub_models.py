@@ -95,3 +95,40 @@ def build(name, kind, lora=False, rows=4, seed=0):
     if lora:
         backbone.enable_lora(2)
     return model, x, y, weights
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Task models with their preprocessors attached (tokenizers built from small vocabularies, no download)
+# ---------------------------------------------------------------------------------------------------------------
+WORDS = ("the", "a", "cat", "dog", "sat", "ran", "good", "bad", "film", "plot", "was", "not")
+
+
+def texts(rows: int, seed: int = 0) -> list[str]:
+    """``rows`` short sentences of :data:`WORDS`."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, rng.integers(2, 6))) for _ in range(rows)]
+
+
+def gpt2_task(sequence_length: int = 12):
+    """A GPT-2 causal LM with its preprocessor: a byte-level BPE vocabulary (every byte, one merge)."""
+    from keras_hub.src.tokenizers.byte_pair_tokenizer import bytes_to_unicode  # noqa: PLC0415
+
+    keras.utils.set_random_seed(0)
+    chars = sorted(set(bytes_to_unicode()[1]))
+    vocabulary = {"<|endoftext|>": 0, **{c: i + 1 for i, c in enumerate(chars)}, "th": len(chars) + 1}
+    tokenizer = keras_hub.models.GPT2Tokenizer(vocabulary=vocabulary, merges=["t h"])
+    preprocessor = keras_hub.models.GPT2CausalLMPreprocessor(tokenizer, sequence_length=sequence_length)
+    backbone = keras_hub.models.GPT2Backbone(vocabulary_size=len(vocabulary), num_layers=1, num_heads=2, hidden_dim=16,
+                                             intermediate_dim=32, dropout=0.0, max_sequence_length=sequence_length)
+    return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=preprocessor)
+
+
+def bert_task(sequence_length: int = 10):
+    """A BERT classifier (2 classes) with its preprocessor: a WordPiece vocabulary of :data:`WORDS`."""
+    keras.utils.set_random_seed(0)
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=sequence_length)
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
+                                             hidden_dim=16, intermediate_dim=32, dropout=0.0,
+                                             max_sequence_length=sequence_length)
+    return keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=preprocessor, dropout=0.0)

@@ -147,13 +147,13 @@ def test_the_cross_terms_equal_the_norm_of_the_materialised_sum():
                   left=tf.constant(rng.normal(size=(rows, 3, m)), tf.float32))
     parts = [lookup, dense, lookup]
     want = np.sum(np.square(sum(materialise(p, (m, n)).numpy().astype(np.float64) for p in parts)), axis=(1, 2))
-    np.testing.assert_allclose(shared_sq_norms(parts, (m, n)).numpy(), want, rtol=1e-5)  # 11 positions: ghost
+    np.testing.assert_allclose(shared_sq_norms(parts, (m, n))[0].numpy(), want, rtol=1e-5)  # 11 positions: ghost
     wide = [Outer(tf.tile(p.right, [1, 8, 1]), left=None if p.left is None else tf.tile(p.left, [1, 8, 1]),
                   ids=None if p.ids is None else tf.tile(p.ids, [1, 8]), width=p.width) for p in parts]
     want = np.sum(np.square(sum(materialise(p, (m, n)).numpy().astype(np.float64) for p in wide)), axis=(1, 2))
-    np.testing.assert_allclose(shared_sq_norms(wide, (m, n)).numpy(), want, rtol=1e-5)  # 88 positions: materialised
+    np.testing.assert_allclose(shared_sq_norms(wide, (m, n))[0].numpy(), want, rtol=1e-5)  # 88 positions: materialised
     with row_groups(3):  # the three rows as one unit
-        grouped = shared_sq_norms(parts + [Rows(materialise(dense, (m, n)))], (m, n)).numpy()
+        grouped = shared_sq_norms(parts + [Rows(materialise(dense, (m, n)))], (m, n))[0].numpy()
     total = sum(materialise(p, (m, n)).numpy().astype(np.float64) for p in parts + [dense]).sum(axis=0)
     np.testing.assert_allclose(grouped, [np.sum(np.square(total))], rtol=1e-5)
 

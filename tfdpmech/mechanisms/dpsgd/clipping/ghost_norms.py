@@ -255,8 +255,9 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
         position += count
     uses = _uses(records)
     with row_groups(k):
+        materialised: dict = {}  # {id(weight): (B, *shape)} of the weights of shared layers, materialised per record
         by_unit = {key: (calls[0].rule.sq_norms(calls[0].layer, calls[0].tapped.saved, calls[0].grads)
-                         if len(calls) == 1 else _shared_sq_norms(calls, tf.shape(unit_losses)[0]))
+                         if len(calls) == 1 else _shared_sq_norms(calls, tf.shape(unit_losses)[0], materialised))
                    for key, calls in uses.items()}
     own = own_weights(model)
     own_per_unit = gradients_per_record(tape, unit_losses, own) if own else []
@@ -270,9 +271,13 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
                    for v, g in zip(own, own_per_unit)}
     def add(variable, grad):  # a weight several calls use: the sum of their clipped sums
         key = id(variable)
+        if key in materialised:  # its clipped sum is Σ_i c_i G_i (below)
+            return
         by_variable[key] = grad if key not in by_variable else by_variable[key] + grad
 
     for r in records:
+        if all(id(v) in materialised for v in r.layer.trainable_variables):
+            continue
         summed = r.rule.clipped_sum(r.layer, r.tapped.saved, r.grads, factors)
         if summed is not None:
             for v, g in zip(r.layer.trainable_variables, summed):
@@ -289,6 +294,9 @@ def ghost_clipped_sum(model, loss_fn, x, y, weights, l2_norm_clip, training, *, 
                 scaled = tf.cast(g * tf.reshape(factors, [-1] + [1] * (g.shape.rank - 1)), tap.dtype)
                 for v, grad in zip(variables, gradients(r.local, tap, variables, output_gradients=scaled)):
                     add(v, grad)
+    for v in model.trainable_variables:
+        if id(v) in materialised:
+            by_variable[id(v)] = tf.cast(tf.tensordot(factors, materialised[id(v)], axes=1), tf.as_dtype(v.dtype))
     reference = None
     if per_unit:  # every use of every weight, record by record: one backward pass per record, traced once
         reference = gradients_per_record(tape, unit_losses, model.trainable_variables)
@@ -319,9 +327,10 @@ def _uses(records) -> dict:
     return uses
 
 
-def _shared_sq_norms(calls, units):
+def _shared_sq_norms(calls, units, materialised: dict):
     """Each clipping unit's squared norm of the gradient of a layer called several times: per weight, the sum
-    over its calls (:mod:`.layer_rules.shared_uses`: with the cross terms between calls)."""
+    over its calls (:mod:`.layer_rules.shared_uses`: with the cross terms between calls). The weights whose
+    per-record gradients were materialised for it go into ``materialised`` (their clipped sum is taken from them)."""
     layer = calls[0].layer
     by_weight: dict = {}
     for r in calls:
@@ -330,7 +339,13 @@ def _shared_sq_norms(calls, units):
             raise HandledAlone(layer, r.rule)
         for key, part in parts.items():
             by_weight.setdefault(key, []).append(part)
-    terms = [shared_sq_norms(by_weight[id(v)], v.shape) for v in layer.trainable_variables if id(v) in by_weight]
+    terms = []
+    for v in layer.trainable_variables:
+        if id(v) in by_weight:
+            sq, per_record = shared_sq_norms(by_weight[id(v)], v.shape)
+            terms.append(sq)
+            if per_record is not None:
+                materialised[id(v)] = per_record
     return tf.add_n(terms) if terms else tf.zeros([units], tf.float32)
 
 

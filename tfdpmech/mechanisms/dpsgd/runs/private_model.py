@@ -26,6 +26,7 @@ from ..sampling.poisson_sampling import is_run_dataset
 from ..sampling.record_datasets import is_dataset, records_from_dataset, refuse_batches
 from ..sampling.record_sources import LazyRows, is_array_like, is_record_source, lazy_array, records_from_source
 from ..sampling.position_weights import check_position_weights, with_position_weights
+from ..sampling.preprocessed_records import is_pipeline_model, keras_fit_of, needs_preprocessing, preprocess_records
 from ..sampling.record_weights import check_sample_weight, class_weight_to_sample_weight, split_for_validation
 from ..sampling.records import record_count
 
@@ -62,7 +63,7 @@ def private_dpsgd_model(model, dp):
         )
     dp.engine = "tfdpmech"  # "auto" would pick tensorflow-privacy's DPModel where it imports: not this model
     dp.release_at_fit = True  # the first fit records the release, after its data passed every check
-    keras_fit = type(model).fit
+    keras_fit = keras_fit_of(model)  # a keras-hub task's own fit would preprocess the sampled batches again
 
     deferred = {}  # compile's arguments while a run without n waits for its first fit (.poisson_calibration)
     scoring = {"compiled": False}  # whether evaluate compiled the deferred loss and metrics (before that fit)
@@ -73,6 +74,8 @@ def private_dpsgd_model(model, dp):
                             f"{sorted(kwargs)}")
         if isinstance(optimizer, str):
             optimizer = _optimizer_from_name(optimizer)
+        if loss is None and is_pipeline_model(model):  # keras-hub's "auto" loss of its classifiers and causal LMs
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         arguments = dict(loss=loss, metrics=metrics or (), optimizer=optimizer, loss_weights=loss_weights)
         if dp.n is None:  # σ needs n: the model is compiled at the first fit; every check that needs no data now
             dp._refuse_second_compile()
@@ -115,6 +118,10 @@ def private_dpsgd_model(model, dp):
                              f"{dp.epochs}); pass at most {left} or make the model private again with more epochs "
                              "(and a larger ε): a new run composes with this one in its ledger")
         weights = None
+        if needs_preprocessing(model) and not is_run_dataset(x):  # a keras-hub task on raw text: its preprocessor
+            x, y, sample_weight = preprocess_records(model, x, y, sample_weight)
+            if kwargs.get("validation_data") is not None:
+                kwargs["validation_data"] = preprocess_records(model, *_unpacked(kwargs["validation_data"]))
         if y is None and is_dataset(x) and not is_run_dataset(x):  # single records: read into arrays (or refused)
             x, y, weights = records_from_dataset(x, model)
         elif y is None and is_record_source(x):  # read by index at each step (.record_sources)
@@ -204,6 +211,14 @@ def _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwa
     if dp.users is None:
         compile_for(record_count(x))
     return dp.dataset(x, y, sample_weight=sample_weight), kwargs
+
+
+def _unpacked(data) -> tuple:
+    """``(x, y, sample_weight)`` of ``validation_data``: a dataset, or a tuple as Keras takes it."""
+    if is_dataset(data) or not isinstance(data, (tuple, list)):
+        return data, None, None
+    x, y, w = keras.utils.unpack_x_y_sample_weight(tuple(data))
+    return x, y, w
 
 
 def _optimizer_from_name(name: str):

@@ -3,6 +3,7 @@
 - :mod:`.dense`: Dense, EinsumDense (MultiHeadAttention's projections);
 - :mod:`.embedding`: Embedding, with ids from the data or shared (positions);
 - :mod:`.reversible_embedding`: ReversibleEmbedding (Keras's, keras-hub's): the lookup and the tied output projection;
+- :mod:`.position_embedding`: keras-hub's PositionEmbedding (a lookup at the positions);
 - :mod:`.convolution`: Conv1D/2D/3D and Conv1D/2D/3DTranspose;
 - :mod:`.depthwise`: DepthwiseConv1D/2D, SeparableConv1D/2D;
 - :mod:`.normalization`: LayerNormalization, GroupNormalization, RMSNormalization;
@@ -13,7 +14,7 @@
 :func:`register_layer_rule` adds a rule for a layer class of one's own.
 """
 
-from . import convolution, dense, depthwise, embedding, normalization, recurrent, reversible_embedding  # noqa: F401  (each registers its rules)
+from . import convolution, dense, depthwise, embedding, normalization, position_embedding, recurrent, reversible_embedding  # noqa: F401  (each registers its rules)
 from .alone import ALONE, AloneRule
 from .registry import LayerRule, Tapped, register_layer_rule, registered_classes, registered_rule
 

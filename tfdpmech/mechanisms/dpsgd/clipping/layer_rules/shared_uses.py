@@ -120,11 +120,14 @@ def _positions(parts: list[Outer]) -> int | None:
     return None if any(c is None for c in counts) else sum(int(c) for c in counts)
 
 
-def shared_sq_norms(parts: list, shape) -> tf.Tensor:
-    """``(B/k,)``: each clipping unit's squared norm of ``Σ_u G^u`` for the parts of a weight's uses."""
+def shared_sq_norms(parts: list, shape) -> tuple:
+    """``((B/k,) squared norms, per-record gradients or None)``: each clipping unit's squared norm of ``Σ_u G^u``
+    for the parts of a weight's uses, and, where it was materialised to get them, ``(B, *shape)`` each record's
+    ``Σ_u G_i^u`` (the clipped sum is then ``Σ_i c_i G_i``, no book-keeping pass)."""
     if all(isinstance(p, Outer) for p in parts) and len({(p.m, p.n) for p in parts}) == 1:
         merged = [p.merged() for p in parts]
         m, n, positions = merged[0].m, merged[0].n, _positions(merged)
         if positions is not None and positions * (m + n) <= m * n:
-            return _ghost(merged)
-    return unit_sq_norms(tf.add_n([materialise(p, shape) for p in parts]))  # each unit's rows summed, squared
+            return _ghost(merged), None
+    per_record = tf.add_n([materialise(p, shape) for p in parts])
+    return unit_sq_norms(per_record), per_record  # each unit's rows summed, squared
