@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 
 from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available
 from tfdpmech.experiments import dpsgd_speed
+from tfdpmech.mechanisms.dpsgd.sampling.position_weights import split_position_weights
 
 
 def test_variants_name_tensorflow_privacy_only_where_it_imports():
@@ -118,3 +121,16 @@ def test_the_command_keeps_each_model_as_it_finishes_and_resumes(tmp_path, monke
         dpsgd_speed.main(["--models", "mlp", "--repeats", "2", "--no-memory", "--out", str(tmp_path)])
     assert dpsgd_speed.main(["--models", "mlp", *out, "--no-resume"]) == 0
     assert measured[-1] == "mlp"
+
+
+@pytest.mark.skipif(not dpsgd_speed.keras_hub_available(), reason="the text models need the text extra (keras-hub)")
+def test_the_text_models_are_timed_against_keras_on_their_own_inputs_and_position_weights():
+    spec = dpsgd_speed.MODELS["gpt2_lm"]
+    assert [label for label, _, _ in dpsgd_speed.variants("gpt2_lm")] == ["nonprivate", "tfdpmech fast_clipping"]
+    x, y, mask = dpsgd_speed._batch(spec, 40)
+    assert x["token_ids"].shape == (40, 128) and mask.sum() == spec.expected
+    targets, weights = split_position_weights(y)
+    assert targets.shape == weights.shape == (40, 128) and set(np.unique(weights)) == {0.0, 1.0}
+    np.testing.assert_array_equal(targets[:, :-1], x["token_ids"][:, 1:])  # the next token
+    x, y, _ = dpsgd_speed._batch(dpsgd_speed.MODELS["bert_classifier"], 8)
+    assert set(x) == {"token_ids", "padding_mask", "segment_ids"} and y.shape == (8,)

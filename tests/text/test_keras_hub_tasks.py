@@ -66,3 +66,24 @@ def test_a_preset_saved_locally_loads_with_from_preset_and_fine_tunes(tmp_path):
     model.fit(corpus, verbose=0)
     assert model.dp_sgd.path == "fast_clipping" and model.dp_sgd.steps_taken() == model.dp_sgd.steps
     assert isinstance(model.generate("a dog", max_length=8), str)
+
+
+@pytest.mark.parametrize("mistake, message", [
+    ("id", r"token_ids\[3\] holds the id 70, outside the vocabulary of BertBackbone \(vocabulary_size=17"),
+    ("mask", r"padding_mask has shape \(32, 9\), token_ids \(32, 10\)"),
+    ("length", r"sequences of 12 tokens, longer than BertBackbone's max_sequence_length=10"),
+])
+def test_bad_token_inputs_are_refused_naming_them_before_the_release(mistake, message):
+    task = bert_task()
+    task.preprocessor = None  # token ids given directly
+    model = _private(task, 32)
+    model.compile(optimizer="adam")
+    rng = np.random.default_rng(0)
+    length = 12 if mistake == "length" else 10
+    x = {"token_ids": rng.integers(0, 17, (32, length)).astype(np.int32), "segment_ids": np.zeros((32, length), np.int32),
+         "padding_mask": np.ones((32, 9 if mistake == "mask" else length), bool)}
+    if mistake == "id":
+        x["token_ids"][3, 4] = 70
+    with pytest.raises(ValueError, match=message):
+        model.fit(x, np.zeros(32, np.int32), verbose=0)
+    assert model.dp_sgd.release is None and len(model.privacy_ledger) == 0

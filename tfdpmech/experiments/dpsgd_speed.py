@@ -3,7 +3,9 @@
 The models (:data:`MODELS`): the demo's tanh MLP, the standard MNIST CNN and DP-SGD's tanh CNN, and on
 Keras 3 today's architectures (:mod:`tfdpmech.models.architectures`: a ViT, a transformer text
 classifier, token and position embeddings, Conv1D, GroupNorm and LayerNorm CNNs, depthwise/separable,
-transposed and 3-D convolutions, LSTM, GRU) and the tanh CNN under ``mixed_bfloat16``. Each model's
+transposed and 3-D convolutions, LSTM, GRU) and the tanh CNN under ``mixed_bfloat16``, and with the text extra
+keras-hub language models (:mod:`.text_models`: GPT-2 and Gemma causal LMs, a BERT classifier, full and with
+LoRA, each LoRA model against its own non-private LoRA training). Each model's
 variants (:func:`variants`) train on one fixed batch of its expected size L:
 
 * ``nonprivate``: Keras's own ``fit`` on the L records;
@@ -49,7 +51,9 @@ from ..mechanisms.dpsgd.runs.paths import tf_privacy_available
 from ..mechanisms.dpsgd.sampling.poisson_sampling import ROW_MULTIPLE, padded_batch_size
 from ..mechanisms.dpsgd.runs.train_step import KERAS_3
 from ..models import standard_cnn, tanh_cnn
+from ..mechanisms.dpsgd.sampling.position_weights import split_position_weights, with_position_weights
 from .measuring import device_description, median_range
+from .text_models import TEXT_MODELS, keras_hub_available, text_batch
 
 __all__ = ["MODELS", "Model", "variants", "measure", "run", "run_isolated", "format_table"]
 
@@ -65,6 +69,11 @@ class Model:
     n: int
     steps: int
     policy: str = "float32"
+
+    @property
+    def text(self) -> str | None:
+        """``"causal_lm"`` or ``"classifier"`` for a keras-hub model (:mod:`.text_models`), else None."""
+        return self.kind.split(":", 1)[1] if self.kind.startswith("text:") else None
 
 
 def _models() -> dict:
@@ -98,6 +107,8 @@ def _models() -> dict:
         })
         models.update({name: Model(_application(cls, **options), "image32", 64, 1024, 4)
                        for name, cls, options in APPLICATIONS})
+    if keras_hub_available():  # the text extra: keras-hub language models, sequence 128, expected batch 32
+        models.update({name: Model(build, f"text:{task}", 32, 1024, 4) for name, (build, task) in TEXT_MODELS.items()})
     return models
 
 
@@ -128,6 +139,8 @@ VIEWS, USERS = f"tfdpmech fast_clipping, K = {GROUP} views", f"tfdpmech fast_cli
 
 def variants(model: str) -> list[tuple[str, str | None, str | None]]:
     """``(label, engine, path)`` of every variant that runs here (engine None: non-private)."""
+    if MODELS[model].text:  # the per-record path would hold batch × parameters (the vocabulary's table each)
+        return [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping")]
     if MODELS[model].kind == "image32":  # the per-record path of a 150-layer network takes minutes a step
         return [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
                 (f"tfdpmech fast_clipping, physical batch {PHYSICAL_BATCH}", "tfdpmech", "fast_clipping")]
@@ -161,6 +174,10 @@ def _grouped_run(label: str, spec: Model) -> DPSGD:
 
 
 def _batch(spec: Model, rows: int, seed: int = 0):
+    if spec.text:  # token ids and a padding mask; a causal LM's labels carry their per-position weights
+        x, y, weights = text_batch(spec.text, rows, seed)
+        return x, (y if weights is None else with_position_weights(y, weights)), \
+            (np.arange(rows) < spec.expected).astype(np.float32)
     rng = np.random.default_rng(seed)
     if spec.kind == "tokens":
         x, classes = rng.integers(0, 1000, (rows, 64)).astype(np.int32), 2
@@ -180,8 +197,9 @@ class _Variant:
 
     def dataset(self, steps: int) -> tf.data.Dataset:
         x, y, mask = self.batch
-        if self.dp is None:
-            return tf.data.Dataset.from_tensors((x, y)).repeat(steps)
+        if self.dp is None:  # Keras's own fit: a causal LM's per-position weights as its sample_weight
+            targets, weights = split_position_weights(y)
+            return tf.data.Dataset.from_tensors((x, y) if weights is None else (x, targets, weights)).repeat(steps)
         start, rows, run_id = self.dp.global_step(), len(mask), self.dp.run_id
         return tf.data.Dataset.range(start, start + steps).map(
             lambda t: (x, y, (mask, tf.tile(tf.stack([tf.constant(run_id, tf.int64), t])[None], [rows, 1]))))
@@ -203,7 +221,8 @@ def _variant(name: str, label: str, engine, path, spec: Model | None = None) -> 
         model = spec.build()
     finally:
         keras.mixed_precision.set_global_policy(previous)
-    loss = keras.losses.CategoricalCrossentropy(from_logits=True)
+    loss = (keras.losses.SparseCategoricalCrossentropy(from_logits=True) if spec.text else
+            keras.losses.CategoricalCrossentropy(from_logits=True))
     dp = None
     if engine is None:
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)

@@ -28,6 +28,7 @@ from ..sampling.record_sources import LazyRows, is_array_like, is_record_source,
 from ..sampling.position_weights import check_position_weights, with_position_weights
 from ..sampling.preprocessed_records import is_pipeline_model, keras_fit_of, needs_preprocessing, preprocess_records
 from ..sampling.record_weights import check_sample_weight, class_weight_to_sample_weight, split_for_validation
+from ..sampling.text_inputs import check_text_inputs
 from ..sampling.records import record_count
 
 # the fit arguments of the records a DP-SGD model takes (:mod:`tfdpmech.mechanisms.dpsgd.sampling.record_weights`); the
@@ -122,6 +123,7 @@ def private_dpsgd_model(model, dp):
             x, y, sample_weight = preprocess_records(model, x, y, sample_weight)
             if kwargs.get("validation_data") is not None:
                 kwargs["validation_data"] = preprocess_records(model, *_unpacked(kwargs["validation_data"]))
+        check_text_inputs(model, x)  # a keras-hub model's ids, masks and lengths: before the release
         if y is None and is_dataset(x) and not is_run_dataset(x):  # single records: read into arrays (or refused)
             x, y, weights = records_from_dataset(x, model)
         elif y is None and is_record_source(x):  # read by index at each step (.record_sources)
