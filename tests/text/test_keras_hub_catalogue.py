@@ -42,9 +42,11 @@ def _per_record(model, loss_fn, x, y):
 def _check(model, x, y, weights, lora):
     assert resolve_clipping(model, "fast_clipping") == "fast_clipping"
     # handled alone (each record's gradient of that layer, recomputed record by record): keras-hub's own RMS norms
-    # and, with LoRA, the adapted projections; every other layer on its registered rule
-    alone = {name for name, family in layer_paths(model).items() if family == "alone"}
-    assert {name for name in alone if "norm" not in name} <= ({"query", "value"} if lora else set()), alone
+    # only; every other layer on its registered rule, the LoRA-adapted projections on the LoRA rule
+    paths = layer_paths(model)
+    assert not {name for name, family in paths.items() if family == "alone" and "norm" not in name}, paths
+    if lora:
+        assert (paths["query"], paths["value"]) == ("lora", "lora"), paths
     loss_fn = position_weighted_loss(per_example_loss(LOSS))
     labels = y if weights is None else with_position_weights(y, weights)
     records = _per_record(model, loss_fn, x, labels)

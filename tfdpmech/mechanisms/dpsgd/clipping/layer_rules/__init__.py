@@ -1,6 +1,6 @@
 """The layer registry of the ghost-norm path: one module per layer family (see :mod:`.registry`).
 
-- :mod:`.dense`: Dense, EinsumDense (MultiHeadAttention's projections);
+- :mod:`.dense`: Dense, EinsumDense (MultiHeadAttention's projections); :mod:`.lora`: either with LoRA;
 - :mod:`.embedding`: Embedding, with ids from the data or shared (positions);
 - :mod:`.reversible_embedding`: ReversibleEmbedding (Keras's, keras-hub's): the lookup and the tied output projection;
 - :mod:`.position_embedding`: keras-hub's PositionEmbedding (a lookup at the positions);

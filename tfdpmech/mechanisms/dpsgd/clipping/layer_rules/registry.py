@@ -135,8 +135,11 @@ def register_layer_rule_by_name(qualified_name: str, rule: LayerRule) -> None:
 def registered_rule(layer) -> LayerRule | None:
     """The rule registered for ``layer``'s exact class when it applies to this layer, else None."""
     cls = type(layer)
+    if getattr(layer, "lora_enabled", False):  # a Dense or EinsumDense with LoRA: its factors' rule (.lora)
+        from .lora import LORA  # noqa: PLC0415  (lora imports this module)
+        return LORA if LORA.applies(layer) else None
     rule = _REGISTRY.get(cls) or _BY_NAME.get(f"{cls.__module__}.{cls.__qualname__}")
-    if rule is None or getattr(layer, "lora_enabled", False) or getattr(layer, "quantization_mode", None):
+    if rule is None or getattr(layer, "quantization_mode", None):
         return None
     return rule if rule.applies(layer) else None
 
