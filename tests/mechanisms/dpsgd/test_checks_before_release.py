@@ -89,3 +89,26 @@ def test_make_private_under_a_one_worker_multi_worker_strategy_trains_with_one_r
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"before_fit": 0, "releases": 1, "steps": result["planned"], "planned": 4}
+
+
+def test_a_step_that_fails_on_the_data_applies_nothing_and_a_corrected_fit_continues_the_run():
+    """An error inside a DP step (an id outside an Embedding's table: found only when the step runs) applies no
+    update and leaves the optimizer's step count as it was: the run stays at its step, its one release unchanged,
+    and fit on corrected records trains the whole run."""
+    keras.utils.set_random_seed(0)
+    ids = keras.Input((5,), dtype="int32")
+    model = keras.Model(ids, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(
+        keras.layers.Embedding(10, 4)(ids))))
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 10, (64, 5)).astype(np.int32), rng.integers(0, 2, 64).astype(np.int32)
+    bad = x.copy()
+    bad[:, 0] = 50
+    private = make_private(model, DPSGD(epsilon=2.0, delta=1e-3, n=64, expected_batch_size=16, epochs=1, seed=0))
+    private.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = [w.copy() for w in model.get_weights()]
+    with pytest.raises(ValueError, match=r"applied nothing \(indices\[\d+,0\] = 50 is not in \[0, 10\)\).*step 0 of 4"):
+        private.fit(bad, y, verbose=0)
+    assert private.dp_sgd.steps_taken() == 0 and len(private.privacy_ledger) == 1
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+    private.fit(x, y, verbose=0)
+    assert private.dp_sgd.steps_taken() == private.dp_sgd.steps == 4 and len(private.privacy_ledger) == 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from ....contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
 from ..clipping.output_losses import keras_metrics
@@ -163,7 +164,14 @@ def private_dpsgd_model(model, dp):
             dp._record_release()
         if dp.multiworker is not None:  # joins the workers, records the release on the chief, then trains
             return dp.multiworker_fit(data, epochs=int(epochs), callbacks=callbacks, **kwargs)
-        return keras_fit(model, data, epochs=int(epochs), callbacks=callbacks, **kwargs)
+        taken = dp.steps_taken()
+        try:
+            return keras_fit(model, data, epochs=int(epochs), callbacks=callbacks, **kwargs)
+        except tf.errors.InvalidArgumentError as exc:  # inside a step: that step applied nothing (train_step.py)
+            raise ValueError(
+                f"a DP-SGD step failed on the data and applied nothing ({_reason(exc)}); the run stays at its step "
+                f"{dp.steps_taken()} of {dp.steps} ({dp.steps_taken() - taken} taken in this fit), its release "
+                "unchanged: correct the records and call fit again to continue it") from exc
 
     keras_evaluate = type(model).evaluate
 
@@ -213,6 +221,13 @@ def _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwa
     if dp.users is None:
         compile_for(record_count(x))
     return dp.dataset(x, y, sample_weight=sample_weight), kwargs
+
+
+def _reason(exc) -> str:
+    """The line of a TensorFlow runtime error that says what was wrong (``indices[3,0] = 50 is not in [0, 10)``)."""
+    lines = [line.strip() for line in str(getattr(exc, "message", exc)).splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith(("Graph execution error", "Detected at node", "File ", "["))]
+    return (said[-1] if said else lines[-1] if lines else type(exc).__name__)[:300]
 
 
 def _unpacked(data) -> tuple:

@@ -197,7 +197,9 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
                      for g, r in zip(grads, gradients(tape, regularisation, model.trainable_variables))]
         with tf.control_dependencies([check_finite_norms(norms, mask)]):
             grads = [tf.identity(g) for g in grads]
-        with dp_step():  # the optimizer of a make_private model applies gradients only here (run_state.py)
+        # the update, the optimizer's step count among it, waits for the whole step: a step that fails (an id outside
+        # an embedding's table) changes nothing, so the run stays at its step and a corrected fit takes it again
+        with tf.control_dependencies(grads), dp_step():  # the optimizer of a make_private model applies only here
             inner_optimizer(model.optimizer).apply_gradients(zip(grads, model.trainable_variables))
         return _log_loss_and_metrics(model, loss_fn, x, y, y_pred, mask)
 
