@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import pytest
 
 from tfdpmech.mechanisms.dpsgd.clipping.ghost_norms import layer_paths
 
 from .test_shared_weights import CATEGORICAL, _check_exact
 
 
+@pytest.mark.skipif(not hasattr(keras.layers.Dense, "enable_lora"), reason="LoRA layers are Keras 3's")
 def test_lora_factors_and_bias_clip_exactly_without_a_per_record_pass():
     keras.utils.set_random_seed(0)
     inputs = keras.Input((5, 6))

@@ -19,6 +19,8 @@ from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.groups import row_groups
 from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.shared_uses import Outer, Rows, materialise, shared_sq_norms
 
 SPARSE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+NEEDS_REVERSIBLE = pytest.mark.skipif(not hasattr(keras.layers, "ReversibleEmbedding"),
+                                      reason="ReversibleEmbedding is Keras 3's (3.12 on); Keras 2 has none")
 CATEGORICAL = keras.losses.CategoricalCrossentropy(from_logits=True)
 VOCAB, T, D = 13, 6, 8
 
@@ -74,12 +76,14 @@ def _tokens(rows=6, seed=0):
     return ids, rng.integers(0, VOCAB, (rows, T)).astype(np.int32)
 
 
+@NEEDS_REVERSIBLE
 @pytest.mark.parametrize("tie_weights, soft_cap", [(True, None), (True, 3.0), (False, None)])
 def test_a_causal_lm_with_tied_embeddings_clips_exactly_on_the_ghost_norm_path(tie_weights, soft_cap):
     x, y = _tokens()
     _check_exact(_tied_lm(tie_weights, soft_cap), SPARSE, x, y)
 
 
+@NEEDS_REVERSIBLE
 def test_tied_embeddings_are_exact_for_groups_of_rows():
     x, y = _tokens(rows=8, seed=1)
     _check_exact(_tied_lm(), SPARSE, x, y, k=2)
@@ -158,6 +162,7 @@ def test_the_cross_terms_equal_the_norm_of_the_materialised_sum():
     np.testing.assert_allclose(grouped, [np.sum(np.square(total))], rtol=1e-5)
 
 
+@NEEDS_REVERSIBLE
 def test_a_tensor_reverse_flag_is_refused_naming_it():
     class Reverses(keras.Model):
         def __init__(self):
