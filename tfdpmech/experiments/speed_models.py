@@ -97,7 +97,7 @@ MODELS = _models()
 def batch(spec: Model, rows: int, seed: int = 0):
     """``(x, y, mask)``: ``rows`` random records of ``spec``'s input kind, the first ``spec.expected`` real."""
     if spec.text:  # token ids and a padding mask; a causal LM's labels carry their per-position weights
-        x, y, weights = text_batch(spec.text, rows, seed)
+        x, y, weights = text_batch(spec.text, rows, seed, spec.build.sequence)
         return x, (y if weights is None else with_position_weights(y, weights)), \
             (np.arange(rows) < spec.expected).astype(np.float32)
     rng = np.random.default_rng(seed)
