@@ -106,7 +106,7 @@ def test_a_step_that_fails_on_the_data_applies_nothing_and_a_corrected_fit_conti
     private = make_private(model, DPSGD(epsilon=2.0, delta=1e-3, n=64, expected_batch_size=16, epochs=1, seed=0))
     private.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     before = [w.copy() for w in model.get_weights()]
-    with pytest.raises(ValueError, match=r"applied nothing \(indices\[\d+,0\] = 50 is not in \[0, 10\)\).*step 0 of 4"):
+    with pytest.raises(ValueError, match=r"failed on the data \(indices\[\d+,0\] = 50 is not in \[0, 10\)\).*step 0 of 4"):
         private.fit(bad, y, verbose=0)
     assert private.dp_sgd.steps_taken() == 0 and len(private.privacy_ledger) == 1
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))

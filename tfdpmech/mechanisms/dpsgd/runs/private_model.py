@@ -167,11 +167,11 @@ def private_dpsgd_model(model, dp):
         taken = dp.steps_taken()
         try:
             return keras_fit(model, data, epochs=int(epochs), callbacks=callbacks, **kwargs)
-        except tf.errors.InvalidArgumentError as exc:  # inside a step: that step applied nothing (train_step.py)
+        except tf.errors.InvalidArgumentError as exc:  # a failing step applies nothing (train_step.py)
             raise ValueError(
-                f"a DP-SGD step failed on the data and applied nothing ({_reason(exc)}); the run stays at its step "
-                f"{dp.steps_taken()} of {dp.steps} ({dp.steps_taken() - taken} taken in this fit), its release "
-                "unchanged: correct the records and call fit again to continue it") from exc
+                f"fit failed on the data ({_reason(exc)}); a DP-SGD step that fails applied nothing, so the run "
+                f"stays at its step {dp.steps_taken()} of {dp.steps} ({dp.steps_taken() - taken} taken in this fit), "
+                "its release unchanged: correct the records and call fit again to continue it") from exc
 
     keras_evaluate = type(model).evaluate
 
