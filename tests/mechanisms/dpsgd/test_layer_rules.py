@@ -206,3 +206,22 @@ def test_a_subclassed_models_own_weights_are_a_unit_of_their_own_on_the_ghost_pa
     assert resolve_clipping(model, "auto") == "fast_clipping"
     rng = np.random.default_rng(4)
     _exact(model, rng.normal(size=(7, 5)).astype(np.float32), rng.integers(0, 3, 7))
+
+
+def test_an_embeddings_norm_is_the_same_by_pairs_of_positions_and_materialised():
+    """A long sequence over a small table materialises the table gradient per record (P² > rows), a short one
+    sums over pairs of positions: both give each record's (and each group's) squared norm."""
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.embedding import lookup_sq_norms  # noqa: PLC0415
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.groups import row_groups  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    ids = tf.constant(rng.integers(0, 6, (4, 9)), tf.int32)
+    g = tf.constant(rng.normal(size=(4, 9, 3)), tf.float32)
+    table = np.stack([np.stack([g.numpy()[i][ids.numpy()[i] == r].sum(axis=0) for r in range(6)]) for i in range(4)])
+    for k in (1, 2):  # a record, or a group of two rows clipped as one unit: the rows' table gradients summed
+        want = np.sum(np.square(table.reshape(4 // k, k, 6, 3).sum(axis=1)), axis=(1, 2))
+        with row_groups(k):
+            ghost = lookup_sq_norms({"ids": ids}, [g]).numpy()  # no width: pairs of positions
+            materialised = lookup_sq_norms({"ids": ids}, [g], 6).numpy()  # 9² (18² for groups) > 6 rows
+        np.testing.assert_allclose(ghost, want, rtol=1e-5)
+        np.testing.assert_allclose(materialised, want, rtol=1e-5)

@@ -1,7 +1,8 @@
 """Embedding: ids from the data, or ids shared by every record (positions from ``arange``).
 
 Record i's table gradient puts ``g_it`` in row ``id_it`` for every position t, so its squared norm is
-``Σ_{s,t} [id_s = id_t] ⟨g_s, g_t⟩``. Ids without a batch dimension (a position embedding looked up at
+``Σ_{s,t} [id_s = id_t] ⟨g_s, g_t⟩`` (or, where the T² pairs cost more than the table, the norm of the table
+gradient materialised per record). Ids without a batch dimension (a position embedding looked up at
 ``arange(T)`` and added to every record) are broadcast to one copy per record first, so each record's
 output, and with it its gradient, is its own; the layer's output then carries the batch dimension too
 (``x + position`` broadcasts the same).
@@ -38,9 +39,16 @@ def _flat(saved, tap_grads):
             tf.reshape(g, (tf.shape(g)[0], -1, g.shape[-1])))
 
 
-def lookup_sq_norms(saved, tap_grads):
-    """``Σ_{s,t} [id_s = id_t] ⟨g_s, g_t⟩`` per clipping unit."""
+def lookup_sq_norms(saved, tap_grads, width: int | None = None):
+    """``Σ_{s,t} [id_s = id_t] ⟨g_s, g_t⟩`` per clipping unit over its P positions (the ghost norm, cost P²·d), or,
+    for a table of ``width`` rows with ``P² > width``, the squared norm of the table gradient materialised per unit
+    (each position's gradient added into its id's row: cost P·d + width·d; a long sequence, a small table)."""
     ids, gs = (merge_rows(t) for t in _flat(saved, tap_grads))
+    positions = ids.shape[1]
+    if width is not None and positions is not None and positions * positions > width:
+        units = tf.shape(gs)[0]
+        summed = tf.math.unsorted_segment_sum(gs, ids + width * tf.range(units)[:, None], units * width)
+        return tf.reduce_sum(tf.reshape(tf.square(summed), (units, -1)), axis=1)
     same = tf.cast(tf.equal(ids[:, :, None], ids[:, None, :]), tf.float32)
     return tf.reduce_sum(same * tf.matmul(gs, gs, transpose_b=True), axis=[1, 2])
 
@@ -65,7 +73,7 @@ class EmbeddingRule(LayerRule):
         return lookup(layer, inputs, keep)
 
     def sq_norms(self, layer, saved, tap_grads):
-        return lookup_sq_norms(saved, tap_grads)
+        return lookup_sq_norms(saved, tap_grads, int(layer.embeddings.shape[0]))
 
     def parts(self, layer, saved, tap_grads):
         return lookup_parts(layer, saved, tap_grads)

@@ -50,7 +50,7 @@ class PositionEmbeddingRule(LayerRule):
         return Tapped(tf.cast(z, compute_dtype(layer)), [(z, [table] if trains(layer, table) else [])], {"ids": ids})
 
     def sq_norms(self, layer, saved, tap_grads):
-        return lookup_sq_norms(saved, tap_grads)
+        return lookup_sq_norms(saved, tap_grads, int(layer.position_embeddings.shape[0]))
 
     def parts(self, layer, saved, tap_grads):
         return lookup_parts(_Table(layer), saved, tap_grads)

@@ -66,7 +66,7 @@ class ReversibleEmbeddingRule(LayerRule):
 
     def sq_norms(self, layer, saved, tap_grads):
         if not saved["reverse"]:
-            return lookup_sq_norms(saved, tap_grads)
+            return lookup_sq_norms(saved, tap_grads, int(layer.embeddings.shape[0]))
         h3, g3 = flatten_positions(saved["h"]), flatten_positions(tf.cast(tap_grads[0], tf.float32))
         _, weight, _ = _projection(layer)
         if not trains(layer, weight):
