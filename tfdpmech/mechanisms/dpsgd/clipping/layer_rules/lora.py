@@ -14,10 +14,9 @@ import keras
 import tensorflow as tf
 
 from .dense import einsum_parts
-from .groups import unit_sq_norms, unit_zeros
 from .linear_algebra import flatten_positions
-from .registry import LayerRule, Tapped, compute_dtype, exact_dtype, select_rows
-from .shared_uses import Rows
+from .registry import Tapped, compute_dtype, exact_dtype, select_rows
+from .shared_uses import MaterialisedRule
 
 __all__ = ["LoraRule", "LORA"]
 
@@ -27,7 +26,7 @@ def _activation(layer):
     return act if act is not None else (lambda t: t)
 
 
-class LoraRule(LayerRule):
+class LoraRule(MaterialisedRule):
     """A LoRA-enabled ``keras.layers.Dense`` or ``keras.layers.EinsumDense`` (see the module docstring)."""
 
     groups = True  # its norms reduce per clipping unit (.groups)
@@ -87,17 +86,6 @@ class LoraRule(LayerRule):
                                if any(id(w) == k for w in layer.trainable_variables)}
         return saved["per_record"]
 
-    def sq_norms(self, layer, saved, tap_grads):
-        per_record = self._per_record(layer, saved, tap_grads).values()
-        return tf.add_n([unit_sq_norms(t) for t in per_record]) if per_record else unit_zeros(tap_grads[0])
-
-    def parts(self, layer, saved, tap_grads):
-        return {key: Rows(t) for key, t in self._per_record(layer, saved, tap_grads).items()}
-
-    def clipped_sum(self, layer, saved, tap_grads, factors):
-        per_record = self._per_record(layer, saved, tap_grads)
-        return [tf.reshape(tf.tensordot(factors, per_record[id(v)], axes=1), v.shape)
-                for v in layer.trainable_variables]
 
 
 LORA = LoraRule()

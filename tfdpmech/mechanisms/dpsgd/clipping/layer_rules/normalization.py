@@ -13,10 +13,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from .groups import unit_sq_norms, unit_zeros
 from .linear_algebra import trains
-from .registry import KERAS_3, LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
-from .shared_uses import Rows
+from .registry import KERAS_3, Tapped, exact_dtype, register_layer_rule, select_rows
+from .shared_uses import MaterialisedRule
 
 __all__ = ["AffineNormalizationRule"]
 
@@ -48,7 +47,7 @@ def _rms_norm(layer, x):
     return keras.ops.rms_normalization(x, scale=None, axis=layer.axis, epsilon=layer.epsilon)
 
 
-class AffineNormalizationRule(LayerRule):
+class AffineNormalizationRule(MaterialisedRule):
     """A per-record normalisation ``x̂ ⊙ γ + β``; ``normalise(layer, x)`` computes ``x̂``; ``scale`` and ``offset``
     name the layer's γ and β attributes; ``channels_axis_only``: γ spans the last axis only."""
 
@@ -89,17 +88,6 @@ class AffineNormalizationRule(LayerRule):
         saved["per_record"] = per_record
         return per_record
 
-    def sq_norms(self, layer, saved, tap_grads):
-        per_record = self._per_record(layer, saved, tap_grads).values()
-        return tf.add_n([unit_sq_norms(t) for t in per_record]) if per_record else unit_zeros(tap_grads[0])
-
-    def parts(self, layer, saved, tap_grads):
-        return {key: Rows(t) for key, t in self._per_record(layer, saved, tap_grads).items()}
-
-    def clipped_sum(self, layer, saved, tap_grads, factors):
-        per_record = self._per_record(layer, saved, tap_grads)
-        return [tf.reshape(tf.tensordot(factors, per_record[id(v)], axes=1), v.shape)
-                for v in layer.trainable_variables]
 
 
 register_layer_rule(keras.layers.LayerNormalization, AffineNormalizationRule("layer_normalization", _layer_norm))

@@ -36,9 +36,10 @@ import dataclasses
 
 import tensorflow as tf
 
-from .groups import merge_rows, unit_sq_norms
+from .groups import merge_rows, unit_sq_norms, unit_zeros
+from .registry import LayerRule
 
-__all__ = ["Outer", "Rows", "shared_sq_norms", "materialise"]
+__all__ = ["Outer", "Rows", "shared_sq_norms", "materialise", "MaterialisedRule"]
 
 
 @dataclasses.dataclass
@@ -131,3 +132,23 @@ def shared_sq_norms(parts: list, shape) -> tuple:
             return _ghost(merged), None
     per_record = tf.add_n([materialise(p, shape) for p in parts])
     return unit_sq_norms(per_record), per_record  # each unit's rows summed, squared
+
+
+class MaterialisedRule(LayerRule):
+    """A rule that materialises each record's gradient of every trainable weight (``_per_record``: ``{id(weight):
+    (B, ...)}``, kept in ``saved``): its norms, its parts for a shared layer and its clipped sum come from them."""
+
+    def _per_record(self, layer, saved: dict, tap_grads: list) -> dict:
+        raise NotImplementedError
+
+    def sq_norms(self, layer, saved, tap_grads):
+        per_record = self._per_record(layer, saved, tap_grads).values()
+        return tf.add_n([unit_sq_norms(t) for t in per_record]) if per_record else unit_zeros(tap_grads[0])
+
+    def parts(self, layer, saved, tap_grads):
+        return {key: Rows(t) for key, t in self._per_record(layer, saved, tap_grads).items()}
+
+    def clipped_sum(self, layer, saved, tap_grads, factors):
+        per_record = self._per_record(layer, saved, tap_grads)
+        return [tf.reshape(tf.tensordot(factors, per_record[id(v)], axes=1), v.shape)
+                for v in layer.trainable_variables]
