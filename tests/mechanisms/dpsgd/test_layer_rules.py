@@ -225,3 +225,13 @@ def test_an_embeddings_norm_is_the_same_by_pairs_of_positions_and_materialised()
             materialised = lookup_sq_norms({"ids": ids}, [g], 6).numpy()  # 9² (18² for groups) > 6 rows
         np.testing.assert_allclose(ghost, want, rtol=1e-5)
         np.testing.assert_allclose(materialised, want, rtol=1e-5)
+
+
+def test_a_rule_registered_by_name_needs_a_dotted_name_and_a_rule():
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.registry import register_layer_rule_by_name  # noqa: PLC0415
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules import ALONE  # noqa: PLC0415
+
+    with pytest.raises(TypeError, match="qualified_name must be a string 'module.ClassName', got 'Dense'"):
+        register_layer_rule_by_name("Dense", ALONE)
+    with pytest.raises(TypeError, match="rule must be a tfdpmech LayerRule instance, got str"):
+        register_layer_rule_by_name("my.pkg.Layer", "alone")

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from ....contract import FIT_ARGUMENTS_FIXED_BY_THE_RELEASE
+from ..clipping.clipped_sums import keras_reduction
 from ..clipping.output_losses import keras_metrics
 from ..sampling.poisson_sampling import is_run_dataset
 from ..sampling.record_datasets import is_dataset, records_from_dataset, refuse_batches
@@ -177,7 +178,7 @@ def private_dpsgd_model(model, dp):
 
     def evaluate(*args, **kwargs):  # before a run without n compiles (its first fit): the loss and metrics alone
         if deferred and dp.model is None and not scoring["compiled"]:  # once: a later call reuses its trace
-            type(model).compile(model, optimizer="sgd", loss=dp._loss(deferred["loss"], "sum_over_batch_size"),
+            type(model).compile(model, optimizer="sgd", loss=dp._loss(deferred["loss"], keras_reduction(deferred["loss"])),
                                 loss_weights=getattr(dp, "loss_weights", None),
                                 metrics=keras_metrics(deferred["metrics"]))  # the optimizer is never used
             scoring["compiled"] = True

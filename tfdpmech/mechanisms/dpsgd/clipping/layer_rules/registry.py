@@ -127,6 +127,8 @@ def register_layer_rule(layer_class: type, rule: LayerRule) -> None:
 def register_layer_rule_by_name(qualified_name: str, rule: LayerRule) -> None:
     """Register ``rule`` for the layer class named ``"module.QualName"`` (as ``type(layer).__module__`` and
     ``__qualname__`` give it), for a class of a package tfdpmech does not import itself (keras-hub's)."""
+    if not isinstance(qualified_name, str) or "." not in qualified_name:
+        raise TypeError(f"qualified_name must be a string 'module.ClassName', got {qualified_name!r}")
     if not isinstance(rule, LayerRule):
         raise TypeError(f"rule must be a tfdpmech LayerRule instance, got {type(rule).__name__}")
     _BY_NAME[qualified_name] = rule
