@@ -25,17 +25,29 @@ def _needs_whole_mnist(config):
                 pytest.skip(f"the whole {name} is not here ({exc}); set $TFDPMECH_DATA_DIR (.ci/run does)")
 
 
+def _needs_text(config):
+    if "sentiment_snippets" in config.datasets:
+        pytest.importorskip("keras_hub", reason="the text preset needs the text extra (keras-hub)")
+        from tfdpmech import data_text
+
+        try:
+            data_text.load_sentiment_snippets()
+        except ValueError as exc:
+            pytest.skip(f"the sentiment snippets are not here ({exc}); set $TFDPMECH_DATA_DIR (.ci/run does)")
+
+
 def _whole(name) -> bool:
-    return bool({"mnist", "fashion_mnist"} & set(PRESETS[name].settings.get("datasets", ())))
+    return bool({"mnist", "fashion_mnist", "sentiment_snippets"} & set(PRESETS[name].settings.get("datasets", ())))
 
 
-# the presets on the whole MNIST or Fashion-MNIST load 70,000 images and run every row: slow (and skipped without
-# the data)
+# the presets on the whole MNIST or Fashion-MNIST load 70,000 images and run every row, the text preset learns a
+# vocabulary and trains a BERT on public text first: slow (and skipped without the data)
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if _whole(name) else name
                                   for name in sorted(PRESETS)])
 def test_quick_run_of_each_preset_has_the_one_schema(name, tmp_path):
     config = _runnable(preset_config(name, quick=True, audit=(), verbose=0))
     _needs_whole_mnist(config)
+    _needs_text(config)
     results = run_comparison(config)
     check_results_schema(results)
     files = write_report(results, str(tmp_path / name))

@@ -10,10 +10,12 @@ import keras
 import numpy as np
 
 from .. import data as image_data
-from .. import data_tabular, models
+from .. import data_tabular, data_text, models
+from .text_data import text_context
 from .users import user_ids_for
 
-__all__ = ["Context", "build_context", "MODEL_FAMILIES", "PUBLIC_SOURCES", "dataset_kind", "KNOWN_DATASETS"]
+__all__ = ["Context", "build_context", "MODEL_FAMILIES", "PUBLIC_SOURCES", "dataset_kind", "KNOWN_DATASETS",
+           "TEXT_MODELS"]
 
 # model family -> {role: builder(num_classes, input_shape)}; "private" is the noise-once mechanisms'
 # network (bounded last hidden layer), "standard" the same widths with standard layers (DP-SGD).
@@ -26,9 +28,15 @@ MODEL_FAMILIES = {
     "mobilenet_v2": {"private": models.mobilenet_v2_gn, "standard": models.mobilenet_v2_gn},
 }
 TABULAR_MODELS = ("linear", "mlp")
-KNOWN_DATASETS = tuple(image_data.KNOWN_DATASETS) + tuple(data_tabular.TABULAR_DATASETS)
+# text: a small BERT classifier over token ids (models.text_classifier; the text extra)
+TEXT_MODELS = {"bert_tiny": "tfdpmech.models.text_classifier.bert_text_classifier"}
+KNOWN_DATASETS = (tuple(image_data.KNOWN_DATASETS) + tuple(data_tabular.TABULAR_DATASETS)
+                  + tuple(data_text.TEXT_DATASETS))
 
-PUBLIC_EPOCHS = 20  # training epochs of the public model (see Context.public_model)
+# the public model's recipe (see Context.public_model); text: keras-hub's fine-tuning batch, fewer epochs (chosen
+# on a validation fifth of the public texts: tfdpmech.experiments.text_data)
+PUBLIC_RECIPES = {"image": {"epochs": 20, "learning_rate": 1e-3, "batch_size": 32},
+                  "text": {"epochs": 4, "learning_rate": 1e-3, "batch_size": 32}}
 
 
 def _digits(num_classes, input_shape):
@@ -46,11 +54,13 @@ PUBLIC_SOURCES: dict[str, Callable] = {"digits": _digits}
 
 
 def dataset_kind(name: str) -> str:
-    """``"image"`` or ``"tabular"``; ValueError naming the choices for an unknown dataset."""
+    """``"image"``, ``"tabular"`` or ``"text"``; ValueError naming the choices for an unknown dataset."""
     if name in image_data.KNOWN_DATASETS:
         return "image"
     if name in data_tabular.TABULAR_DATASETS:
         return "tabular"
+    if name in data_text.TEXT_DATASETS:
+        return "text"
     raise ValueError(f"unknown dataset {name!r}; choose from {list(KNOWN_DATASETS)}")
 
 
@@ -75,6 +85,7 @@ class Context:
     public_source: str = "none"
     note: str = ""
     user_ids: np.ndarray | None = None  # the user of each private record (options["users"]; .users)
+    model_kwargs: dict = dataclasses.field(default_factory=dict)  # what the family's builder needs (a vocabulary size)
     _public_models: dict = dataclasses.field(default_factory=dict, repr=False)
     _public_seconds: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -92,8 +103,12 @@ class Context:
 
     def build(self, role: str = "standard", **kwargs) -> keras.Model:
         """A fresh model of the comparison's family: ``role`` is ``"private"`` or ``"standard"``."""
+        if self.kind == "text":
+            from ..models.text_classifier import bert_text_classifier
+
+            return bert_text_classifier(self.num_classes, self.x_private.shape[1:], **self.model_kwargs, **kwargs)
         builder = MODEL_FAMILIES[self.config.model][role]
-        return builder(self.num_classes, input_shape=self.x_private.shape[1:], **kwargs)
+        return builder(self.num_classes, input_shape=self.x_private.shape[1:], **self.model_kwargs, **kwargs)
 
     def optimizer(self, learning_rate: float | None = None):
         return keras.optimizers.Adam(self.config.learning_rate if learning_rate is None else learning_rate)
@@ -110,15 +125,18 @@ class Context:
         public feature extractor of the functional head and of DP-SGD's pre-trained variants.
         Recipe (fixed, chosen on a validation fifth of the public records only, among
         {Taylor loss, cross-entropy} × {20, 60} epochs for the MLP and the CNN): softmax
-        cross-entropy, Adam 1e-3, batch 32, 20 epochs.
+        cross-entropy, Adam 1e-3, batch 32, 20 epochs; text: :data:`PUBLIC_RECIPES` ``["text"]``.
         """
         self.require_public("public_model")
         if seed not in self._public_models:
             started = time.perf_counter()
             keras.utils.set_random_seed(10_000 + seed)
+            recipe = PUBLIC_RECIPES["text" if self.kind == "text" else "image"]
             model = self.build("private")
-            model.compile(keras.optimizers.Adam(1e-3), loss=keras.losses.CategoricalCrossentropy(from_logits=True))
-            model.fit(self.x_public, self.y_public, epochs=PUBLIC_EPOCHS, batch_size=32, verbose=0)
+            model.compile(keras.optimizers.Adam(recipe["learning_rate"]),
+                          loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+            model.fit(self.x_public, self.y_public, epochs=recipe["epochs"], batch_size=recipe["batch_size"],
+                      verbose=0)
             self._public_models[seed] = model
             self._public_seconds[seed] = time.perf_counter() - started
         return self._public_models[seed]
@@ -178,7 +196,11 @@ def build_context(config, name: str) -> Context:
     ``config.options`` may cap the private and test sets (``max_private``, ``max_test``) for a quick
     run of the same code path; the first records are kept (the splits are already shuffled).
     """
-    ctx = _image_context(config, name) if dataset_kind(name) == "image" else _tabular_context(config, name)
+    kind = dataset_kind(name)
+    if kind == "text":
+        ctx = Context(config, name, "text", **text_context(config, name))
+    else:
+        ctx = _image_context(config, name) if kind == "image" else _tabular_context(config, name)
     options = getattr(config, "options", {}) or {}
     if options.get("max_private"):
         k = int(options["max_private"])

@@ -18,7 +18,8 @@ __all__ = ["COUNT_OPTIONS", "CHOICE_OPTIONS", "at_epsilon", "option_at", "check_
 COUNT_OPTIONS = (
     "dpsgd_epochs", "scatter_epochs", "nonprivate_epochs", "pretrain_epochs", "head_epochs", "reference_epochs",
     "pcdbn_reference_epochs", "per_record_batch", "per_record_epochs", "kifer_steps", "scatter_units",
-    "augmult_k", "finetune_epochs", "users", "records_per_user", "user_epochs",
+    "augmult_k", "finetune_epochs", "users", "records_per_user", "user_epochs", "text_epochs", "max_public",
+    "sequence_length",
 )
 REAL_OPTIONS = ("gamma", "user_zipf")  # positive reals
 CHOICE_OPTIONS = {"augmentation": ("crop", "crop_flip")}  # one of the names listed

@@ -25,7 +25,7 @@ from ..report.schema import SCHEMA_VERSION, RunResult
 from ..validation import check_delta, check_epsilon, check_positive_int
 from . import methods as _methods  # noqa: F401  (registers the built-in methods)
 from .audits import AUDITS, register_audit
-from .context import MODEL_FAMILIES, TABULAR_MODELS, Context, build_context, dataset_kind
+from .context import MODEL_FAMILIES, TABULAR_MODELS, TEXT_MODELS, Context, build_context, dataset_kind
 from .measuring import EpochRecorder, PeakMemory, device_description
 from .options import check_options
 from .progress import Progress
@@ -49,14 +49,14 @@ class CompareConfig:
 
     Attributes:
         datasets: dataset names (images: ``mnist_sample``, ``mnist``, ``fashion_mnist``, ``cifar10``;
-            tabular: ``breast_cancer``, ``iris``, ``synthetic``).
+            tabular: ``breast_cancer``, ``iris``, ``synthetic``; text: ``sentiment_snippets``).
         methods: registered method names (``tfdpmech methods`` lists them).
         epsilons, seeds: the grid; non-private methods run once per seed.
         epochs, batch_size, learning_rate: the shared training recipe (a method may state its own).
-        model: model family: ``mlp`` or ``cnn`` for images, ``linear`` for tabular data.
+        model: model family: ``mlp`` or ``cnn`` for images, ``linear`` for tabular data, ``bert_tiny`` for text.
         delta: δ for the (ε, δ) methods on image data (tabular DP-ERM methods use 1/n²).
         public: public data: a count of training records kept out of the private set, a public
-            source name (e.g. ``digits``), or 0 for none.
+            source name (e.g. ``digits``; text data: ``other_domains``), or 0 for none.
         l2: the L2 coefficient of the tabular DP-ERM methods.
         audit: audits to run after each training: ``"mia"`` and any registered in :data:`AUDITS`.
         options: preset-specific settings (e.g. ``pretrain_epochs`` for pCDBN).
@@ -120,6 +120,8 @@ class CompareConfig:
             raise ValueError(f"model={self.model!r} for image data; choose from {sorted(MODEL_FAMILIES)}")
         if "tabular" in kinds.values() and self.model not in TABULAR_MODELS:
             raise ValueError(f"model={self.model!r} for tabular data; choose from {list(TABULAR_MODELS)}")
+        if "text" in kinds.values() and self.model not in TEXT_MODELS:
+            raise ValueError(f"model={self.model!r} for text data; choose from {list(TEXT_MODELS)}")
         if isinstance(self.public, bool) or not isinstance(self.public, (int, str)):
             raise TypeError(f"public={self.public!r}: pass a record count (e.g. 1000), a source name, or 0")
         if isinstance(self.public, int) and self.public < 0:

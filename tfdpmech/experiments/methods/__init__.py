@@ -3,5 +3,5 @@ functional head); each module registers its methods when imported."""
 
 from . import (  # noqa: F401
     adlm, application_finetune, architectures, baselines, dpsgd, functional_head, input_perturbation,
-    output_perturbation, pcdbn, user_level,
+    output_perturbation, pcdbn, text_finetune, user_level,
 )

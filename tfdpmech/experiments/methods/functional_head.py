@@ -65,7 +65,8 @@ def _public_only(ctx, epsilon, seed) -> Prepared:
 
 register_method("public_only", _public_only,
                 "the public model alone (trained on the public records only; ε = 0 for the private set): what the "
-                "private data add is read against it", mode="none", takes_epsilon=False, uses_public=True, options=())
+                "private data add is read against it", mode="none", takes_epsilon=False, uses_public=True, options=(),
+                data=("image", "text"))
 register_mechanism(
     "fm_head", public_head(FunctionalHead, mechanism="laplace"),
     "functional-mechanism head (Zhang et al. PVLDB 2012) on the public model's bounded features: (S1, S2) summed "
