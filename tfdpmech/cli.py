@@ -10,55 +10,9 @@ import argparse
 import os
 import sys
 
+from .cli_args import add_bench_arguments, audit_list, comma_floats, comma_ints, comma_strings, public_source
+
 __all__ = ["main"]
-
-
-def _floats(text: str) -> tuple:
-    try:
-        return tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
-def _ints(text: str) -> tuple:
-    try:
-        return tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def _strings(text: str) -> tuple:
-    return tuple(t.strip() for t in text.split(",") if t.strip())
-
-
-def _audits(text: str) -> tuple:
-    return () if text.strip().lower() in ("", "none", "off") else _strings(text)
-
-
-def _public(text: str):
-    text = text.strip()
-    return int(text) if text.lstrip("-").isdigit() else text
-
-
-def add_bench_arguments(parser) -> None:
-    """The flags of ``tfdpmech bench`` (also read by its fresh-process memory probes)."""
-    parser.add_argument("--out", default=os.path.join("bench", "results.json"))
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats per method (default 5)")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--epsilon", type=float, default=1.0)
-    parser.add_argument("--max-private", type=int, default=0, help="cap the private set (0: all 7,000)")
-    parser.add_argument("--methods", type=_strings, default=None, help="comma-separated methods (default: the bench's)")
-    parser.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory probes")
-    parser.add_argument("--public", type=_public, default=500,
-                        help="public data as in compare: a record count kept out of the private set, or a source "
-                             "(digits); default 500, where the public model alone stays below DP-SGD's accuracy, so "
-                             "reaching DP-SGD's accuracy needs the private records")
-    parser.add_argument("--no-dpsgd-speed", action="store_true",
-                        help="skip the DP-SGD engine speed table (examples/s per engine and clipping path)")
-    parser.add_argument("--no-sources", action="store_true",
-                        help="skip the data-source table (a DP fit from a NumPy memmap ÷ the same records in memory)")
-    parser.add_argument("--no-scale", action="store_true",
-                        help="skip the functional head's scale table (10^4 to 10^6 records, MirroredStrategy 2 ÷ 1 device)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,22 +24,22 @@ def _parser() -> argparse.ArgumentParser:
                                      "Flags override the preset's settings.")
     cmp.add_argument("--preset", default="demo", help="a named configuration (`tfdpmech methods` lists them)")
     cmp.add_argument("--quick", action="store_true", help="the preset's quick variant (same code path, seconds)")
-    cmp.add_argument("--dataset", type=_strings, default=None, help="comma-separated dataset names")
-    cmp.add_argument("--methods", type=_strings, default=None,
+    cmp.add_argument("--dataset", type=comma_strings, default=None, help="comma-separated dataset names")
+    cmp.add_argument("--methods", type=comma_strings, default=None,
                      help="comma-separated methods (default: the preset's; dpsgd only where tensorflow-privacy imports)")
-    cmp.add_argument("--epsilons", type=_floats, default=None, help="comma-separated target ε values")
-    cmp.add_argument("--seeds", type=_ints, default=None, help="comma-separated seeds")
+    cmp.add_argument("--epsilons", type=comma_floats, default=None, help="comma-separated target ε values")
+    cmp.add_argument("--seeds", type=comma_ints, default=None, help="comma-separated seeds")
     cmp.add_argument("--epochs", type=int, default=None)
     cmp.add_argument("--batch-size", type=int, default=None)
     cmp.add_argument("--model", default=None, help="mlp or cnn (images), linear (tabular)")
     cmp.add_argument("--delta", type=float, default=None, help="δ of the (ε, δ) methods on image data")
-    cmp.add_argument("--public", type=_public, default=None,
+    cmp.add_argument("--public", type=public_source, default=None,
                      help="public data: N training records kept out of the private set, a source name, or 0")
     cmp.add_argument("--learning-rate", type=float, default=None)
     cmp.add_argument("--users", type=int, default=None,
                      help="assign the private records to this many users (Zipf counts): dpsgd_user's units, and the "
                           "largest user's group-privacy ε beside every record-level row")
-    cmp.add_argument("--audit", type=_audits, default=None, help="comma-separated audits (mia, canary) or none")
+    cmp.add_argument("--audit", type=audit_list, default=None, help="comma-separated audits (mia, canary) or none")
     cmp.add_argument("--out", default=None, help="output directory (default: the preset's, else results)")
     cmp.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
                      help="keep each finished run in OUT/runs.jsonl and skip the runs found there, and each "

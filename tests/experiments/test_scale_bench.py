@@ -1,6 +1,6 @@
 """The scale benchmark's measurement of one size, and its table (the full run is `tfdpmech bench`)."""
 
-from tfdpmech.cli import add_bench_arguments
+from tfdpmech.cli_args import add_bench_arguments
 from tfdpmech.experiments import scale_bench
 
 

@@ -7,7 +7,7 @@ import argparse
 import numpy as np
 import pytest
 
-from tfdpmech.cli import add_bench_arguments
+from tfdpmech.cli_args import add_bench_arguments
 from tfdpmech.experiments import source_bench
 
 

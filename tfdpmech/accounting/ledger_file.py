@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import Self
 
 from .atomic_file import LOCK_TIMEOUT, locked_state, read_json_strictly, state_lock, write_json_atomically
 from .progress import StepProgress
 from .release import Release, check_epochs
-
-if TYPE_CHECKING:
-    from .ledger import PrivacyLedger
 
 __all__ = ["LedgerPersistence"]
 
@@ -73,7 +70,7 @@ class LedgerPersistence:
             )
         return self._releases + list(other.releases[len(self._releases):])  # ours (the same objects), then theirs
 
-    def _check_settings(self, other: "PrivacyLedger", path) -> None:
+    def _check_settings(self, other: LedgerPersistence, path) -> None:
         if other.target_delta != self.target_delta or other.accountant != self.accountant:
             raise ValueError(
                 f"ledger file {path} composes at target_delta={other.target_delta}, accountant={other.accountant!r}, "
@@ -117,7 +114,7 @@ class LedgerPersistence:
         return self._payload(self._releases, epochs)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "PrivacyLedger":
+    def from_dict(cls, data: dict) -> Self:
         """Rebuild a ledger from :meth:`to_dict`; every field is validated (see :meth:`Release.from_dict`).
 
         Raises:
@@ -168,7 +165,7 @@ class LedgerPersistence:
             write_json_atomically(path, self.to_dict(), indent=2)
 
     @classmethod
-    def load(cls, path) -> "PrivacyLedger":
+    def load(cls, path) -> Self:
         """Read a ledger written by :meth:`save` (or by a ledger bound with :meth:`open`).
 
         Raises:
@@ -186,7 +183,7 @@ class LedgerPersistence:
 
     @classmethod
     def open(cls, path, *, target_delta: float | None = None, accountant: str = "best",
-             lock_timeout: float = LOCK_TIMEOUT) -> "PrivacyLedger":
+             lock_timeout: float = LOCK_TIMEOUT) -> Self:
         """A ledger bound to ``path``, which several processes may share.
 
         Loads the releases already there (creating the file if it is missing). Every later

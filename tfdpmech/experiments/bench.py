@@ -276,7 +276,7 @@ def main(args, config: CompareConfig | None = None) -> int:
 if __name__ == "__main__":  # the fresh process of a memory probe
     import argparse
 
-    from ..cli import add_bench_arguments
+    from ..cli_args import add_bench_arguments
 
     parser = argparse.ArgumentParser()
     add_bench_arguments(parser)

@@ -235,3 +235,20 @@ def test_a_rule_registered_by_name_needs_a_dotted_name_and_a_rule():
         register_layer_rule_by_name("Dense", ALONE)
     with pytest.raises(TypeError, match="rule must be a tfdpmech LayerRule instance, got str"):
         register_layer_rule_by_name("my.pkg.Layer", "alone")
+
+
+@pytest.mark.skipif(not hasattr(keras.layers.Dense, "enable_lora"), reason="LoRA layers are Keras 3's")
+def test_a_lora_layer_gets_the_lora_rule_through_its_flag_and_a_flag_rule_needs_a_name_and_a_rule():
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules import ALONE, registered_rule  # noqa: PLC0415
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.lora import LORA  # noqa: PLC0415
+    from tfdpmech.mechanisms.dpsgd.clipping.layer_rules.registry import register_flag_rule  # noqa: PLC0415
+
+    layer = keras.layers.Dense(3)
+    layer.build((None, 4))
+    plain = registered_rule(layer)
+    layer.enable_lora(2)
+    assert plain is not None and plain is not LORA and registered_rule(layer) is LORA
+    with pytest.raises(TypeError, match="flag must be an attribute name such as 'lora_enabled', got 'lora enabled'"):
+        register_flag_rule("lora enabled", ALONE)
+    with pytest.raises(TypeError, match="rule must be a tfdpmech LayerRule instance, got str"):
+        register_flag_rule("lora_enabled", "alone")

@@ -9,16 +9,13 @@ provable ε per epoch, and a model that refuses any batch the mechanism did not 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
 from ...accounting.callbacks import PrivacyBudget
+from ...contract import Mechanism
 from ...released_data import ReleasedData, ReleasedDataGuard
-
-if TYPE_CHECKING:
-    from .mechanism import AdLM
 
 __all__ = ["PrivateData", "AdLMBudget"]
 
@@ -92,9 +89,13 @@ def _remainder_message(n: int, batch_size: int) -> str:
 
 class AdLMBudget(ReleasedDataGuard, PrivacyBudget):
     """The AdLM/ILM training callback: claimed and provable ε per epoch, frozen noise guarded, and
-    the model refuses to train on anything but the data :meth:`AdLM.perturb` released."""
+    the model refuses to train on anything but the data :meth:`AdLM.perturb` released.
 
-    def __init__(self, mechanism: "AdLM", frozen_weights=(), verbose: int = 1):
+    ``mechanism`` is the :class:`~tfdpmech.mechanisms.adlm.AdLM` (or ILM) that made the callback
+    (:meth:`AdLM.callback`); this module does not import it, the mechanism imports this one.
+    """
+
+    def __init__(self, mechanism: Mechanism, frozen_weights=(), verbose: int = 1):
         super().__init__(mechanism.ledger, frozen_weights=frozen_weights, verbose=verbose)
         self.mechanism = mechanism
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ....accounting.callbacks import PrivacyBudget
-
-if TYPE_CHECKING:
-    from .base import DPSGDRun
+from ....contract import Mechanism
 
 __all__ = ["DPSGDBudget"]
 
@@ -20,9 +16,12 @@ class DPSGDBudget(PrivacyBudget):
     grows to at most the provable ε of the release. At every epoch's end the steps taken are noted
     with the release (:meth:`~tfdpmech.accounting.ledger.PrivacyLedger.record_progress`), so a ledger
     file shows what a run that stopped early ran.
+
+    ``dpsgd`` is the :class:`~tfdpmech.mechanisms.dpsgd.runs.base.DPSGDRun` that made the callback
+    (:meth:`DPSGDRun.callback`); this module does not import it, the run imports this one.
     """
 
-    def __init__(self, dpsgd: "DPSGDRun", verbose: int = 1):
+    def __init__(self, dpsgd: Mechanism, verbose: int = 1):
         super().__init__(dpsgd.ledger, verbose=verbose)
         self._dpsgd = dpsgd
 

@@ -85,7 +85,7 @@ from .poisson_models import poisson_model_classes
 from .private_model import private_dpsgd_model
 from .poisson_calibration import PoissonCalibration
 from ..sampling.poisson_units import PoissonUnits
-from .resume import run_state
+from .run_state import saved_run
 from .guards import guard_poisson_train_step
 from ..sampling.poisson_sampling import (  # noqa: F401
     PAD_SDS,
@@ -261,8 +261,8 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
     carries_run = True  # a model it compiles carries the run in its optimizer (run_state.py)
 
     def run_state(self) -> dict:
-        """The run as a compiled model's optimizer saves it (:func:`.resume.run_state`)."""
-        return run_state(self)
+        """The run as a compiled model's optimizer saves it (:func:`.run_state.saved_run`)."""
+        return saved_run(self)
 
     def private_model(self, model, **options):
         """``model`` whose ``compile`` / ``fit`` train it as this run (:func:`tfdpmech.make_private`); any

@@ -1,7 +1,7 @@
 """Save, load and continue a Poisson DP-SGD run: :func:`resume` and the run's saved state.
 
 A model that :func:`tfdpmech.make_private` compiled carries its run in its optimizer
-(:mod:`.run_state`): :func:`run_state` is what is saved, :func:`resume` continues it after
+(:mod:`.run_state`: :func:`~.run_state.saved_run` is what is saved); :func:`resume` continues it after
 ``keras.models.load_model`` (or a restart from a ``ModelCheckpoint``):
 
     >>> model = keras.models.load_model("run.keras")   # fit would refuse: the run is not resumed yet
@@ -26,33 +26,13 @@ import keras
 
 from ....accounting.ledger import PrivacyLedger
 from ..sampling.user_sampling import check_users
+from .poisson import DPSGD
+from .private_model import private_dpsgd_model
 from .run_state import RUN_STATE_FORMAT, carried_run
 
-__all__ = ["run_state", "run_from_state", "resume"]
+__all__ = ["run_from_state", "resume"]
 
 _GIVEN = ("expected_batch_size", "sampling_probability")
-
-
-def run_state(dp) -> dict | None:
-    """The JSON-compatible state of a compiled Poisson run ``dp``, as its optimizer saves it (None before its
-    release: a model compiled by make_private and not yet fitted has spent nothing)."""
-    if dp.release is None:
-        return None
-    given = "expected_batch_size" if dp.given_expected_batch_size else "sampling_probability"
-    return {
-        "format": RUN_STATE_FORMAT,
-        "run": {
-            "epsilon": dp.epsilon, "delta": dp.delta, "n": dp.n, given: getattr(dp, given), "epochs": dp.epochs,
-            "noise_multiplier": dp.noise_multiplier, "l2_norm_clip": dp.l2_norm_clip, "accountant": dp.accountant,
-            "path": dp.requested_path, "physical_batch_size": dp.physical_batch_size, "steps": dp.steps,
-            "first_step": dp.first_step, "one_hot_labels": dp._one_hot_labels, "sparse_labels": dp._sparse_labels,
-            "augmentation_multiplicity": dp.augmentation_multiplicity,
-            "records_per_user": None if dp.users is None else dp.users.k,
-        },
-        "ledger": dp.ledger.to_dict(),
-        "release_index": [i for i, r in enumerate(dp.ledger.releases) if r is dp.release][0],
-        "steps_taken": dp.steps_taken(),
-    }
 
 
 def _bad_state(why: str) -> ValueError:
@@ -96,8 +76,6 @@ def run_from_state(state: dict, *, seed=None, augmentation=None, user_ids=None):
         ValueError: a state this version does not read, or whose release disagrees with its settings; a grouped
             run without its augmentation or ids, or a run given units it did not have.
     """
-    from .poisson import DPSGD  # noqa: PLC0415  (poisson imports this module's users)
-
     if not isinstance(state, dict) or state.get("format") != RUN_STATE_FORMAT:
         raise _bad_state(f"format {state.get('format') if isinstance(state, dict) else state!r}")
     units = _units_again(state["run"] if isinstance(state.get("run"), dict) else {}, augmentation, user_ids)
@@ -150,8 +128,6 @@ def resume(model, *, seed=None, augmentation=None, user_ids=None):
             state does not read, or a grouped run lacks its augmentation or ids (before anything is trained or
             recorded).
     """
-    from .private_model import private_dpsgd_model  # noqa: PLC0415
-
     if not isinstance(model, keras.Model):
         raise TypeError(f"model must be a keras.Model (e.g. keras.models.load_model(path)), got {type(model).__name__}")
     state = carried_run(model)

@@ -36,10 +36,32 @@ from ....accounting.ledger import PrivacyLedger
 from ....accounting.ledger_file import _canonical
 
 __all__ = ["DP_OPTIMIZERS", "dp_optimizer_class", "bind_run", "carried_run", "dp_step", "inner_optimizer",
-           "RUN_STATE_FORMAT", "adopt_carried_releases"]
+           "RUN_STATE_FORMAT", "adopt_carried_releases", "saved_run"]
 
 RUN_STATE_FORMAT = 1
 _ACTIVE = threading.local()
+
+
+def saved_run(dp) -> dict | None:
+    """The JSON-compatible state of a compiled Poisson run ``dp``, as its optimizer saves it (None before its
+    release: a model compiled by make_private and not yet fitted has spent nothing)."""
+    if dp.release is None:
+        return None
+    given = "expected_batch_size" if dp.given_expected_batch_size else "sampling_probability"
+    return {
+        "format": RUN_STATE_FORMAT,
+        "run": {
+            "epsilon": dp.epsilon, "delta": dp.delta, "n": dp.n, given: getattr(dp, given), "epochs": dp.epochs,
+            "noise_multiplier": dp.noise_multiplier, "l2_norm_clip": dp.l2_norm_clip, "accountant": dp.accountant,
+            "path": dp.requested_path, "physical_batch_size": dp.physical_batch_size, "steps": dp.steps,
+            "first_step": dp.first_step, "one_hot_labels": dp._one_hot_labels, "sparse_labels": dp._sparse_labels,
+            "augmentation_multiplicity": dp.augmentation_multiplicity,
+            "records_per_user": None if dp.users is None else dp.users.k,
+        },
+        "ledger": dp.ledger.to_dict(),
+        "release_index": [i for i, r in enumerate(dp.ledger.releases) if r is dp.release][0],
+        "steps_taken": dp.steps_taken(),
+    }
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@
 :func:`register_layer_rule` adds a rule for a layer class of one's own.
 """
 
-from . import convolution, dense, depthwise, embedding, normalization, position_embedding, recurrent, reversible_embedding  # noqa: F401  (each registers its rules)
+from . import convolution, dense, depthwise, embedding, lora, normalization, position_embedding, recurrent, reversible_embedding  # noqa: F401  (each registers its rules)
 from .alone import ALONE, AloneRule
 from .registry import LayerRule, Tapped, register_layer_rule, registered_classes, registered_rule
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from .dense import einsum_parts
 from .linear_algebra import flatten_positions
-from .registry import Tapped, compute_dtype, exact_dtype, select_rows
+from .registry import Tapped, compute_dtype, exact_dtype, register_flag_rule, select_rows
 from .shared_uses import MaterialisedRule
 
 __all__ = ["LoraRule", "LORA"]
@@ -89,3 +89,4 @@ class LoraRule(MaterialisedRule):
 
 
 LORA = LoraRule()
+register_flag_rule("lora_enabled", LORA)

@@ -108,6 +108,7 @@ class LayerRule(abc.ABC):
 
 _REGISTRY: dict[type, LayerRule] = {}
 _BY_NAME: dict[str, LayerRule] = {}
+_BY_FLAG: dict[str, LayerRule] = {}
 
 
 def register_layer_rule(layer_class: type, rule: LayerRule) -> None:
@@ -134,12 +135,22 @@ def register_layer_rule_by_name(qualified_name: str, rule: LayerRule) -> None:
     _BY_NAME[qualified_name] = rule
 
 
+def register_flag_rule(flag: str, rule: LayerRule) -> None:
+    """Register ``rule`` for every layer whose attribute ``flag`` is true, in place of its class's rule (a Dense or
+    EinsumDense with ``lora_enabled``: its factors' rule, :mod:`.lora`)."""
+    if not isinstance(flag, str) or not flag.isidentifier():
+        raise TypeError(f"flag must be an attribute name such as 'lora_enabled', got {flag!r}")
+    if not isinstance(rule, LayerRule):
+        raise TypeError(f"rule must be a tfdpmech LayerRule instance, got {type(rule).__name__}")
+    _BY_FLAG[flag] = rule
+
+
 def registered_rule(layer) -> LayerRule | None:
     """The rule registered for ``layer``'s exact class when it applies to this layer, else None."""
     cls = type(layer)
-    if getattr(layer, "lora_enabled", False):  # a Dense or EinsumDense with LoRA: its factors' rule (.lora)
-        from .lora import LORA  # noqa: PLC0415  (lora imports this module)
-        return LORA if LORA.applies(layer) else None
+    for flag, flagged in _BY_FLAG.items():
+        if getattr(layer, flag, False):
+            return flagged if flagged.applies(layer) else None
     rule = _REGISTRY.get(cls) or _BY_NAME.get(f"{cls.__module__}.{cls.__qualname__}")
     if rule is None or getattr(layer, "quantization_mode", None):
         return None
