@@ -16,7 +16,8 @@ The rule, applied to README.md (and, in the negative tests, to small synthetic R
 * Not checked: integers without ``%`` (counts, seconds, sizes, seeds), decimals in sentences that
   are not followed by ``%`` or ``×`` (ε and δ used as settings, versions), anything in code.
 * A checked number must be found in one of the section's reports: anywhere in its ``results.md``,
-  or in ``results.json`` / ``results.json.gz``: the runs' and the summary's result fields
+  or in its ``results.json`` (``results.json.gz`` where the report is compressed; a folder holds one of the two):
+  the runs' and the summary's result fields
   (accuracy, ε target / claimed / provable, δ, MIA advantage, the canary audit; not the learning
   curves, seconds or memory, whose many values would match almost any number), or every number of
   a ``results.json`` without runs (``tfdpmech bench``). A report number y matches when y (or 100·y
@@ -161,18 +162,26 @@ def report_numbers(folder: str) -> frozenset:
     found: set = set()
     with open(os.path.join(folder, "results.md"), encoding="utf-8") as f:
         _numbers_in(f.read(), found)
-    for name in ("results.json.gz", "results.json"):
-        path = os.path.join(folder, name)
-        if os.path.exists(path):
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rt", encoding="utf-8") as f:
-                data = json.load(f)
-            if "runs" in data:
-                for part in ("runs", "summary"):
-                    _numbers_in(data.get(part) or [], found, "", part, RUN_FIELDS)
-            else:
-                _numbers_in(data, found)
+    path = results_file(folder)
+    if path is not None:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+        if "runs" in data:
+            for part in ("runs", "summary"):
+                _numbers_in(data.get(part) or [], found, "", part, RUN_FIELDS)
+        else:
+            _numbers_in(data, found)
     return frozenset(found)
+
+
+def results_file(folder: str) -> str | None:
+    """The report's ``results.json``, else its compressed ``results.json.gz``, else None; a folder holding both holds
+    two reports (the one ``results.md`` describes and a stale one), which fails."""
+    found = [os.path.join(folder, name) for name in ("results.json", "results.json.gz")
+             if os.path.exists(os.path.join(folder, name))]
+    assert len(found) < 2, (f"{folder} holds both results.json and results.json.gz: one of them is a stale report; "
+                            "keep the one its results.md was written from")
+    return found[0] if found else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -288,6 +297,24 @@ def test_settings_code_and_headers_are_not_checked():
             "```bash\npip install tfdpmech==0.1.0  # 99.99 %\n```\n\n"
             "| stack | TF 2.15 |\n|---|---|\n| Keras | 3.13 |\n")
     assert unsupported_numbers(text) == []
+
+
+def test_every_committed_report_folder_holds_one_results_file():
+    folders = sorted(folder for folder, _, files in os.walk(os.path.join(ROOT, "docs", "results"))
+                     if "results.md" in files)
+    assert len(folders) > 20
+    both = [os.path.relpath(f, ROOT) for f in folders
+            if {"results.json", "results.json.gz"} <= set(os.listdir(f))]
+    assert not both, "report folders with both results.json and results.json.gz (one is stale): " + ", ".join(both)
+
+
+def test_a_folder_with_two_results_files_fails(tmp_path):
+    (tmp_path / "results.json").write_text('{"runs": []}', encoding="utf-8")
+    assert results_file(str(tmp_path)) == str(tmp_path / "results.json")
+    with gzip.open(tmp_path / "results.json.gz", "wt", encoding="utf-8") as f:
+        f.write('{"runs": []}')
+    with pytest.raises(AssertionError, match="holds both results.json and results.json.gz"):
+        results_file(str(tmp_path))
 
 
 def test_a_link_to_a_missing_report_folder_fails():

@@ -75,3 +75,21 @@ def test_the_header_sums_every_run_s_own_seconds_rounded_up_to_the_minute():
     assert line.startswith("The 3 runs in this report took 1 h 02 min of training and private preprocessing in all")
     assert runs_time_markdown({"runs": []}) == []
     assert runs_time_markdown({"runs": runs[1:2]})[1].startswith("The one run in this report took 0 h 02 min")
+
+
+def test_a_new_report_replaces_a_compressed_earlier_one_in_its_folder(tmp_path):
+    """One report per folder: writing results.json removes the results.json.gz of an earlier report there."""
+    import gzip
+    import os
+
+    from tfdpmech.report import write_report
+
+    committed = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results", "mnist_head_ceiling")
+    with open(os.path.join(committed, "results.json"), encoding="utf-8") as fh:
+        results = json.load(fh)
+    (tmp_path / "results.json.gz").write_bytes(gzip.compress(b'{"runs": []}'))
+    files = write_report(results, str(tmp_path))
+    assert not (tmp_path / "results.json.gz").exists()
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in files.values())
+    with open(files["results.json"], encoding="utf-8") as fh:
+        assert len(json.load(fh)["runs"]) == len(results["runs"]) > 0

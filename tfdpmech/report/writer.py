@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -242,7 +243,8 @@ def write_report(results: dict, out: str) -> dict[str, str]:
     steps per epoch.
 
     Files are written into a temporary directory next to ``out`` and moved in at the end, so an
-    error never leaves a half-written report.
+    error never leaves a half-written report. A ``results.json.gz`` in ``out`` (a compressed earlier
+    report) is removed once the new files are in: a folder holds one report.
     """
     check_results_schema(results)
     rows = summarize(results)
@@ -264,6 +266,8 @@ def write_report(results: dict, out: str) -> dict[str, str]:
         os.makedirs(out, exist_ok=True)
         for name in names:
             os.replace(os.path.join(tmp, name), os.path.join(out, name))
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(out, "results.json.gz"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {name: os.path.join(out, name) for name in names}
