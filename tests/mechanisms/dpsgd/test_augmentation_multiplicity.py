@@ -99,3 +99,41 @@ def test_an_augmentation_that_changes_a_record_is_refused_before_the_release(fn,
     with pytest.raises(ValueError, match=words):
         model.fit(x, y, verbose=0)
     assert len(model.privacy_ledger) == 0
+
+
+def _flip_only(record):
+    return tf.image.flip_left_right(record)
+
+
+class _Unreadable:
+    """A callable whose signature Python cannot read, taking one argument."""
+
+    __signature__ = "unreadable"
+
+    def __call__(self, record):
+        return record
+
+
+@pytest.mark.parametrize("fn", [_flip_only, lambda record, seed, strength: record,
+                                lambda record, *, seed: record])
+def test_an_augmentation_with_another_signature_is_refused_naming_fn_record_seed(fn):
+    ledger = tfdpmech.PrivacyLedger()
+    with pytest.raises(TypeError, match=r"augmentation must be called as fn\(record, seed\) .* got .*\(record") as info:
+        _run(augmentation=fn, ledger=ledger)
+    assert "random_crop(4)" in str(info.value)
+    assert len(ledger) == 0
+
+
+def test_a_callable_whose_signature_cannot_be_read_fails_at_fit_naming_fn_record_seed_before_the_release():
+    x, y = _data()
+    model = tfdpmech.make_private(_model(), _run(augmentation=_Unreadable()))
+    model.compile(optimizer="sgd", loss=LOSS)
+    with pytest.raises(ValueError, match=r"augmentation failed on records of x, called as fn\(record, seed\) .*"
+                                         r"TypeError"):
+        model.fit(x, y, verbose=0)
+    assert len(model.privacy_ledger) == 0
+
+
+def test_a_function_of_a_record_and_a_seed_with_defaults_is_accepted():
+    dp = _run(augmentation=lambda record, seed=None, strength=1: record)
+    assert dp.augmentation_multiplicity == K

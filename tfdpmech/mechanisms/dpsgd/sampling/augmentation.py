@@ -18,6 +18,7 @@ record's shape or dtype or returns NaN or inf.
 
 from __future__ import annotations
 
+import inspect
 import numbers
 
 import keras
@@ -68,11 +69,31 @@ def check_multiplicity(augmentation, multiplicity) -> int:
     if augmentation is not None and not callable(augmentation):
         raise TypeError(f"augmentation must be a Keras layer or a function fn(record, seed), got "
                         f"{type(augmentation).__name__}")
+    if augmentation is not None and not isinstance(augmentation, keras.layers.Layer):
+        _check_signature(augmentation)
     if multiplicity > 1 and augmentation is None:
         raise ValueError(f"augmentation_multiplicity={multiplicity} needs an augmentation (K identical views would "
                          "average to the record's own gradient); pass e.g. "
                          "augmentation=tfdpmech.mechanisms.dpsgd.sampling.augmentation.random_crop(4)")
     return int(multiplicity)
+
+
+def _check_signature(fn) -> None:
+    """Refuse a function that cannot be called as ``fn(record, seed)`` (a callable whose signature Python cannot
+    read is left to :func:`check_augmentation`, which calls it)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        raise TypeError(f"augmentation must be called as fn(record, seed) (one record and a (2,) int32 stateless "
+                        f"seed) and return the record augmented; got {name}{signature}. Take the seed as a second "
+                        "argument (e.g. lambda record, seed: tf.image.stateless_random_flip_left_right(record, seed)"
+                        "), use tfdpmech.mechanisms.dpsgd.sampling.augmentation.random_crop(4), or pass a Keras "
+                        "layer") from None
 
 
 def _seeds(key, steps, rows):
@@ -109,7 +130,10 @@ def check_augmentation(augmentation, x, key) -> None:
         else:  # one record at a time, as the run applies it
             out = tf.stack([augmentation(sample[i], tf.constant([i, 0], tf.int32)) for i in range(len(sample))])
     except Exception as exc:  # pylint: disable=broad-except  (the user's function: its error, named)
-        raise ValueError(f"augmentation failed on records of x ({type(exc).__name__}: {exc})") from exc
+        called = "augmentation(records, training=True)" if isinstance(augmentation, keras.layers.Layer) else (
+            "fn(record, seed) on one record and a (2,) int32 seed")
+        raise ValueError(f"augmentation failed on records of x, called as {called} ({type(exc).__name__}: "
+                         f"{exc})") from exc
     out = tf.convert_to_tensor(out)
     if tuple(out.shape) != tuple(sample.shape) or out.dtype != sample.dtype:
         raise ValueError(f"augmentation must keep a record's shape and dtype: records {tuple(sample.shape[1:])} "
