@@ -33,10 +33,9 @@ TEXT_MODELS = {"bert_tiny": "tfdpmech.models.text_classifier.bert_text_classifie
 KNOWN_DATASETS = (tuple(image_data.KNOWN_DATASETS) + tuple(data_tabular.TABULAR_DATASETS)
                   + tuple(data_text.TEXT_DATASETS))
 
-# the public model's recipe (see Context.public_model); text: keras-hub's fine-tuning batch, fewer epochs (chosen
-# on a validation fifth of the public texts: tfdpmech.experiments.text_data)
+# the public model's recipe (see Context.public_model); text: stated in advance (tfdpmech.experiments.text_data)
 PUBLIC_RECIPES = {"image": {"epochs": 20, "learning_rate": 1e-3, "batch_size": 32},
-                  "text": {"epochs": 4, "learning_rate": 1e-3, "batch_size": 32}}
+                  "text": {"epochs": 3, "learning_rate": 1e-3, "batch_size": 32}}
 
 
 def _digits(num_classes, input_shape):
