@@ -66,6 +66,24 @@ def test_evaluate_before_the_first_fit_scores_the_untrained_model_and_charges_no
     assert model.evaluate(x, y, verbose=0) == pytest.approx(untouched.evaluate(x, y, verbose=0))
 
 
+def test_test_on_batch_before_the_first_fit_scores_and_train_on_batch_is_refused_naming_fit():
+    x, y = _data(120)
+    model = _private()
+    before = [w.numpy() for w in model.trainable_variables]
+    loss, accuracy = model.test_on_batch(x[:32], y[:32])
+    logits = model.predict(x[:32], verbose=0)
+    assert float(loss) == pytest.approx(float(LOSS(y[:32], logits)), rel=1e-5)
+    assert float(accuracy) == pytest.approx(float(np.mean(logits.argmax(1) == y[:32])))
+    with pytest.raises(ValueError, match=r"train_on_batch .* calibrates its noise to the records its first fit trains "
+                                         r"on .* train it with model.fit\(x, y\)"):
+        model.train_on_batch(x[:32], y[:32])
+    for a, b in zip(before, model.trainable_variables):  # nothing trained
+        np.testing.assert_array_equal(a, b.numpy())
+    assert model.dp_sgd.n is None and len(model.privacy_ledger) == 0
+    model.fit(x, y, verbose=0)
+    assert model.dp_sgd.n == 120 and len(model.privacy_ledger) == 1
+
+
 def test_a_second_fit_trains_on_the_same_records_only():
     x, y = _data(120)
     model = _private()

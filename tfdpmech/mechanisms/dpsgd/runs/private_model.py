@@ -174,19 +174,39 @@ def private_dpsgd_model(model, dp):
                 f"stays at its step {dp.steps_taken()} of {dp.steps} ({dp.steps_taken() - taken} taken in this fit), "
                 "its release unchanged: correct the records and call fit again to continue it") from exc
 
-    keras_evaluate = type(model).evaluate
+    keras_evaluate, keras_test_on_batch, keras_train_on_batch = (
+        type(model).evaluate, type(model).test_on_batch, type(model).train_on_batch)
 
-    def evaluate(*args, **kwargs):  # before a run without n compiles (its first fit): the loss and metrics alone
-        if deferred and dp.model is None and not scoring["compiled"]:  # once: a later call reuses its trace
+    def scoring_compiled() -> None:
+        """Before a run without n compiles (its first fit): the model compiled with the loss and metrics alone, to
+        score it (no privacy cost: nothing is trained or released). Once: a later call reuses its trace."""
+        if deferred and dp.model is None and not scoring["compiled"]:
             type(model).compile(model, optimizer="sgd", loss=dp._loss(deferred["loss"], keras_reduction(deferred["loss"])),
                                 loss_weights=getattr(dp, "loss_weights", None),
                                 metrics=keras_metrics(deferred["metrics"]))  # the optimizer is never used
             scoring["compiled"] = True
+
+    def evaluate(*args, **kwargs):
+        scoring_compiled()
         return keras_evaluate(model, *args, **kwargs)
+
+    def test_on_batch(*args, **kwargs):
+        scoring_compiled()
+        return keras_test_on_batch(model, *args, **kwargs)
+
+    def train_on_batch(*args, **kwargs):
+        if deferred and dp.model is None:
+            raise ValueError(
+                "train_on_batch trains on a batch of one's own, which the run did not draw; this DPSGD run (without "
+                "n) calibrates its noise to the records its first fit trains on and records its release there: "
+                "train it with model.fit(x, y) (the private model's fit); nothing has been trained")
+        return keras_train_on_batch(model, *args, **kwargs)
 
     model.compile = compile
     model.fit = fit
     model.evaluate = evaluate
+    model.test_on_batch = test_on_batch
+    model.train_on_batch = train_on_batch
     model.dp_sgd = dp
     model.privacy_ledger = dp.ledger
     return model
