@@ -24,12 +24,9 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 PYTEST = -m pytest -ra --durations=10 -n $(JOBS)
 
-# Training on a CPU: glibc's malloc keeps a step's large buffers for the next step instead of faulting them in
-# again (tfdpmech/experiments/cpu_allocator.py; docs/results/cpu_allocator). demo, quick and bench run with it;
-# GLIBC_TUNABLES set in the environment (empty: glibc's defaults) takes its place. `make -s malloc-tunables`
-# prints it, for a command of one's own: GLIBC_TUNABLES="$$(make -s malloc-tunables)" tfdpmech compare ...
-MALLOC_TUNABLES := glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
-TRAIN_ENV = GLIBC_TUNABLES="$${GLIBC_TUNABLES-$(MALLOC_TUNABLES)}"
+# Training on a CPU: `import tfdpmech` sets glibc's malloc to keep a step's large buffers for the next step
+# (tfdpmech/cpu_malloc.py; docs/results/cpu_allocator), so demo, quick and bench run as a user's own process does,
+# with no environment variable of their own. TFDPMECH_MALLOC=default keeps glibc's settings.
 
 # $(call pip_install,VENV,CONSTRAINTS,EXTRAS): pip, then tfdpmech (editable) and its extras under the pins
 define pip_install
@@ -38,7 +35,7 @@ define pip_install
 	$(1)/bin/python -m pip install --quiet -c $(2) -e ".[$(3)]"
 endef
 
-.PHONY: test test-slow test-colab test-tfprivacy demo quick bench bench-tfprivacy install clean malloc-tunables
+.PHONY: test test-slow test-colab test-tfprivacy demo quick bench bench-tfprivacy install clean
 
 install: $(VENV)/.installed
 
@@ -78,16 +75,13 @@ test-tfprivacy: $(VENV_TFPRIVACY)/.installed
 	$(VENV_TFPRIVACY)/bin/python $(PYTEST) $(if $(TFPRIVACY_MARKS),-m "$(TFPRIVACY_MARKS)")
 
 demo: $(VENV)/.installed
-	$(TRAIN_ENV) $(VENV)/bin/tfdpmech compare
+	$(VENV)/bin/tfdpmech compare
 
 quick: $(VENV)/.installed
-	$(TRAIN_ENV) $(VENV)/bin/tfdpmech compare --quick --out results-quick
+	$(VENV)/bin/tfdpmech compare --quick --out results-quick
 
 bench: $(VENV)/.installed
-	$(TRAIN_ENV) $(VENV)/bin/tfdpmech bench
-
-malloc-tunables:
-	@echo "$(MALLOC_TUNABLES)"
+	$(VENV)/bin/tfdpmech bench
 
 bench-tfprivacy: $(VENV_TFPRIVACY)/.installed
 	$(VENV_TFPRIVACY)/bin/tfdpmech bench --out bench/results-tfprivacy.json

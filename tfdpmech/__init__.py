@@ -4,7 +4,11 @@ Every release is recorded in a :class:`PrivacyLedger` with the ε the paper clai
 correct argument proves (or "none proven"). The package map is in ``docs/architecture.md``.
 """
 
-from . import (
+from .cpu_malloc import apply_malloc_settings as _apply_malloc_settings
+
+_apply_malloc_settings()  # glibc's malloc set for training, unless TFDPMECH_MALLOC=default (tfdpmech.cpu_malloc)
+
+from . import (  # noqa: E402
     accounting, audit, data, contract, features, layers, losses, mechanisms, metrics, models, noise, validation,
 )
 from .accounting import (

@@ -1,8 +1,9 @@
-"""A DP-SGD epoch of MobileNetV2 in chunks of 256 records, with glibc's malloc defaults and with the training tunables.
+"""A DP-SGD epoch of MobileNetV2 in chunks of 256 records, with glibc's malloc defaults and with tfdpmech's training
+settings (:mod:`tfdpmech.cpu_malloc`, applied when tfdpmech is imported).
 
 The finetune preset's step (``tfdpmech.models.mobilenet_v2_gn``, 28×28×1, Adam, expected batch 256 of 1,024 records,
-``physical_batch_size=256``): each setting (:data:`tfdpmech.experiments.cpu_allocator.TRAINING_TUNABLES`, or
-``GLIBC_TUNABLES`` empty) in its own fresh process, the two alternating ``--repeats`` times; a process traces and
+``physical_batch_size=256``): each setting (``TFDPMECH_MALLOC=default`` or unset; no ``GLIBC_TUNABLES``, no
+``LD_PRELOAD``) in its own fresh process, the two alternating ``--repeats`` times; a process traces and
 fits one epoch untimed, then times ``--epochs`` epochs of four steps, with the process's user and system CPU seconds
 and its minor page faults. Writes ``<out>/large_chunks.md`` and ``large_chunks.json``.
 
@@ -19,7 +20,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SETTINGS = ("glibc_defaults", "training_tunables")
+SETTINGS = ("glibc_defaults", "training_settings")
 
 
 def _child(epochs: int) -> None:
@@ -50,17 +51,18 @@ def _child(epochs: int) -> None:
     print(json.dumps(rows))
 
 
-def _measure(setting: str, epochs: int, tunables: str) -> list[dict]:
-    env = {**os.environ, "GLIBC_TUNABLES": tunables if setting == "training_tunables" else ""}
-    env.pop("LD_PRELOAD", None)
+def _measure(setting: str, epochs: int) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LD_PRELOAD", "TFDPMECH_MALLOC")}
+    if setting == "glibc_defaults":
+        env["TFDPMECH_MALLOC"] = "default"
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", str(epochs)], env=env, check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def report(rows: dict, command: str) -> str:
-    lines = ["# A DP-SGD epoch of MobileNetV2 in chunks of 256 records: glibc's malloc defaults and the training "
-             "tunables", "", f"Command: `{command}`; {os.cpu_count()} CPU cores. One epoch = 4 Poisson steps of "
+    lines = ["# A DP-SGD epoch of MobileNetV2 in chunks of 256 records: glibc's malloc defaults and tfdpmech's "
+             "training settings", "", f"Command: `{command}`; {os.cpu_count()} CPU cores. One epoch = 4 Poisson steps of "
              "expected 256 records (1,024 records), clipped 256 at a time; median [min–max] over every timed epoch "
              "of every process.", "",
              "| malloc | epochs timed | wall s | user CPU s | system CPU s | minor page faults |",
@@ -90,13 +92,10 @@ def main(argv=None) -> int:
     for name in ("repeats", "epochs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}={getattr(args, name)}: give at least 1")
-    sys.path.insert(0, ROOT)
-    from tfdpmech.experiments.cpu_allocator import TRAINING_TUNABLES  # noqa: PLC0415
-
     rows = {setting: [] for setting in SETTINGS}
     for repeat in range(args.repeats):
         for setting in SETTINGS:
-            rows[setting].extend(_measure(setting, args.epochs, TRAINING_TUNABLES))
+            rows[setting].extend(_measure(setting, args.epochs))
             print(f"repeat {repeat + 1}/{args.repeats} {setting}: {rows[setting][-args.epochs:]}", flush=True)
     command = "python tools/cpu_allocator_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
     os.makedirs(args.out, exist_ok=True)

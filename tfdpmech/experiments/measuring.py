@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .cpu_allocator import allocator_description
+from ..cpu_malloc import malloc_description
 from .peak_rss import peak_rss_mib, reset_peak_rss
 
 __all__ = ["device_description", "PeakMemory", "EpochRecorder"]
@@ -25,7 +25,7 @@ def device_description() -> str:
     if gpus:
         details = tf.config.experimental.get_device_details(gpus[0])
         return f"GPU: {details.get('device_name', gpus[0].name)}"
-    return f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores ({allocator_description()})"
+    return f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores ({malloc_description()})"
 
 
 def median_range(values) -> dict:
