@@ -49,7 +49,7 @@ import tensorflow as tf
 from ..mechanisms.dpsgd import DPSGD
 from ..mechanisms.dpsgd.runs.paths import tf_privacy_available
 from ..mechanisms.dpsgd.runs.train_step import KERAS_3  # noqa: F401  (the tests read it here)
-from ..mechanisms.dpsgd.sampling.poisson_sampling import ROW_MULTIPLE, padded_batch_size
+from ..mechanisms.dpsgd.sampling.poisson_sampling import padded_batch_size, row_multiple
 from ..mechanisms.dpsgd.sampling.position_weights import split_position_weights
 from .measuring import device_description, median_range
 from .speed_models import APPLICATIONS, MODELS, Model, batch as _batch  # noqa: F401  (the models timed)
@@ -88,7 +88,8 @@ def variants(model: str) -> list[tuple[str, str | None, str | None]]:
 def _rows(spec: Model, label: str) -> int:
     if "padded to P" in label or label.startswith("tensorflow_privacy"):
         return padded_batch_size(spec.n, spec.expected / spec.n)
-    return ROW_MULTIPLE * -(-spec.expected // ROW_MULTIPLE) if label != "nonprivate" else spec.expected
+    multiple = row_multiple(spec.expected)
+    return multiple * -(-spec.expected // multiple) if label != "nonprivate" else spec.expected
 
 
 def _grouped_run(label: str, spec: Model) -> DPSGD:

@@ -91,3 +91,36 @@ def test_the_logged_loss_is_the_mean_over_the_real_records_without_a_shuffle_war
     assert history.history["loss"][0] == pytest.approx(math.log(10.0), rel=1e-5)  # padding rows would pull it down
     said = [str(w.message) for w in caught] + [r.getMessage() for r in caplog.records]
     assert not [s for s in said if "shuffle" in s], said
+
+
+@pytest.mark.parametrize("expected", [32, 128])
+def test_a_run_on_one_device_computes_on_few_padding_rows_with_one_trace(expected):
+    """On tfdpmech's engine on one device a Poisson batch is padded to a multiple of row_multiple(L) only: over
+    a run, the padding rows are at most 10 % of the rows computed (1/16 of L at most, on average about half
+    that), and the train step is traced once whatever each batch's size."""
+    from tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling import row_multiple
+
+    n = 8 * expected
+    rng = np.random.default_rng(1)
+    x, y = rng.random((n, 3)).astype(np.float32), keras.utils.to_categorical(rng.integers(0, 2, n), 2)
+    keras.utils.set_random_seed(0)
+    dp = DPSGD(epsilon=3.0, delta=1e-5, n=n, expected_batch_size=expected, epochs=4, seed=0)
+    model = make_private(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]), dp)
+    model.compile(keras.optimizers.SGD(0.1), loss=LOSS)
+    real = rows = 0
+    for _, _, (mask, _) in dp.dataset(x, y):  # (x, y, (mask, the step's tag)): the batches fit trains on
+        real += int(np.count_nonzero(mask.numpy()))
+        rows += int(mask.shape[0])
+    assert row_multiple(expected) == min(8, expected // 8)
+    assert rows > 0 and (rows - real) / rows <= expected / 16 / (expected + expected / 16), (rows, real)
+    assert (rows - real) / rows <= 0.10
+    traces = []
+    step = model.train_step
+
+    def counted(data):  # Python runs only when the step is traced
+        traces.append(1)
+        return step(data)
+
+    model.train_step = counted
+    model.fit(x, y, verbose=0)
+    assert len(traces) == 1  # batches of 4 * ~8 different sizes, one trace

@@ -26,12 +26,12 @@ from .augmentation import repeat_views
 from .record_sources import LazyRows
 from .records import is_structure, record_count, records_spec, take_rows
 
-__all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "ROW_MULTIPLE",
+__all__ = ["PoissonSampler", "padded_batch_size", "pad_batch", "poisson_dataset", "PAD_SDS", "ROW_MULTIPLE", "row_multiple",
            "check_seed", "check_expected_batch_size", "sampling_key", "step_rng", "poisson_batch",
            "tagged_poisson_batch", "run_element", "run_signature", "run_dataset", "is_run_dataset", "record_spec"]
 
 PAD_SDS = 6.0  # padded shape: expected size + 6 standard deviations (overflow ~1e-9 per step)
-ROW_MULTIPLE = 8  # tfdpmech's engine on one device pads a batch to the next multiple of this only
+ROW_MULTIPLE = 8  # tfdpmech's engine on one device pads a batch to the next multiple of row_multiple(L) <= this
 
 
 def check_expected_batch_size(expected_batch_size, n: int) -> int:
@@ -44,6 +44,14 @@ def check_expected_batch_size(expected_batch_size, n: int) -> int:
             "(expected_batch_size = n samples every record at every step)"
         )
     return expected_batch_size
+
+
+def row_multiple(expected_batch_size: int) -> int:
+    """The multiple a Poisson batch of expected size L is padded to on tfdpmech's engine on one device:
+    ``min(8, max(1, L // 8))``. Its traced step takes a batch of any size (one trace), so padding only rounds the
+    rows: at most ``m − 1`` rows a step, about ``(m − 1) / 2`` on average, under 1/16 of L (a batch of expected 32
+    computes on 1.5 padding rows on average, at most 3)."""
+    return min(ROW_MULTIPLE, max(1, int(expected_batch_size) // 8))
 
 
 def padded_batch_size(n: int, q: float) -> int:

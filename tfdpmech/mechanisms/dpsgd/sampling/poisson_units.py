@@ -12,7 +12,7 @@ import tensorflow as tf
 from ....validation import check_positive_int
 from .augmentation import augment_batch, check_augmentation, check_multiplicity
 from ..runs.multiworker import shared_dataset
-from .poisson_sampling import ROW_MULTIPLE, check_seed, run_dataset, sampling_key
+from .poisson_sampling import check_seed, row_multiple, run_dataset, sampling_key
 from .record_weights import check_sample_weight
 from .user_sampling import UserRecords, check_users
 
@@ -116,8 +116,11 @@ class PoissonUnits:
                            weights=weights, views=self.augmentation_multiplicity, augment=augment, users=self.users)
 
     def batch_rows(self) -> int:
-        """The rows a Poisson batch is padded to a multiple of: :data:`ROW_MULTIPLE` on tfdpmech's engine on one
-        device (its traced train step takes a batch of any size, so no step computes on more than 7 padding
-        rows), the fixed P (:func:`padded_batch_size`, split evenly across replicas) under a strategy and on
-        tensorflow-privacy's engine. A batch is never cut: it is padded up to the next multiple."""
-        return ROW_MULTIPLE if self.engine == "tfdpmech" and self.replicas == 1 else self.padded_batch_size
+        """The rows a Poisson batch is padded to a multiple of: :func:`row_multiple` of the expected batch on
+        tfdpmech's engine on one device (its traced train step takes a batch of any size, one trace, so no step
+        computes on more than 7 padding rows, nor on more than L/8), the fixed P (:func:`padded_batch_size`,
+        split evenly across replicas) under a strategy and on tensorflow-privacy's engine. A batch is never cut:
+        it is padded up to the next multiple."""
+        if self.engine == "tfdpmech" and self.replicas == 1:
+            return row_multiple(self.expected_batch_size)
+        return self.padded_batch_size
