@@ -327,8 +327,8 @@ register_preset(
 # weight, at ε = 1, 3 and 8 (δ = 1e-5, add/remove one snippet), three seeds, each at a recipe stated before any run.
 # Expected before the runs: the public model alone at 65–75 % (another domain's sentiment, a small model); without
 # privacy the private snippets add several points; under DP the head alone (258 weights, little noise per weight)
-# gains a point or two over public_only at every ε, LoRA (about 6,000 weights) more at ε = 8 and about as much at
-# ε = 1, and every weight (about a million, noise in each) the least at ε = 1, because the noise's norm grows with
+# gains a point or two over public_only at every ε, LoRA (5,890 weights) more at ε = 8 and about as much at
+# ε = 1, and every weight (895,234, noise in each) the least at ε = 1, because the noise's norm grows with
 # the square root of the weights trained while the clipped signal does not. Finished runs are kept in
 # docs/results/text/runs.jsonl as they end, so the preset resumes.
 TEXT_METHODS = ("nonprivate_text", "dpsgd_text_head", "dpsgd_text_lora", "dpsgd_text_all")
