@@ -7,7 +7,9 @@
 * **private**: the 10,605 movie-review snippets (Rotten Tomatoes sentences, Pang & Lee 2005), labelled positive
   (rating > 0) or negative (rating < 0). The 37 rated exactly 0 have no polarity and are left out of the task
   (train and test alike), so 10,568 remain: a fixed stratified split (seed 0) keeps 2,114 for the test set and
-  8,454 private training records.
+  8,454 private training records. ``validation=True`` (the dataset ``sentiment_snippets_validation``) splits
+  those 8,454 again, stratified with seed 1: 7,454 train and 1,000 score in place of the test set, which it
+  never reads (the recipes are chosen there).
 * **public**: the tweets, product-review and news-editorial snippets (13,098), labelled the same way, the 346
   rated 0 left out: 12,752 texts of other domains. They train the vocabulary and the public model; no private
   text does (a vocabulary learnt from private text would reveal its words).
@@ -32,7 +34,7 @@ from .noise import make_rng
 __all__ = ["TextSplits", "load_sentiment_snippets", "SNIPPET_FILES", "PRIVATE_DOMAIN", "PUBLIC_DOMAINS",
            "TEXT_DATASETS"]
 
-TEXT_DATASETS = ("sentiment_snippets",)
+TEXT_DATASETS = ("sentiment_snippets", "sentiment_snippets_validation")
 PRIVATE_DOMAIN = "movieReviewSnippets"
 PUBLIC_DOMAINS = ("tweets", "amazonReviewSnippets", "nytEditorialSnippets")
 # file -> md5 of its decompressed text, as ../shared/datasets/README.md states them
@@ -44,6 +46,7 @@ SNIPPET_FILES = {
 }
 TEST_SIZE = 2114  # 20 % of the 10,568 movie snippets with a polarity
 SPLIT_SEED = 0
+VALIDATION_SIZE, VALIDATION_SEED = 1000, 1  # sentiment_snippets_validation: scored in place of the test set
 CREDIT = ("C.J. Hutto and E. Gilbert, \"VADER: A Parsimonious Rule-based Model for Sentiment Analysis of Social "
           "Media Text\", ICWSM 2014 (ground-truth sets of the MIT-licensed vaderSentiment 3.3.2 sdist); the movie "
           "snippets come from Rotten Tomatoes via Pang & Lee (2005)")
@@ -102,8 +105,11 @@ def _polar(ratings, texts):
     return [t for t, k in zip(texts, keep) if k], (ratings[keep] > 0).astype(np.int64), int((~keep).sum())
 
 
-def load_sentiment_snippets(data_dir=None) -> TextSplits:
+def load_sentiment_snippets(data_dir=None, *, validation: bool = False) -> TextSplits:
     """The private movie snippets (train and test) and the public snippets of the other three domains.
+
+    ``validation=True``: the private training snippets split again (:data:`VALIDATION_SIZE` stratified with
+    :data:`VALIDATION_SEED`), the held-out ones in place of the test set; the test snippets are not returned.
 
     Raises:
         ValueError: the files are missing (the message says where they were looked for and where to get them),
@@ -112,14 +118,21 @@ def load_sentiment_snippets(data_dir=None) -> TextSplits:
     folder = _folder(data_dir)
     texts, labels, neutral = _polar(*_read(folder, PRIVATE_DOMAIN))
     train, test = _stratified_split(labels, TEST_SIZE, make_rng(SPLIT_SEED))
+    if validation:
+        kept, held = _stratified_split(labels[train], VALIDATION_SIZE, make_rng(VALIDATION_SEED))
+        train, test = train[kept], train[held]
     public_texts, public_labels, public_neutral = [], [], 0
     for name in PUBLIC_DOMAINS:
         t, y, k = _polar(*_read(folder, name))
         public_texts += t
         public_labels.append(y)
         public_neutral += k
-    source = (f"{PRIVATE_DOMAIN} ({len(texts)} snippets with a polarity; {neutral} rated 0 left out) split "
-              f"{len(train)}/{len(test)} stratified with seed {SPLIT_SEED}; " + CREDIT)
+    split = (f"split {len(texts) - TEST_SIZE}/{TEST_SIZE} stratified with seed {SPLIT_SEED}, "
+             f"its training part split again {len(train)}/{len(test)} with seed {VALIDATION_SEED} (validation: "
+             "the test set unread)" if validation else
+             f"split {len(train)}/{len(test)} stratified with seed {SPLIT_SEED}")
+    source = (f"{PRIVATE_DOMAIN} ({len(texts)} snippets with a polarity; {neutral} rated 0 left out) {split}; "
+              + CREDIT)
     public_source = (f"{len(public_texts)} snippets of {', '.join(PUBLIC_DOMAINS)} ({public_neutral} rated 0 left "
                      "out): other domains than the private set")
     return TextSplits([texts[i] for i in train], labels[train], [texts[i] for i in test], labels[test],

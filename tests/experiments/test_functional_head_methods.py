@@ -79,3 +79,23 @@ def test_a_bad_projection_dimension_is_refused_naming_the_option_before_any_run(
                            options={"scatter_units": {1.0: units}})
     with pytest.raises(error, match=r"options\['scatter_units'\]\[1\.0\]"):
         config.validate()
+
+
+def test_a_second_context_on_the_same_public_records_reuses_the_trained_public_model(monkeypatch):
+    import keras
+    import numpy as np
+    from tfdpmech.experiments import context as context_module
+
+    monkeypatch.setattr(context_module, "_TRAINED_PUBLIC", {})
+    monkeypatch.setitem(context_module.PUBLIC_RECIPES, "image", {"epochs": 1, "learning_rate": 1e-3, "batch_size": 32})
+    fits = []
+    real_fit = keras.Model.fit
+    monkeypatch.setattr(keras.Model, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
+    small = {"max_private": 300, "max_test": 100}
+    first = build_context(CompareConfig(model="mlp", public=200, options=small), "mnist_sample").public_model(0)
+    again = build_context(CompareConfig(model="mlp", public=200, options=small), "mnist_sample").public_model(0)
+    assert len(fits) == 1 and again is not first
+    assert all(np.array_equal(a, b) for a, b in zip(first.get_weights(), again.get_weights()))
+    other_seed = build_context(CompareConfig(model="mlp", public=200, options=small), "mnist_sample").public_model(1)
+    other_records = build_context(CompareConfig(model="mlp", public=300, options=small), "mnist_sample").public_model(0)
+    assert len(fits) == 3 and other_seed is not None and other_records is not None

@@ -44,6 +44,18 @@ def test_the_snippets_load_as_published_with_the_neutral_ones_left_out(snippets)
     assert "37 rated 0 left out" in snippets.source and "346 rated 0 left out" in snippets.public_source
 
 
+
+def test_the_validation_split_holds_out_training_snippets_and_never_reads_the_test_set(snippets):
+    validation = data_text.load_sentiment_snippets(validation=True)
+    assert len(validation.train_texts) == 8454 - data_text.VALIDATION_SIZE and len(validation.test_texts) == 1000
+    # the held-out snippets are training snippets, the two parts together exactly the training set
+    assert sorted(validation.train_texts + validation.test_texts) == sorted(snippets.train_texts)
+    assert not set(validation.test_texts) & (set(snippets.test_texts) - set(snippets.train_texts))
+    # stratified: each class keeps its share of the training set (within one snippet)
+    share = snippets.train_labels.mean()
+    assert abs(validation.test_labels.mean() - share) <= 1 / 1000
+    assert "split again 7454/1000 with seed 1" in validation.source
+
 def test_a_file_that_is_not_the_published_one_is_refused(tmp_path, snippets, monkeypatch):
     folder = tmp_path / "sentiment_snippets"
     folder.mkdir()

@@ -1,7 +1,7 @@
 """The records of a text comparison: sentiment snippets as token ids, the vocabulary learnt from public text only.
 
 ``--dataset sentiment_snippets`` (:func:`tfdpmech.data_text.load_sentiment_snippets`): the private movie snippets
-(train and test) and, as public data (``--public other_domains``, the only public source of the text data), the
+(train and test; ``sentiment_snippets_validation``: 7,454 of the training ones train, 1,000 score) and, as public data (``--public other_domains``, the only public source of the text data), the
 tweets, product-review and news snippets. A lower-cased WordPiece vocabulary (at most 8,192 pieces) is learnt from
 the public texts alone; every text is ``[CLS] pieces [SEP]`` padded to :data:`SEQUENCE_LENGTH` = 100 positions,
 which every private and test text fits (the longest has 95 pieces): none is cut. Public texts longer than that are
@@ -39,7 +39,7 @@ def text_context(config, name: str) -> dict:
     if config.public != TEXT_PUBLIC_SOURCE:
         raise ValueError(f"public={config.public!r} for the text data set {name!r}: its public data are the other "
                          f"domains' snippets; pass --public {TEXT_PUBLIC_SOURCE}")
-    splits = data_text.load_sentiment_snippets()
+    splits = data_text.load_sentiment_snippets(validation=name.endswith("_validation"))
     cap = (config.options or {}).get("max_public")
     public_texts = splits.public_texts[:cap] if cap else splits.public_texts
     public_labels = splits.public_labels[:len(public_texts)]
