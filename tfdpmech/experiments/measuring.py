@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from ..cpu_malloc import malloc_description
 from .peak_rss import peak_rss_mib, reset_peak_rss
+from ..mechanisms.dpsgd.runs.weight_average import scoring_the_average
 
 __all__ = ["device_description", "PeakMemory", "EpochRecorder"]
 
@@ -139,6 +140,8 @@ class EpochRecorder(keras.callbacks.Callback):
         if (epoch + 1) % self.every:
             return
         self.epochs.append(epoch + 1)
-        self.accuracy.append(float(np.mean(np.argmax(self.scores(self.x_test), axis=-1) == self.labels)))
+        with scoring_the_average(getattr(self, "model", None)):  # a run that averages its weights is scored on the average
+            scores = self.scores(self.x_test)
+        self.accuracy.append(float(np.mean(np.argmax(scores, axis=-1) == self.labels)))
         if self.on_epoch:
             self.on_epoch(epoch + 1, self.accuracy[-1])

@@ -21,6 +21,7 @@ FIELDS = {
     "momentum": ("sgd", dict(momentum=0.9)),
     "lr_schedule": ("adam", dict(lr_schedule="cosine")),
     "ema_momentum": ("sgd", dict(ema_momentum=0.99)),
+    "ema_warmup": ("adam", dict(ema_momentum=0.99, ema_warmup=True)),
 }
 
 
@@ -53,6 +54,10 @@ def test_every_field_reaches_the_poisson_run_and_its_optimizer(field):
     name, values = FIELDS[field]
     run = _poisson(optimizer=OptimizerSettings(name, **values))
     assert getattr(run, field) == values[field] and run.optimizer_settings == OptimizerSettings(name, **values)
+    if field == "ema_warmup" and not keras.__version__.startswith("3"):
+        with pytest.raises(ValueError, match="ema_warmup=True needs Keras 3"):
+            run._optimizer(None)
+        return
     # the field matters: the default settings build another optimizer
     assert _config(_poisson(optimizer=name)._optimizer(None)) != _config(run._optimizer(None))
 
@@ -116,6 +121,8 @@ def test_bad_fields_name_the_field_value_and_fix():
         (dict(lr_schedule="linear"), ValueError, "OptimizerSettings.lr_schedule"),
         (dict(ema_momentum=1.0), ValueError, "OptimizerSettings.ema_momentum"),
         (dict(ema_momentum=True), TypeError, "OptimizerSettings.ema_momentum"),
+        (dict(ema_warmup=True), ValueError, "OptimizerSettings.ema_warmup"),
+        (dict(ema_momentum=0.9, ema_warmup=1), TypeError, "OptimizerSettings.ema_warmup"),
     ]
     for fields, exc, name in cases:
         with pytest.raises(exc, match=name.replace(".", r"\.")) as info:

@@ -36,13 +36,18 @@ class OptimizerSettings:
         momentum: momentum of ``"sgd"`` in [0, 1) (0 = plain SGD); Adam takes none.
         lr_schedule: ``"constant"`` or ``"cosine"`` (cosine decay to 0 over the run's steps).
         ema_momentum: None, or the momentum in (0, 1) of an exponential moving average of the
-            weights that replaces them when ``fit`` ends (Keras ``use_ema``).
+            weights that replaces them when ``fit`` ends (Keras ``use_ema``); validation during
+            ``fit`` scores the average (:mod:`.weight_average`).
+        ema_warmup: False for Keras's average (the weights copied at the first step, then the fixed
+            decay), True for De et al.'s (2022) warm-up, decay ``min(ema_momentum, (1 + t) / (10 + t))``
+            at step t (Keras 3).
 
     ``DPSGD`` takes every field; ``ShuffledDPSGD`` takes ``name`` and ``learning_rate`` only.
 
     Raises:
         ValueError: an unknown name or schedule, a learning rate that is not finite and > 0, a
-            momentum outside [0, 1) or given with Adam, an ``ema_momentum`` outside (0, 1).
+            momentum outside [0, 1) or given with Adam, an ``ema_momentum`` outside (0, 1), an
+            ``ema_warmup`` without ``ema_momentum``.
         TypeError: a number given as a string or bool.
 
     Example:
@@ -55,6 +60,7 @@ class OptimizerSettings:
     momentum: float = 0.0
     lr_schedule: str = "constant"
     ema_momentum: float | None = None
+    ema_warmup: bool = False
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -72,6 +78,11 @@ class OptimizerSettings:
         if self.ema_momentum is not None:
             set_(self, "ema_momentum", _fraction(self.ema_momentum, "ema_momentum", "(0, 1) or be None",
                                                  lambda m: 0 < m < 1, "e.g. 0.999, or None for no weight average"))
+        if not isinstance(self.ema_warmup, bool):
+            raise TypeError(f"{_name('ema_warmup')} must be True or False, got {_describe(self.ema_warmup)}")
+        if self.ema_warmup and self.ema_momentum is None:
+            raise ValueError(f"{_name('ema_warmup')}=True warms up a weight average, but ema_momentum is None; pass "
+                             "ema_momentum=0.999 (the decay the warm-up rises to) or ema_warmup=False")
 
     @property
     def step_size(self) -> float:
@@ -86,7 +97,7 @@ class OptimizerSettings:
     def extras(self) -> dict:
         """The fields beyond name and learning rate that differ from their defaults (``{}`` when :attr:`plain`)."""
         default = OptimizerSettings(self.name)
-        return {k: getattr(self, k) for k in ("momentum", "lr_schedule", "ema_momentum")
+        return {k: getattr(self, k) for k in ("momentum", "lr_schedule", "ema_momentum", "ema_warmup")
                 if getattr(self, k) != getattr(default, k)}
 
 

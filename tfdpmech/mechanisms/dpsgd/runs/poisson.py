@@ -86,6 +86,7 @@ from .private_model import private_dpsgd_model
 from .poisson_calibration import PoissonCalibration
 from ..sampling.poisson_units import PoissonUnits
 from .run_state import saved_run
+from .weight_average import averaging_optimizer
 from .guards import guard_poisson_train_step
 from ..sampling.poisson_sampling import (  # noqa: F401
     PAD_SDS,
@@ -198,7 +199,7 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
                          layer_registry=layer_registry, use_xla=use_xla, engine=engine, ledger=ledger)
         self.target_epsilon = epsilon
         self.momentum, self.lr_schedule = optimizer.momentum, optimizer.lr_schedule
-        self.ema_momentum = optimizer.ema_momentum
+        self.ema_momentum, self.ema_warmup = optimizer.ema_momentum, optimizer.ema_warmup
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
         self.physical_batch_size = check_physical_batch_size(physical_batch_size)
         self._check_unit_chunks()
@@ -305,10 +306,8 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
         lr = self.learning_rate
         if self.lr_schedule == "cosine":
             lr = keras.optimizers.schedules.CosineDecay(self.learning_rate, decay_steps=self.steps)
-        ema = dict(use_ema=True, ema_momentum=self.ema_momentum) if self.ema_momentum is not None else {}
-        if self.optimizer_name == "adam":
-            return keras.optimizers.Adam(learning_rate=lr, **ema)
-        return keras.optimizers.SGD(learning_rate=lr, momentum=self.momentum, **ema)
+        return averaging_optimizer(self.optimizer_name, lr, momentum=self.momentum, ema_momentum=self.ema_momentum,
+                                   ema_warmup=self.ema_warmup)
 
     def _guard_train_step(self, model) -> None:
         """Train only on this run's own batches, each at the step it was drawn for, within the accounted steps."""
@@ -346,6 +345,7 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
             "momentum": self.momentum,
             "lr_schedule": self.lr_schedule,
             "ema_momentum": self.ema_momentum,
+            "ema_warmup": self.ema_warmup,
             "physical_batch_size": self.physical_batch_size,
             "augmentation_multiplicity": self.augmentation_multiplicity,
             "records_per_user": None if self.users is None else self.users.k,

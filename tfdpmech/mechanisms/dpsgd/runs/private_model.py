@@ -32,6 +32,7 @@ from ..sampling.preprocessed_records import is_pipeline_model, keras_fit_of, nee
 from ..sampling.record_weights import check_sample_weight, class_weight_to_sample_weight, split_for_validation
 from ..sampling.text_inputs import check_text_inputs
 from ..sampling.records import record_count
+from .weight_average import with_averaged_evaluation
 
 # the fit arguments of the records a DP-SGD model takes (:mod:`tfdpmech.mechanisms.dpsgd.sampling.record_weights`); the
 # others are fixed by the release
@@ -160,7 +161,7 @@ def private_dpsgd_model(model, dp):
         else:
             data, kwargs = _record_dataset(dp, x, y, sample_weight, class_weight, validation_split, kwargs,
                                            compile_for)
-        callbacks = [*(callbacks or ()), dp.callback(verbose=0)]
+        callbacks = with_averaged_evaluation(model, [*(callbacks or ()), dp.callback(verbose=0)])
         if dp.release is None and dp.multiworker is None:  # every check passed: the budget is committed now
             dp._record_release()
         if dp.multiworker is not None:  # joins the workers, records the release on the chief, then trains

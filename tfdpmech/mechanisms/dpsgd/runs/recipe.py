@@ -65,7 +65,8 @@ class Recipe:
         momentum: SGD momentum (0 with Adam).
         lr_schedule: ``"constant"`` or ``"cosine"``.
         ema_momentum: weight averaging (None: off).
-            These five are the fields of :class:`~tfdpmech.mechanisms.dpsgd.OptimizerSettings`
+        ema_warmup: De et al.'s warm-up of the average (False: Keras's).
+            These six are the fields of :class:`~tfdpmech.mechanisms.dpsgd.OptimizerSettings`
             (:attr:`optimizer_settings`), kept flat so that a recipe reads as one table of numbers.
         activation: hidden activation of :func:`tanh_mlp`.
         input_scaling: ``"symmetric"`` (inputs mapped to [−1, 1]) or ``"unit"`` (kept in [0, 1]) in
@@ -82,6 +83,7 @@ class Recipe:
     momentum: float = 0.0
     lr_schedule: str = "constant"
     ema_momentum: float | None = None
+    ema_warmup: bool = False
     activation: str = "tanh"
     input_scaling: str = "unit"
     accountant: str = "pld"
@@ -96,13 +98,14 @@ class Recipe:
     def optimizer_settings(self) -> OptimizerSettings:
         """The recipe's optimiser as the ``optimizer=`` of :class:`~tfdpmech.mechanisms.dpsgd.DPSGD` (validated)."""
         return OptimizerSettings(self.optimizer, learning_rate=self.learning_rate, momentum=self.momentum,
-                                 lr_schedule=self.lr_schedule, ema_momentum=self.ema_momentum)
+                                 lr_schedule=self.lr_schedule, ema_momentum=self.ema_momentum,
+                                 ema_warmup=self.ema_warmup)
 
     def replace(self, **changes) -> "Recipe":
         return dataclasses.replace(self, **changes)
 
 
-_OPTIMIZER_FIELDS = ("learning_rate", "momentum", "lr_schedule", "ema_momentum")
+_OPTIMIZER_FIELDS = ("learning_rate", "momentum", "lr_schedule", "ema_momentum", "ema_warmup")
 
 
 RECIPE = Recipe()
