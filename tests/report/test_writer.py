@@ -93,3 +93,15 @@ def test_a_new_report_replaces_a_compressed_earlier_one_in_its_folder(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in files.values())
     with open(files["results.json"], encoding="utf-8") as fh:
         assert len(json.load(fh)["runs"]) == len(results["runs"]) > 0
+
+
+def test_the_header_names_the_shared_recipe_only_where_some_run_trained_with_it():
+    from tfdpmech.report.writer import _header_setting
+
+    cfg = {"model": "bert_tiny", "epochs": 15, "batch_size": 200}
+    own = {"method": "dpsgd_text_head", "notes": {"recipe": "TEXT_DPSGD_RECIPE"}}
+    public = {"method": "public_only", "notes": {"private_records_used": 0}}
+    assert _header_setting(cfg, [own, public]).startswith("each method's own network and recipe")
+    shared = {"method": "dpsgd", "notes": {}}
+    assert _header_setting(cfg, [own, public, shared]) == "model bert_tiny, 15 epochs, batch 200"
+    assert _header_setting(cfg, []) == "model bert_tiny, 15 epochs, batch 200"

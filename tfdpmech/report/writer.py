@@ -148,15 +148,21 @@ def runs_time_markdown(results: dict) -> list[str]:
                 "its slower time)."]
 
 
+def _header_setting(cfg: dict, runs: list) -> str:
+    """The shared model and recipe, or a pointer to each run's own where every run states one (``public_only``, the
+    public model, states none but uses no private record)."""
+    if runs and all((run.get("notes") or {}).get("recipe") or (run.get("notes") or {}).get("private_records_used") == 0
+                    for run in runs):
+        return "each method's own network and recipe (each run's notes in results.json)"
+    return f"model {cfg['model']}, {cfg['epochs']} epochs, batch {cfg['batch_size']}"
+
+
 def report_markdown(results: dict, rows: list[dict] | None = None) -> str:
     """The whole results.md text."""
     rows = summarize(results) if rows is None else rows
     cfg, env = results["config"], results["environment"]
     runs = results.get("runs") or []
-    if runs and all((run.get("notes") or {}).get("recipe") for run in runs):  # each method states its own
-        setting = "each method's own network and recipe (each run's notes in results.json)"
-    else:
-        setting = f"model {cfg['model']}, {cfg['epochs']} epochs, batch {cfg['batch_size']}"
+    setting = _header_setting(cfg, runs)
     lines = [f"# tfdpmech compare --preset {results['preset']}: {', '.join(cfg['datasets'])}, {setting}, "
              f"seeds {list(cfg['seeds'])}", "",
              f"TensorFlow {env['tensorflow']} on {env['device']}; total {results['total_seconds']:.0f} s"
