@@ -258,15 +258,21 @@ class AdLMReference(Mechanism):
             return self.allocation.name
         return self.allocation
 
-    def prepare(self, model=None, x=None, y=None, *, relevance_model=None) -> PreparedFit:
+    def prepare(self, model=None, x=None, y=None, *, relevance_model=None, steps=None, **fit_options) -> PreparedFit:
         """The contract: relevance (when the allocation needs it), then ``fit()`` runs
-        ``epochs · (n // batch_size)`` steps of the authors' loop on the network it builds.
+        ``epochs · (n // batch_size)`` steps of the authors' loop on the network it builds; with ``steps``,
+        it runs those steps with ``fit_options`` (``eval_every``, ``x_test``/``y_test``, ``x_val``/``y_val``,
+        ``state_path``, ``verbose``: see :meth:`fit`), whatever the epochs.
 
         Raises:
-            ValueError: a ``model`` (this path trains the authors' network), the relevance
-                allocation without ``relevance_model`` (before any budget is spent), bad data.
+            ValueError: a ``model`` (this path trains the authors' network), ``steps`` or ``eval_every`` not
+                an integer >= 1, the relevance allocation without ``relevance_model`` (all before any budget
+                is spent), bad data.
         """
         refuse_model(self, model)
+        if steps is not None:  # checked before the relevance step spends eps1
+            steps = check_step_count(steps, "steps", "the authors' code trains 80,001; pass e.g. steps=8000")
+            check_step_count(fit_options.get("eval_every", 250), "eval_every", "pass e.g. eval_every=500")
         x = check_unit_interval(x, "x")
         if self.allocation == "relevance" and self.beta is None:
             if relevance_model is None:
@@ -275,10 +281,14 @@ class AdLMReference(Mechanism):
             self.fit_relevance(relevance_model, x)
         per_epoch = self.steps_per_epoch = len(x) // self.batch_size
 
-        prepared = PreparedFit(None, x, y=y)
+        prepared = PreparedFit(None, x, y=y, epochs=None if steps is None else 1)
 
         def authors_loop(epochs, callbacks, **kwargs):
-            history = self.fit(x, y, steps=epochs * per_epoch, callbacks=callbacks, steps_per_epoch=per_epoch, **kwargs)
+            if steps is None:
+                history = self.fit(x, y, steps=epochs * per_epoch, callbacks=callbacks, steps_per_epoch=per_epoch,
+                                   **kwargs)
+            else:  # the run counts steps and evaluates itself: one "epoch"
+                history = self.fit(x, y, steps=steps, **{**fit_options, **kwargs})
             prepared.model = self.model
             return history
 
