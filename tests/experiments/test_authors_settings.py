@@ -118,3 +118,20 @@ def test_the_runner_keeps_the_curve_and_a_larger_steps_continues_the_stored_run(
     assert store.get(store.key("mnist_sample", "ilm_reference_authors", 0.25, 0))["run"]["accuracy"] == short["accuracy"]
     with pytest.raises(ValueError, match=r"batch_size.*differs"):
         run_comparison(_sample_config(tmp_path / "a", 80, batch_size=50))
+
+
+def test_the_step_plot_draws_each_plotted_papers_claim_as_a_line(tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+
+    from tfdpmech.report.plots import has_step_curves, plot_accuracy_vs_step
+
+    lines = []
+    monkeypatch.setattr(Axes, "axhline", lambda self, y, **kw: lines.append((round(y, 2), kw["label"])))
+    runs = [{"method": f"{p}_reference_authors", "paper": p, "epsilon_target": 0.25, "epsilon_claimed": 0.25,
+             "epsilon_provable": None, "seed": 0, "accuracy_curve": [0.1, 0.5], "curve_epochs": [0.0, 1.0],
+             "notes": {"curve_steps": [0, 500], "batch_size": 1800}} for p in ("adlm", "ilm")]
+    assert has_step_curves(runs)
+    published = preset_config("mnist-papers-authors").published
+    plot_accuracy_vs_step(runs, str(tmp_path / "step.png"), published)
+    assert sorted(y for y, _ in lines) == [88.46, 90.2]  # AFRRS has no curve here: no line
+    assert all("claimed" in label for _, label in lines) and (tmp_path / "step.png").exists()
