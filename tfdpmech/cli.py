@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--users", type=int, default=None,
                      help="assign the private records to this many users (Zipf counts): dpsgd_user's units, and the "
                           "largest user's group-privacy ε beside every record-level row")
+    cmp.add_argument("--steps", type=int, default=None,
+                     help="optimiser steps of the rows that count steps (preset mnist-papers-authors: default the "
+                          "authors' 80,001; a larger value later continues a run from its saved state)")
     cmp.add_argument("--audit", type=audit_list, default=None, help="comma-separated audits (mia, canary) or none")
     cmp.add_argument("--out", default=None, help="output directory (default: the preset's, else results)")
     cmp.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
@@ -78,8 +81,9 @@ def _compare(args) -> int:
                                learning_rate=args.learning_rate, audit=args.audit, out=args.out,
                                resume=args.resume, stored_only=args.stored_only or None,
                                verbose=0 if args.quiet else 1)
-        if args.users is not None:
-            config.options = {**(config.options or {}), "users": args.users}
+        for option in ("users", "steps"):
+            if getattr(args, option) is not None:
+                config.options = {**(config.options or {}), option: getattr(args, option)}
         # the preset's list: skip what this installation cannot run, visibly (a report of stored runs trains
         # nothing, so it keeps every method: runs made on another stack stay in it)
         if args.methods is None and not config.stored_only:
@@ -113,7 +117,8 @@ def _whole_preset(args, config):
 
     narrowed = any(v is not None for v in (args.methods, args.epsilons, args.seeds))
     changed = any(v is not None for v in (args.dataset, args.epochs, args.batch_size, args.model, args.delta,
-                                          args.public, args.learning_rate, args.users, args.audit, args.out))
+                                          args.public, args.learning_rate, args.users, args.steps, args.audit,
+                                          args.out))
     if args.quick or not narrowed or changed or not config.resume or config.stored_only:
         return None
     return preset_config(args.preset, stored_only=True, verbose=config.verbose)

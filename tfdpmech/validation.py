@@ -37,6 +37,7 @@ __all__ = [
     "check_positive_real",
     "check_delta",
     "check_positive_int",
+    "check_step_count",
     "check_budget_split",
     "check_choice",
     "check_batch_size",
@@ -156,6 +157,17 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
         raise TypeError(f"{name} must be an integer, got {_describe(value)} ({type(value).__name__}){hint}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_step_count(value, name: str, fix: str) -> int:
+    """A number of steps or an interval between evaluations: an integer >= 1.
+
+    Raises:
+        ValueError: anything else (a bool, a float, a string, 0 or less), naming ``name``, the value and ``fix``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name}={value!r} ({type(value).__name__}) must be an integer >= 1; {fix}")
     return int(value)
 
 

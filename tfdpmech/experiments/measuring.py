@@ -127,6 +127,12 @@ class EpochRecorder(keras.callbacks.Callback):
         self.epochs: list[int] = list(before.get("curve_epochs", ()))
         self.part_starts: list[int] = sorted({*before.get("part_starts", (0,)), self.offset})
 
+    def adopt(self, curve: dict) -> None:
+        """Take a run's own record in place of this one's: ``epochs``, ``accuracy``, ``seconds`` and
+        ``part_starts`` (indices into ``seconds``), as a run that evaluates and resumes itself keeps them."""
+        self.epochs, self.accuracy = list(curve["epochs"]), list(curve["accuracy"])
+        self.seconds, self.part_starts = list(curve["seconds"]), list(curve["part_starts"])
+
     def steady_seconds(self) -> list[float]:
         """The epochs' seconds but those of each part's first epoch (tracing); all of them when no other is left."""
         return [s for i, s in enumerate(self.seconds) if i not in self.part_starts] or self.seconds

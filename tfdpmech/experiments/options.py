@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import numbers
 
-from ..validation import check_positive_int, check_positive_real
+from ..validation import check_positive_int, check_positive_real, check_step_count
 
-__all__ = ["COUNT_OPTIONS", "CHOICE_OPTIONS", "at_epsilon", "option_at", "check_options"]
+__all__ = ["COUNT_OPTIONS", "STEP_OPTIONS", "CHOICE_OPTIONS", "at_epsilon", "option_at", "check_options"]
 
 # options that are counts (epochs, steps, batch sizes, dimensions), each a positive int wherever it is given
 COUNT_OPTIONS = (
     "dpsgd_epochs", "scatter_epochs", "nonprivate_epochs", "pretrain_epochs", "head_epochs", "reference_epochs",
     "pcdbn_reference_epochs", "per_record_batch", "per_record_epochs", "kifer_steps", "scatter_units",
     "augmult_k", "finetune_epochs", "users", "records_per_user", "user_epochs", "text_epochs", "max_public",
-    "sequence_length",
+    "sequence_length", "validation_size",
 )
+# step counts (the authors'-settings rows): an integer >= 1, else ValueError naming the option, the value and the fix
+STEP_OPTIONS = {"steps": "the authors' code trains 80,001; pass a positive count such as --steps 8000",
+                "eval_every": "pass the steps between evaluations as a positive count, e.g. 500"}
 REAL_OPTIONS = ("gamma", "user_zipf")  # positive reals
 CHOICE_OPTIONS = {"augmentation": ("crop", "crop_flip")}  # one of the names listed
 
@@ -44,13 +47,16 @@ def option_at(options: dict, epsilon, option: str, default):
 
 
 def check_options(options: dict) -> None:
-    """Every count option a positive int, every real option a positive real and every choice one of its names,
+    """Every step option and count option a positive int, every real option a positive real and every choice one of its names,
     wherever given.
 
     Raises:
-        TypeError / ValueError: naming ``options[name]`` (and the ε or kind key) and the value.
+        TypeError / ValueError: naming ``options[name]`` (and the ε or kind key) and the value (a step option:
+            ValueError with the fix).
     """
     for name, value in (options or {}).items():
+        if name in STEP_OPTIONS:
+            check_step_count(value, f"options[{name!r}]", STEP_OPTIONS[name])
         if name in CHOICE_OPTIONS:
             entries = value.items() if _per_epsilon(value) else [(None, value)]
             for key, entry in entries:

@@ -201,6 +201,27 @@ register_preset(
                  "nonprivate_epochs": 30, "max_private": 600, "max_test": 400}})
 
 
+# AdLM, ILM and AFRRS references at the settings of the authors' MNIST code (methods.adlm_authors): batch 1,800,
+# Adam 3e-4, 80,001 steps (--steps N stops earlier), the code's split (the first 5,000 training images validate,
+# the other 55,000 train; the 1,000 public images, which train the relevance model, are the first of the 5,000),
+# test and validation accuracy every 500 steps. Each run is saved every 500 steps in
+# docs/results/mnist-papers-authors/parts/ and continues from there; a larger --steps continues a finished run.
+AUTHORS_METHODS = ("adlm_reference_authors", "ilm_reference_authors", "afrrs_reference_authors")
+register_preset(
+    "mnist-papers-authors", "AdLM, ILM (ε = 0.25) and AFRRS (0.6) in the reference mode at the authors' MNIST code "
+                            "settings: batch 1,800, Adam 3e-4, 80,001 steps (--steps N stops earlier), 55,000 "
+                            "training / 5,000 validation images, accuracy every 500 steps, resumable at any step; "
+                            "claimed, none proven; resumes from docs/results/mnist-papers-authors/",
+    {"datasets": ("mnist",), "methods": AUTHORS_METHODS, "epsilons": (0.25, 0.6), "seeds": (0,), "model": "tanh_cnn",
+     "public": 1000, "delta": 1e-5, "epochs": 1, "batch_size": 1800, "learning_rate": 3e-4, "audit": (),
+     "out": "docs/results/mnist-papers-authors", "resume": True,
+     "options": {"gamma": 0.1, "steps": 80_001, "eval_every": 500, "validation_size": 5000},
+     "published": tuple(p for p in MNIST_PUBLISHED if p.get("paper") in ("adlm", "ilm", "afrrs")),
+     "subsets": {m: {"epsilons": (0.6 if m.startswith("afrrs") else 0.25,)} for m in AUTHORS_METHODS}},
+    {"public": 300, "batch_size": 100, "out": "results", "resume": False,
+     "options": {"gamma": 0.1, "steps": 40, "eval_every": 20, "validation_size": 500, "max_private": 1200,
+                 "max_test": 400}})
+
 # DP-SGD on today's architectures (tfdpmech.experiments.methods.architectures) on the whole MNIST and
 # Fashion-MNIST: 60,000 private training images, the 10,000 test images the test set, no public data; each
 # model's non-private accuracy beside its DP accuracy at ε = 1 and 3 (δ = 1e-5, Poisson sampling). Finished runs

@@ -67,6 +67,9 @@ class Prepared:
             knows once it has released, e.g. its noise scale).
         resumable: the model ``make_private`` compiled (the one trained, which ``model`` may wrap): a run saved
             after an epoch resumes from its variables (:mod:`.run_parts`); None: the run restarts from its start.
+        curve: for a run that evaluates itself (and resumes itself at any step), ``() -> {"epochs", "accuracy",
+            "seconds", "part_starts", "train_seconds"}`` read after training, in place of the runner's
+            per-epoch record (:meth:`.measuring.EpochRecorder.adopt`).
     """
 
     model: object
@@ -83,6 +86,7 @@ class Prepared:
     seconds_in_fit: Callable | None = None
     notes_after_fit: Callable | None = None
     resumable: object = None
+    curve: Callable | None = None
 
     def probabilities(self, x) -> np.ndarray:
         """Class probabilities for ``x``; a single logit column is read as binary (sigmoid)."""

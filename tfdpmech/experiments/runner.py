@@ -218,6 +218,10 @@ def run_one(ctx: Context, method: Method, epsilon, seed: int, *, audits=(), on_e
         trained = time.perf_counter()
         prepared.train_for(epochs - recorder.offset, callbacks)
         train_seconds = time.perf_counter() - trained + (before or {}).get("train_seconds", 0.0)
+        if prepared.curve is not None:  # a run that evaluates itself and resumes at any step: its own record
+            curve = prepared.curve()
+            recorder.adopt(curve)
+            train_seconds = curve.get("train_seconds", train_seconds)
         if prepared.seconds_in_fit is not None:  # a once-only release made by the first fit is preprocessing
             released = prepared.seconds_in_fit()
             train_seconds, preprocessing = train_seconds - released, preprocessing + released

@@ -177,8 +177,19 @@ def plot_accuracy_vs_epoch(rows: list[dict], path: str) -> None:
 
 
 def has_step_curves(runs: list[dict]) -> bool:
-    """True if some run states its optimiser steps per epoch (the reference modes do)."""
-    return any((r.get("notes") or {}).get("steps_per_epoch") for r in runs)
+    """True if some run states its optimiser steps per epoch (the reference modes do) or its curve's steps."""
+    return any(_curve_steps(r) is not None for r in runs)
+
+
+def _curve_steps(run: dict):
+    """The optimiser step of each point of ``run``'s curve: ``notes["curve_steps"]`` (a run that counts steps),
+    else ``curve_epochs × notes["steps_per_epoch"]``; None when the run states neither."""
+    notes = run.get("notes") or {}
+    if notes.get("curve_steps"):
+        return list(notes["curve_steps"])
+    if notes.get("steps_per_epoch"):
+        return [e * notes["steps_per_epoch"] for e in run["curve_epochs"]]
+    return None
 
 
 def step_label(run: dict) -> str:
@@ -193,17 +204,21 @@ def step_label(run: dict) -> str:
     return f"{run['method']}{eps} (seed {run['seed']}, batch {run['notes'].get('batch_size', '?')})"
 
 
-def plot_accuracy_vs_step(runs: list[dict], path: str) -> None:
-    """Test accuracy against optimiser step for every run that states ``notes["steps_per_epoch"]``.
-
-    The step is ``curve_epochs × steps_per_epoch``; one line per (method, target ε, seed).
-    """
+def plot_accuracy_vs_step(runs: list[dict], path: str, published=()) -> None:
+    """Test accuracy against optimiser step for every run that states its steps (:func:`_curve_steps`);
+    one line per (method, target ε, seed). ``published``: the papers' claimed accuracies, each drawn as a
+    dotted horizontal line in the colour of its paper's first curve (points whose ``paper`` is plotted)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, r in enumerate(r for r in runs if (r.get("notes") or {}).get("steps_per_epoch")):
-        spe = r["notes"]["steps_per_epoch"]
-        steps = [e * spe for e in r["curve_epochs"]]
-        ax.plot(steps, 100 * np.array(r["accuracy_curve"]), marker=".", color=f"C{i % 10}", label=step_label(r))
+    colours = {}
+    for i, r in enumerate(r for r in runs if _curve_steps(r) is not None):
+        colours.setdefault(r.get("paper"), f"C{i % 10}")
+        ax.plot(_curve_steps(r), 100 * np.array(r["accuracy_curve"]), marker=".", color=f"C{i % 10}",
+                label=step_label(r))
+    for point in published:
+        if point.get("paper") in colours and point.get("accuracy") is not None:
+            ax.axhline(100 * point["accuracy"], color=colours[point["paper"]], linestyle=":", linewidth=1.2,
+                       label=f"{point['label']}: claimed {100 * point['accuracy']:.2f} % at ε = {point['epsilon']:g}")
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 100)

@@ -24,7 +24,7 @@ from .users import users_markdown
 __all__ = ["FILES", "check_writable", "write_report", "report_markdown"]
 
 FILES = ("results.json", "results.md", "accuracy_vs_epsilon.png", "accuracy_vs_epoch.png")
-STEP_PLOT = "accuracy_vs_step.png"  # written when a run states its steps per epoch (the reference modes)
+STEP_PLOT = "accuracy_vs_step.png"  # written when a run states its steps (the reference modes), claims as lines
 
 EXPLANATION = (
     "Claimed ε is what the paper (or method) states; provable ε is what a correct argument gives for one "
@@ -267,7 +267,8 @@ def write_report(results: dict, out: str) -> dict[str, str]:
         plot_accuracy_vs_epoch(rows, os.path.join(tmp, "accuracy_vs_epoch.png"))
         names = FILES
         if has_step_curves(results["runs"]):
-            plot_accuracy_vs_step(results["runs"], os.path.join(tmp, STEP_PLOT))
+            plot_accuracy_vs_step(results["runs"], os.path.join(tmp, STEP_PLOT),
+                                  results["config"].get("published", ()))
             names = FILES + (STEP_PLOT,)
         os.makedirs(out, exist_ok=True)
         for name in names:

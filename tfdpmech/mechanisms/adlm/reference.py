@@ -17,7 +17,6 @@ batch (and redrawn each step), so no per-record guarantee follows. Use
 from __future__ import annotations
 
 import math
-import time
 
 import keras
 import numpy as np
@@ -36,9 +35,11 @@ from ...validation import (
     check_one_hot,
     check_positive_int,
     check_positive_real,
+    check_step_count,
     check_unit_interval,
 )
 from . import reference_steps
+from .reference_loop import train_steps
 from .reference_steps import (
     DELTA2_MNIST,
     LEARNING_RATE,
@@ -257,15 +258,21 @@ class AdLMReference(Mechanism):
             return self.allocation.name
         return self.allocation
 
-    def prepare(self, model=None, x=None, y=None, *, relevance_model=None) -> PreparedFit:
+    def prepare(self, model=None, x=None, y=None, *, relevance_model=None, steps=None, **fit_options) -> PreparedFit:
         """The contract: relevance (when the allocation needs it), then ``fit()`` runs
-        ``epochs · (n // batch_size)`` steps of the authors' loop on the network it builds.
+        ``epochs · (n // batch_size)`` steps of the authors' loop on the network it builds; with ``steps``,
+        it runs those steps with ``fit_options`` (``eval_every``, ``x_test``/``y_test``, ``x_val``/``y_val``,
+        ``state_path``, ``verbose``: see :meth:`fit`), whatever the epochs.
 
         Raises:
-            ValueError: a ``model`` (this path trains the authors' network), the relevance
-                allocation without ``relevance_model`` (before any budget is spent), bad data.
+            ValueError: a ``model`` (this path trains the authors' network), ``steps`` or ``eval_every`` not
+                an integer >= 1, the relevance allocation without ``relevance_model`` (all before any budget
+                is spent), bad data.
         """
         refuse_model(self, model)
+        if steps is not None:  # checked before the relevance step spends eps1
+            steps = check_step_count(steps, "steps", "the authors' code trains 80,001; pass e.g. steps=8000")
+            check_step_count(fit_options.get("eval_every", 250), "eval_every", "pass e.g. eval_every=500")
         x = check_unit_interval(x, "x")
         if self.allocation == "relevance" and self.beta is None:
             if relevance_model is None:
@@ -274,10 +281,14 @@ class AdLMReference(Mechanism):
             self.fit_relevance(relevance_model, x)
         per_epoch = self.steps_per_epoch = len(x) // self.batch_size
 
-        prepared = PreparedFit(None, x, y=y)
+        prepared = PreparedFit(None, x, y=y, epochs=None if steps is None else 1)
 
         def authors_loop(epochs, callbacks, **kwargs):
-            history = self.fit(x, y, steps=epochs * per_epoch, callbacks=callbacks, steps_per_epoch=per_epoch, **kwargs)
+            if steps is None:
+                history = self.fit(x, y, steps=epochs * per_epoch, callbacks=callbacks, steps_per_epoch=per_epoch,
+                                   **kwargs)
+            else:  # the run counts steps and evaluates itself: one "epoch"
+                history = self.fit(x, y, steps=steps, **{**fit_options, **kwargs})
             prepared.model = self.model
             return history
 
@@ -292,8 +303,8 @@ class AdLMReference(Mechanism):
         facts.update({k: v for k, v in self.relevance_details.items() if isinstance(v, (int, float, str))})
         return facts
 
-    def fit(self, x01, y, *, steps: int, x_test=None, y_test=None, eval_every: int = 250,
-            callback=None, callbacks=(), steps_per_epoch: int | None = None, verbose: int = 0) -> dict:
+    def fit(self, x01, y, *, steps: int, x_test=None, y_test=None, eval_every: int = 250, x_val=None, y_val=None,
+            state_path=None, callback=None, callbacks=(), steps_per_epoch: int | None = None, verbose: int = 0) -> dict:
         """Train for ``steps`` steps on the private data; optionally evaluate every ``eval_every`` steps.
 
         Args:
@@ -302,19 +313,26 @@ class AdLMReference(Mechanism):
             steps: optimiser steps (the code: 80,001).
             x_test, y_test: if given, test accuracy is logged at step 0, every ``eval_every`` steps
                 and at the end (``AdLM.py:285-294``).
-            callback: optional ``callback(step, accuracy, loss)`` after each evaluation.
+            x_val, y_val: if given (with the test set), the validation accuracy is logged beside it.
+            state_path: a ``.npz`` file: the run is saved there every ``eval_every`` steps and at the end,
+                and continues from it when it exists (:mod:`.reference_state`; ``seed`` must be set).
+            callback: optional ``callback(step, accuracy, loss)`` after each evaluation (and its save).
             callbacks: Keras callbacks whose ``on_epoch_begin``/``on_epoch_end`` are called every
                 ``steps_per_epoch`` steps (default: ``n // batch_size``, one pass).
 
         Returns:
-            ``{"step": [...], "accuracy": [...], "loss": [...], "seconds": float}``.
+            ``{"step": [...], "accuracy": [...], "loss": [...], "seconds": float, ...}``
+            (:func:`~.reference_loop.train_steps`).
 
         Raises:
-            ValueError: bad data, steps < 1, fewer records than one batch, missing relevance, or a
-                second call (the budget is spent).
+            ValueError: bad data, ``steps`` or ``eval_every`` not an integer >= 1, fewer records than one
+                batch, missing relevance, a second call (the budget is spent), a state saved with other
+                settings or past ``steps``, or a state without a seed.
         """
         if self._fitted:
             raise ValueError("this reference run already spent its budget; create a new one to train again")
+        steps = check_step_count(steps, "steps", "the authors' code trains 80,001 steps; pass e.g. steps=8000")
+        eval_every = check_step_count(eval_every, "eval_every", "pass the steps between evaluations, e.g. 500")
         x = check_unit_interval(x01, "x")
         if x.ndim != 4 or x.shape[-1] != 1:
             raise ValueError(f"x must be grey images of shape (n, 28, 28, 1) (the authors' MNIST code path), got "
@@ -322,43 +340,13 @@ class AdLMReference(Mechanism):
         y = check_one_hot(y, "y")
         if len(x) != len(y):
             raise ValueError(f"x has {len(x)} records but y has {len(y)}")
-        steps = check_positive_int(steps, "steps")
         check_batch_size(self.batch_size, "batch_size", n=len(x))
-        eval_every = check_positive_int(eval_every, "eval_every")
-        self.ratios(x.shape[1:3])  # raises before anything is spent if β is missing
-        self.build(y.shape[1], x.shape[1:])
-        self._record_training(len(x))
-        self._fitted = True
-        xc = to_code_range(x)
-        evaluate = x_test is not None and y_test is not None
-        start, last = time.perf_counter(), None
-
-        def log(step):
-            acc = self.evaluate(x_test, y_test)
-            self.history["step"].append(step)
-            self.history["accuracy"].append(acc)
-            self.history["loss"].append(last)
-            if verbose:
-                print(f"step {step:6d}  test accuracy {acc:.4f}  loss {last}  ({time.perf_counter() - start:.0f}s)")
-            if callback is not None:
-                callback(step, acc, last)
-
-        per_epoch = check_positive_int(steps_per_epoch or max(len(xc) // self.batch_size, 1), "steps_per_epoch")
-        if evaluate:
-            log(0)
-        for i, idx in enumerate(next_batch_indices(len(xc), self.batch_size, steps, self._rng), start=1):
-            if (i - 1) % per_epoch == 0:
-                for cb in callbacks:
-                    cb.on_epoch_begin((i - 1) // per_epoch)
-            last = float(self._step(tf.constant(xc[idx]), tf.constant(y[idx])))
-            if evaluate and (i % eval_every == 0 or i == steps):
-                log(i)
-            if i % per_epoch == 0 or i == steps:
-                for cb in callbacks:
-                    cb.on_epoch_end((i - 1) // per_epoch)
-        self.history["seconds"] = time.perf_counter() - start
-        self.history["diverged"] = not all(np.isfinite(v) for v in self.history["loss"] + [last] if v is not None)
-        return self.history
+        if state_path is not None and self.seed is None:
+            raise ValueError("state_path needs seed=: a resumed run draws its once-only noise again from the seed")
+        per_epoch = check_positive_int(steps_per_epoch or max(len(x) // self.batch_size, 1), "steps_per_epoch")
+        return train_steps(self, x, y, steps=steps, eval_every=eval_every, x_test=x_test, y_test=y_test,
+                           x_val=x_val, y_val=y_val, state_path=state_path, callback=callback, callbacks=callbacks,
+                           per_epoch=per_epoch, verbose=verbose)
 
     def report(self) -> dict:
         """Mode, claimed and provable ε, the relevance facts and the ledger."""

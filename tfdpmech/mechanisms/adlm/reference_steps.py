@@ -58,6 +58,7 @@ __all__ = [
     "reference_loss",
     "reference_optimizer",
     "next_batch_indices",
+    "BatchSampler",
 ]
 
 DELTA2_MNIST = 2 * 14 * 14 * 25  # AdLM.py:91  "2*|feature_map|*|unit_patch| = 2*14*14*5*5" = 9,800
@@ -237,14 +238,41 @@ def reference_optimizer(learning_rate: float = LEARNING_RATE) -> keras.optimizer
 # ------------------------------------------------------------------------------------------------
 # Step 7 -- batches (input_data.py:113-135)
 # ------------------------------------------------------------------------------------------------
+class BatchSampler:
+    """Index arrays of exactly ``batch_size``, as ``DataSet.next_batch`` draws them (``input_data.py:120-135``):
+    consecutive slices of a permutation, reshuffled when the next slice would run past the end (the rest of
+    that pass is skipped).
+
+    Its whole state is ``(permutation, position, rng.bit_generator.state)``: :meth:`state` returns it and
+    :meth:`set_state` puts it back, so a run resumed at any step draws the batches an unbroken one would.
+    """
+
+    def __init__(self, n: int, batch_size: int, rng):
+        self.n, self.batch_size = check_positive_int(n, "n"), check_batch_size(batch_size, n=n)
+        self.rng = make_rng(rng)
+        self.perm, self.pos = self.rng.permutation(self.n), 0
+
+    def next(self) -> np.ndarray:
+        if self.pos + self.batch_size > self.n:  # input_data.py:124-131: a finished pass reshuffles
+            self.perm, self.pos = self.rng.permutation(self.n), 0
+        idx = self.perm[self.pos:self.pos + self.batch_size]
+        self.pos += self.batch_size
+        return idx
+
+    def state(self) -> dict:
+        """``{"perm", "pos", "rng"}``: the permutation, the position in it and the generator's state."""
+        return {"perm": self.perm.copy(), "pos": int(self.pos), "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state: dict) -> None:
+        perm = np.asarray(state["perm"])
+        if perm.shape != (self.n,):
+            raise ValueError(f"the saved batch order covers {perm.shape[0]} records, this run has {self.n}")
+        self.perm, self.pos = perm.astype(self.perm.dtype), int(state["pos"])
+        self.rng.bit_generator.state = state["rng"]
+
+
 def next_batch_indices(n: int, batch_size: int, steps: int, rng):
-    """Yield ``steps`` index arrays of exactly ``batch_size``: consecutive slices of a permutation,
-    reshuffled when the next slice would run past the end (the rest of that pass is skipped),
-    as ``DataSet.next_batch`` does (``input_data.py:120-135``)."""
-    rng = make_rng(rng)
-    perm, pos = rng.permutation(n), 0
+    """Yield ``steps`` index arrays of :class:`BatchSampler` (``input_data.py:120-135``)."""
+    sampler = BatchSampler(n, batch_size, rng)
     for _ in range(steps):
-        if pos + batch_size > n:
-            perm, pos = rng.permutation(n), 0
-        yield perm[pos:pos + batch_size]
-        pos += batch_size
+        yield sampler.next()
