@@ -73,8 +73,8 @@ def dpsgd_loss(n: int) -> float:
 
 def prefix_sum_error(coefficients, n: int) -> float:
     """``||A C⁻¹||_F²`` for the n × n strategy of ``coefficients`` (O(n·b), see the module docstring)."""
-    s = np.cumsum(inverse_column(coefficients, n))
     with np.errstate(over="ignore", invalid="ignore"):
+        s = np.cumsum(inverse_column(coefficients, n))
         return float(np.sum((n - np.arange(n)) * s * s))
 
 
@@ -82,9 +82,9 @@ def loss_and_gradient(free, n: int) -> tuple[float, np.ndarray]:
     """``loss(c) / (n (n + 1) / 2)`` and its gradient in ``free = c_1 … c_{b−1}`` (``c_0 = 1``)."""
     c = np.concatenate([[1.0], np.asarray(free, dtype=np.float64)])
     r = inverse_column(c, n)
-    s = np.cumsum(r)
     weights = n - np.arange(n)
     with np.errstate(over="ignore", invalid="ignore"):
+        s = np.cumsum(r)
         error = float(np.sum(weights * s * s))
         if not np.isfinite(error):  # an unstable strategy: its inverse grows without bound
             return float("inf"), np.zeros_like(free, dtype=np.float64)
