@@ -86,12 +86,13 @@ def run_from_state(state: dict, *, seed=None, augmentation=None, user_ids=None):
         dp = DPSGD(None, run["delta"], epochs=run["epochs"], n=run["n"], noise_multiplier=run["noise_multiplier"],
                    l2_norm_clip=run["l2_norm_clip"], accountant=run["accountant"], path=run["path"],
                    physical_batch_size=run["physical_batch_size"], seed=seed, ledger=ledger, **{given: run[given]},
-                   **units)
+                   bands=run.get("bands", 1), **units)
         first_step = run["first_step"]
     except (KeyError, IndexError, TypeError, StopIteration) as exc:
         raise _bad_state(f"{type(exc).__name__}: {exc}") from exc
     details = release.details
-    if (release.mechanism != "dpsgd" or details.get("steps") != dp.steps or release.noise_scale != dp.noise_multiplier
+    if (release.mechanism != ("dpsgd" if dp.bands == 1 else "dpsgd_bandmf") or details.get("bands", 1) != dp.bands
+            or details.get("steps") != dp.steps or release.noise_scale != dp.noise_multiplier
             or details.get("sampling_probability") != dp.sampling_probability
             or not isinstance(first_step, numbers.Integral) or first_step < 0):
         raise _bad_state("its release does not match its settings")
