@@ -258,3 +258,24 @@ def test_bands_with_what_the_amplification_does_not_cover():
     with pytest.raises(ValueError, match="partitions are fixed.*drop dataset"):
         dp.dataset(x, y, seed=8)
     assert make_dpsgd(2.0, 1e-3, N, bands=3).bands == 3
+
+
+def test_sample_weight_and_mixed_precision_keep_the_buffer_through_save(tmp_path):
+    x, y = _data()
+    weighted = make_private(_model(), _run(bands=3))
+    weighted.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    weighted.fit(x, y, sample_weight=np.linspace(0.5, 1.0, N), verbose=0)
+    assert weighted.optimizer.iterations.numpy() == 24
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = _fit(_run(bands=3), epochs=1)
+        inner = model.optimizer.inner_optimizer  # the loss-scale wrapper's optimizer holds the buffer
+        assert [tuple(b.shape) for b in noise_buffers(inner)] == [(2, 5, 4), (2, 4), (2, 4, 2), (2, 2)]
+        model.save(tmp_path / "mixed.keras")
+        resumed = tfdpmech.resume(keras.models.load_model(tmp_path / "mixed.keras"), seed=7)
+        for got, want in zip(noise_buffers(resumed.optimizer.inner_optimizer), noise_buffers(inner)):
+            assert np.any(want.numpy()) and np.array_equal(got.numpy(), want.numpy())
+        resumed.fit(x, y, verbose=0)
+        assert resumed.optimizer.iterations.numpy() == 24
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
