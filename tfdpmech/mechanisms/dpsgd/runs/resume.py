@@ -12,7 +12,9 @@ The resumed run is the same release (nothing is recorded again): the same n, q, 
 budget, its ledger as saved, the optimizer's step count as saved. Its batches and noise are drawn from
 ``seed`` (the first part's seed gives the first part's stream, continued at the saved step) or from OS
 entropy: either way each remaining step is an independent Poisson draw, which is what the recorded ε
-assumes. What the proof protects is unchanged: add-or-remove-one-record neighbours over the n records (one
+assumes. A BandMF run (``DPSGD(..., bands=b)``) resumes only with the seed it started with: its cyclic partitions
+and its saved noise buffer belong to that key (another seed is refused before any step; see
+:mod:`.banded_run`). What the proof protects is unchanged: add-or-remove-one-record neighbours over the n records (one
 user, all of their records, for a user-level run). A run with augmentation multiplicity or at user level is
 given its augmentation or its user ids again (``resume(model, augmentation=fn)``, ``resume(model,
 user_ids=ids)``): code and data are not saved with a model; the multiplicity and k are, and must not change.

@@ -13,7 +13,11 @@ variables, same update), which
   module attributes, so Keras finds them without ``custom_objects``). The sampling and noise keys are
   secret and are **not** saved: a resumed run draws its remaining steps from the seed given to
   :func:`tfdpmech.resume` (the same stream as the first part when it is the same seed) or from OS
-  entropy (fresh independent Poisson draws: the same guarantee).
+  entropy (fresh independent Poisson draws: the same guarantee). A BandMF run (``bands > 1``) also keeps its noise
+  buffer (the b − 1 past noise vectors) and a fingerprint of its sampling key as variables of the optimizer
+  (:mod:`..noise.correlated_noise`, created by :meth:`_DPOptimizer.build`, so a loaded optimizer has the same
+  variables and Keras loads them): **a checkpoint saved mid-run is then as secret as the seed**. The run's last
+  planned step zeroes both; such a run resumes only with the seed it started with.
 * refuses to apply gradients outside the DP train step (:func:`dp_step`): a loaded model's own
   ``fit`` (Keras's train step) would train without privacy while the saved ledger shows a guarantee,
   so it raises, naming :func:`tfdpmech.resume`. Compiling the model again with another optimizer is
