@@ -1,7 +1,7 @@
 """BandMF against DP-SGD: the expected squared error of the noisy prefix sums (the iterates' noise) at a target ε.
 
 For each setting (n records, expected batch L, epochs, ε, δ = 1e-5) and bands b, prints the run's steps, σ calibrated
-by ``dp_accounting`` as ``DPSGD(..., bands=b)`` does (PLD; ⌈steps / b⌉ rounds at q_b = L / ⌊n/b⌋), the optimised
+by ``dp_accounting`` as ``DPSGD(..., bands=b)`` does (PLD; ⌈steps / b⌉ rounds at q_b = b · L / n), the optimised
 strategy's loss ``||A C⁻¹||_F² sens(C)²`` over DP-SGD's ``n (n + 1) / 2`` at the same σ, and the ratio that decides:
 ``σ_b² · loss_b / (σ_1² · n (n + 1) / 2)``, the expected total squared error of the n prefix sums relative to DP-SGD's
 (below 1: less noise in the iterates at the same ε). It measures the noise only, not accuracy.
@@ -26,10 +26,9 @@ def rows():
         steps = epochs * math.ceil(n / batch)
         base = None
         for b in BANDS:
-            smallest = n // b
-            if smallest < batch:
+            q, rounds = b * batch / n, math.ceil(steps / b)
+            if q > 1:
                 continue
-            q, rounds = batch / smallest, math.ceil(steps / b)
             sigma = poisson_dpsgd_noise_multiplier(epsilon, DELTA, q=q, steps=rounds)
             ratio = banded_strategy(steps, b).ratio
             total = sigma ** 2 * ratio

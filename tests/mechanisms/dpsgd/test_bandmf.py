@@ -24,6 +24,7 @@ from tfdpmech.mechanisms.dpsgd.noise.banded_strategy import banded_strategy, den
 from tfdpmech.mechanisms.dpsgd.noise.correlated_noise import BandedNoise, noise_buffers
 from tfdpmech.mechanisms.dpsgd.runs.paths import tf_privacy_available
 from tfdpmech.mechanisms.dpsgd.runs.train_step import noise_key, step_noise
+from tfdpmech.mechanisms.dpsgd.sampling.cyclic_poisson import CyclicPartitions
 from tfdpmech.mechanisms.dpsgd.sampling.poisson_sampling import poisson_batch
 
 pytestmark = pytest.mark.dpsgd
@@ -139,12 +140,13 @@ def test_training_noise_equals_dense_reference():
 
 # -- sampling and accounting -------------------------------------------------------------------------------------
 def test_cyclic_partitions_and_accounting():
-    dp = _run(bands=4, n=122)  # 122 = 4 partitions of 30, 30, 31, 31: q_b from the smallest
+    dp = _run(bands=4, n=122)  # 122 is no multiple of 4: each unit's partition is its own uniform draw
     x, y = _data(122)
     y = keras.utils.to_categorical(y, 2)
-    assert dp.partition_sampling_probability == L / 30 and dp.rounds == math.ceil(dp.steps / 4)
+    q_b = 4 * L / 122
+    assert dp.partition_sampling_probability == q_b and dp.rounds == math.ceil(dp.steps / 4)
     parts = dp.partitions(dp._sampling_key).parts
-    assert sorted(len(p) for p in parts) == [30, 30, 31, 31]
+    assert len(parts) == 4 and all(len(p) > 0 for p in parts)
     assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(122))
     last = {}
     for step, (xb, _, (mask, ticket)) in enumerate(dp.dataset(x, y).take(24)):
@@ -154,10 +156,20 @@ def test_cyclic_partitions_and_accounting():
         for i in ids:  # at most once in any 4 consecutive steps
             assert step - last.get(i, -4) >= 4
             last[i] = step
-    sigma = poisson_dpsgd_noise_multiplier(2.0, 1e-3, q=L / 30, steps=dp.rounds)
+    sigma = poisson_dpsgd_noise_multiplier(2.0, 1e-3, q=q_b, steps=dp.rounds)
     assert dp.noise_multiplier == sigma > _run().noise_multiplier  # weaker amplification: a larger σ
-    assert dp.epsilon_after_steps(dp.steps) == poisson_dpsgd_epsilon(sigma, 1e-3, q=L / 30, steps=dp.rounds) <= 2.0
-    assert dp.epsilon_after_steps(5) == poisson_dpsgd_epsilon(sigma, 1e-3, q=L / 30, steps=2)
+    assert dp.epsilon_after_steps(dp.steps) == poisson_dpsgd_epsilon(sigma, 1e-3, q=q_b, steps=dp.rounds) <= 2.0
+    assert dp.epsilon_after_steps(5) == poisson_dpsgd_epsilon(sigma, 1e-3, q=q_b, steps=2)
+
+
+def test_adding_a_unit_moves_no_other_unit_between_partitions():
+    """Add-or-remove neighbours: each unit's partition is its own draw, so the others' do not change."""
+    key = (5, 6, 7, 8)
+    small, large = CyclicPartitions(500, 7, key), CyclicPartitions(501, 7, key)
+    for a, b in zip(small.parts, large.parts):
+        np.testing.assert_array_equal(a, b[b < 500])
+    sizes = [len(p) for p in CyclicPartitions(70000, 7, key).parts]  # uniform: about 10,000 each
+    assert max(abs(s - 10000) for s in sizes) < 6 * math.sqrt(10000)
 
 
 def test_ledger_names_bandmf_and_its_bands():
@@ -234,6 +246,8 @@ def test_bands_above_an_epoch_refused_at_construction_and_at_first_fit():
         _run(bands=13)
     with pytest.raises(ValueError, match="bands=12 is more than the 11 steps.*fewer than the expected batch"):
         _run(bands=12, n=110)  # 11 steps of an epoch
+    with pytest.raises(ValueError, match=r"bands=12 is more than the 12 steps.*q_b = bands · L / n = 1.05"):
+        _run(bands=12, n=114, expected_batch_size=10)  # 12 steps an epoch, but 114 / 12 < 10 records a partition
     dp = DPSGD(2.0, 1e-3, expected_batch_size=L, epochs=EPOCHS, seed=7, bands=13)  # n from the first fit
     ledger = dp.ledger
     with pytest.raises(ValueError, match="bands=13 is more than the 12 steps"):

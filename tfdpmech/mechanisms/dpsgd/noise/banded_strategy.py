@@ -1,14 +1,15 @@
 """The banded Toeplitz strategy of BandMF: its coefficients, optimised for a run's steps and bands.
 
 Banded matrix factorization (Choquette-Choo et al., "Amplified banded matrix factorization: a unified approach to
-private training", NeurIPS 2023, §2 and §4) writes the noisy prefix sums that SGD's iterates are as ``A (x + C⁻¹ z)``:
+private training", NeurIPS 2023, arXiv:2306.08153: the matrix mechanism and its banded strategies) writes the noisy prefix sums that SGD's iterates are as ``A (x + C⁻¹ z)``:
 ``x`` the steps' clipped gradient sums, ``A`` the n × n lower-triangular matrix of ones (the prefix-sum workload),
 ``z ~ N(0, σ² sens(C)² C_clip² I)`` and ``C`` the *strategy*: here lower-triangular **Toeplitz** with **b bands**,
 ``C[t, t − j] = c_j`` for ``0 <= j < b`` (0 elsewhere), ``c_0 = 1`` (McKenna 2024, "Scaling up the banded matrix
-factorization mechanism for differentially private ML", §3: Toeplitz strategies, a few coefficients for any n).
+factorization mechanism for differentially private ML": Toeplitz strategies, a few coefficients for any n).
 
 What :func:`optimise_coefficients` minimises (the expected total squared error of the n prefix sums, per unit of
-``σ² C_clip²``; Choquette-Choo et al. 2023, Eq. (2) with the b-min-separation sensitivity of their §4)::
+``σ² C_clip²``: the matrix mechanism's expected error ``σ² ||A C⁻¹||_F²`` with the noise scaled to C's sensitivity
+under b-min-separated participation, Choquette-Choo et al. 2023)::
 
     loss(c) = ||A C⁻¹||_F² · sens(C)²,    sens(C)² = max_t ||C[:, t]||² = Σ_{j < min(b, n)} c_j²
 
@@ -61,7 +62,7 @@ def inverse_column(coefficients, n: int) -> np.ndarray:
 def sensitivity(coefficients, n: int) -> float:
     """``sens(C)``: the largest column norm of the n × n strategy, its first column's ``sqrt(Σ_{j<min(b,n)} c_j²)``
     (b-min-separated participation: a record's columns never overlap, so one participation moves ``C x`` by at most
-    this times the clipping norm; Choquette-Choo et al. 2023, §4)."""
+    this times the clipping norm; Choquette-Choo et al. 2023)."""
     c = np.asarray(coefficients, dtype=np.float64)[:n]
     return float(np.sqrt(np.sum(c * c)))
 

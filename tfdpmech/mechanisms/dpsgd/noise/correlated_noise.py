@@ -1,7 +1,7 @@
 """BandMF's correlated noise, stream-wise: ``w = C⁻¹ z`` one step at a time, with b − 1 past noise vectors.
 
 The noisy gradient sum of step t is ``x_t + w_t`` with ``C w = z`` (Choquette-Choo et al. 2023, "Amplified banded
-matrix factorization", Eq. (1): the mechanism releases ``A (x + C⁻¹ z)``; ``C`` the b-banded Toeplitz strategy of
+matrix factorization", arXiv:2306.08153: the mechanism releases ``A (x + C⁻¹ z)``; ``C`` the b-banded Toeplitz strategy of
 :mod:`.banded_strategy`, ``c_0 = 1``). Row t of ``C w = z`` is ``Σ_{j<b} c_j w_{t−j} = z_t``, so (back-substitution)::
 
     w_t = z_t − Σ_{j=1}^{b−1} c_j w_{t−j}          (w_{t−j} = 0 before the run's first step)

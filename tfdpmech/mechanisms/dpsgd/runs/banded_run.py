@@ -3,11 +3,12 @@
 The part of :class:`~tfdpmech.mechanisms.dpsgd.DPSGD` that ``bands`` decides (mixed into it). With ``bands=1`` (the
 default) nothing changes: the same batches, noise, σ and ledger entry as DP-SGD, draw for draw. With ``bands=b > 1``
 (Choquette-Choo et al., "Amplified banded matrix factorization: a unified approach to private training", NeurIPS
-2023, Theorem 4; jax-privacy 2.x's BandMF):
+2023, arXiv:2306.08153, its amplification of b-banded strategies by cyclic Poisson sampling; jax-privacy 2.x's
+BandMF):
 
-* **sampling**: the n units split once into b partitions (a permutation from the secret sampling key); step t samples
-  Poisson from partition ``t mod b`` only, each unit with probability ``q_b = L / ⌊n/b⌋``
-  (:mod:`..sampling.cyclic_poisson`): a unit takes part at most once in any b consecutive steps;
+* **sampling**: each of the n units assigned once, on its own, to one of b partitions (uniformly, from the secret
+  sampling key); step t samples Poisson from partition ``t mod b`` only, each unit with probability
+  ``q_b = b · L / n`` (:mod:`..sampling.cyclic_poisson`): a unit takes part at most once in any b consecutive steps;
 * **noise**: ``w = C⁻¹ z`` stream-wise (:mod:`..noise.correlated_noise`), C the b-banded Toeplitz strategy optimised
   for the run's steps (:mod:`..noise.banded_strategy`), ``z_t ~ N(0, (σ C_clip sens(C))² I)``;
 * **accounting**: ``dp_accounting`` composes ``⌈steps / b⌉`` Poisson-sampled Gaussian events with the same σ and
@@ -15,7 +16,7 @@ default) nothing changes: the same batches, noise, σ and ledger entry as DP-SGD
   target ε from that event. The ledger's release names the mechanism (``"dpsgd_bandmf"``) and its bands.
 
 Refused, before anything is charged (the amplification argument covers none of them): ``bands`` above the steps
-of an epoch (``q_b`` would exceed 1), tensorflow-privacy's engine (its DP models draw their own noise), several
+of an epoch (``q_b = b · L / n`` would exceed 1), tensorflow-privacy's engine (its DP models draw their own noise), several
 workers (their shared batches do not partition), and shuffled batches (:class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD`
 has no ``bands``). Keras's ``gradient_accumulation_steps`` is refused for every DP-SGD run.
 """
@@ -63,22 +64,23 @@ class BandedRun:
 
     def _accounted_sampling(self, n: int, batch: float, steps_per_epoch: int, steps: int):
         """``(q the accountant composes, events composed, padded batch base)``: ``(L/n, steps, n)`` for one band,
-        ``(L / ⌊n/b⌋, ⌈steps/b⌉, ⌈n/b⌉)`` for b bands.
+        ``(b·L/n, ⌈steps/b⌉, ⌈n/b⌉)`` for b bands.
 
         Raises:
-            ValueError: b above the steps of an epoch, or partitions smaller than the expected batch (q_b > 1).
+            ValueError: b above the steps of an epoch, i.e. partitions of n/b units smaller than the expected batch
+                (q_b > 1).
         """
         if self.bands == 1:
             return batch / n, steps, n
-        smallest = n // self.bands
-        if self.bands > steps_per_epoch or smallest < batch:
+        q_b = self.bands * batch / n
+        if self.bands > steps_per_epoch or q_b > 1:
             raise ValueError(
                 f"bands={self.bands} is more than the {steps_per_epoch} steps of an epoch: its {self.bands} partitions "
-                f"of the n={n} units hold {smallest} each (the smallest), fewer than the expected batch size "
-                f"L={batch:g}, so a partition cannot be sampled with probability L / {smallest} <= 1. Pass bands <= "
-                f"{max(1, min(steps_per_epoch, int(n // math.ceil(batch))))}, or a smaller expected_batch_size"
+                f"of the n={n} units hold {n / self.bands:.4g} on average, fewer than the expected batch size "
+                f"L={batch:g}, so a partition cannot be sampled with probability q_b = bands · L / n = {q_b:.4g} <= 1. "
+                f"Pass bands <= {max(1, min(steps_per_epoch, int(n // batch)))}, or a smaller expected_batch_size"
             )
-        return batch / smallest, int(math.ceil(steps / self.bands)), -(-n // self.bands)
+        return q_b, int(math.ceil(steps / self.bands)), -(-n // self.bands)
 
     def _set_strategy(self, q_b: float, rounds: int) -> None:
         """The optimised strategy for the run's steps (bands > 1), q_b and the rounds (set by calibrate)."""
@@ -151,9 +153,9 @@ class BandedRun:
         s = self.strategy
         basis = (
             f"BandMF, {self.bands} bands (banded matrix factorization; Choquette-Choo et al. 2023, 'Amplified banded "
-            f"matrix factorization', Theorem 4): the n={self.n} {unit} split once into {self.bands} partitions by a "
-            f"secret permutation; step t samples each {unit[:-1]} of partition t mod {self.bands} independently with "
-            f"probability q_b={self.partition_sampling_probability:.6g} (= L / floor(n/b)); per-"
+            f"matrix factorization'): each of the n={self.n} {unit} assigned once, on its own, to one of "
+            f"{self.bands} partitions by a secret uniform draw; step t samples each {unit[:-1]} of partition t mod "
+            f"{self.bands} independently with probability q_b={self.partition_sampling_probability:.6g} (= b L / n); per-"
             f"{'user' if self.users is not None else 'example'} clipping C={self.l2_norm_clip:g}; the noise of step t is "
             f"(C^-1 z)_t for the {self.bands}-banded Toeplitz strategy C optimised for {self.steps} steps "
             f"(sensitivity {s.sensitivity:.6g}), z ~ N(0, (σ C sens)^2) with σ={self.noise_multiplier:.6g}; the noisy "
