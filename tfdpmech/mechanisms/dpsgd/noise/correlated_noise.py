@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -33,6 +34,9 @@ __all__ = ["BandedNoise", "BUFFER_NAME", "noise_buffers", "make_noise_buffers", 
 BUFFER_NAME = "bandmf_noise_buffer"
 CHECK_NAME = "bandmf_key_check"
 _ATTRIBUTE = "_tfdpmech_noise_buffers"
+# Keras 3's optimizer variables take a replica aggregation (the buffers are written by every replica, the first's
+# value kept); Keras 2.15's add_variable has none (BandMF then trains without a tf.distribute strategy: banded_run.py)
+_AGGREGATION = {"aggregation": "only_first_replica"} if int(keras.__version__.split(".")[0]) >= 3 else {}
 
 
 def key_check(key) -> int:
@@ -75,11 +79,9 @@ def make_noise_buffers(optimizer, variables, bands: int) -> list:
                              "compile the model with a new optimizer for this run")
         return noise_buffers(optimizer)
     buffers = [optimizer.add_variable(shape=(bands - 1, *tuple(v.shape)), initializer="zeros",
-                                      dtype=_float_dtype(v.dtype), aggregation="only_first_replica",
-                                      name=BUFFER_NAME)
+                                      dtype=_float_dtype(v.dtype), name=BUFFER_NAME, **_AGGREGATION)
                for v in variables]
-    check = optimizer.add_variable(shape=(), initializer="zeros", dtype="int64", aggregation="only_first_replica",
-                                   name=CHECK_NAME)
+    check = optimizer.add_variable(shape=(), initializer="zeros", dtype="int64", name=CHECK_NAME, **_AGGREGATION)
     # past Keras's attribute tracking: add_variable has tracked each one, once
     object.__setattr__(optimizer, _ATTRIBUTE, (*buffers, check))
     return noise_buffers(optimizer)

@@ -32,6 +32,8 @@ from ..noise.banded_strategy import banded_strategy
 from ..noise.correlated_noise import (BandedNoise, buffer_bands, key_check, make_noise_buffers, reset_noise_buffers,
                                       stored_key_check)
 from ..sampling.cyclic_poisson import CyclicPartitions
+from ....distribute import strategy_of
+from .train_step import KERAS_3
 
 __all__ = ["BandedRun", "check_bands"]
 
@@ -109,9 +111,12 @@ class BandedRun:
     # -- engine ------------------------------------------------------------------------------
     def _check_distribution(self, model) -> None:
         super()._check_distribution(model)
-        if self.bands > 1 and (self.engine != "tfdpmech" or self.multiworker is not None):
+        keras_2_strategy = not KERAS_3 and strategy_of(model) is not None
+        if self.bands > 1 and (self.engine != "tfdpmech" or self.multiworker is not None or keras_2_strategy):
             why = ("several workers share batches that do not follow the cyclic partitions" if self.multiworker
-                   is not None else f"engine={self.engine!r} draws its own independent noise")
+                   is not None else "Keras 2's optimizer variables cannot hold the noise buffer across replicas "
+                   "(train without a tf.distribute strategy there, or on Keras 3)" if keras_2_strategy else
+                   f"engine={self.engine!r} draws its own independent noise")
             raise ValueError(f"bands={self.bands} (BandMF) trains on tfdpmech's engine on one machine: {why}. Pass "
                              "engine='tfdpmech' on one machine, or bands=1 (nothing has been charged)")
 
