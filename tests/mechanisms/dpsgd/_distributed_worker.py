@@ -94,5 +94,25 @@ out["multiworker_seed_error"] = error_of(lambda: mw.dataset(xs, ys))
 out["multiworker_fit_error"] = error_of(lambda: mw_model.fit(xs, ys, batch_size=32, epochs=1, verbose=0))
 out["multiworker_releases"] = len(mw.ledger.releases)
 
+
+
+# BandMF (bands=3): the same run on two replicas and on one device; several workers refused before any release
+def bandmf_run(strategy):
+    run = DPSGD(2.0, 1e-5, expected_batch_size=40, epochs=2, n=400, seed=0, bands=3, engine="tfdpmech")
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        bandmf = run.compile(keras.Sequential([keras.Input((10,)), keras.layers.Dense(3)]))
+    bandmf.fit(run.dataset(x, y), epochs=2, verbose=0)
+    return {"weights": [w.tolist() for w in bandmf.get_weights()], "steps": int(bandmf.optimizer.iterations.numpy()),
+            "mechanism": run.ledger.releases[0].mechanism}
+
+
+out["bandmf_two_replicas"], out["bandmf_one_device"] = bandmf_run(STRATEGY), bandmf_run(ONE)
+mw_band = DPSGD(1.0, 1e-5, expected_batch_size=10, epochs=1, n=100, engine="tfdpmech", seed=1, bands=3)
+with multi.scope():
+    out["multiworker_bandmf_error"] = error_of(
+        lambda: mw_band.compile(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])))
+out["multiworker_bandmf_releases"] = len(mw_band.ledger.releases)
+
 with open(sys.argv[1], "w") as fh:
     json.dump(out, fh)

@@ -24,7 +24,10 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_distributed_
 @pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory):
     out = tmp_path_factory.mktemp("dpsgd_distributed") / "result.json"
-    proc = subprocess.run([sys.executable, WORKER, str(out)], capture_output=True, text=True, timeout=400)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(WORKER))))  # this checkout's package,
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)  # not an installed one
+    proc = subprocess.run([sys.executable, WORKER, str(out)], capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "PYTHONPATH": path})
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out) as fh:
         return json.load(fh)
@@ -76,3 +79,13 @@ def test_an_unsupported_strategy_is_refused_at_compile():
         with pytest.raises(ValueError, match="does not support strategy=CentralStorageStrategy.*MirroredStrategy"):
             dp.compile(model)
     assert not dp.ledger.releases
+
+
+@pytest.mark.slow
+def test_bandmf_under_two_replicas_equals_one_device_and_several_workers_are_refused(two_replicas):
+    two, one = two_replicas["bandmf_two_replicas"], two_replicas["bandmf_one_device"]
+    assert two["steps"] == one["steps"] == 20 and two["mechanism"] == "dpsgd_bandmf"
+    for got, want in zip(two["weights"], one["weights"]):  # one w_t per step, added once: the same run
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    assert "bands=3 (BandMF) trains on tfdpmech's engine on one machine" in two_replicas["multiworker_bandmf_error"]
+    assert two_replicas["multiworker_bandmf_releases"] == 0

@@ -12,6 +12,10 @@ The engine in three folders, one per question a DP-SGD step answers:
     (:mod:`.sampling.record_datasets`), random-access sources larger than memory (:mod:`.sampling.record_sources`;
     ArrayRecord files: :mod:`.sampling.array_records`).
 
+- :mod:`.noise`: *what noise a step adds*: independent draws (DP-SGD), or BandMF's correlated noise with ``DPSGD(...,
+  bands=b)`` (:mod:`.runs.banded_run`): the banded strategy (:mod:`.noise.banded_strategy`) and its inverse applied
+  stream-wise (:mod:`.noise.correlated_noise`); cyclic Poisson partitions in :mod:`.sampling.cyclic_poisson`.
+
 - :mod:`.clipping`: *how a step is clipped*.
 
   - :mod:`.clipping.clipped_sums`: the per-example clipped gradient sums of any Keras model: the ghost norms of one

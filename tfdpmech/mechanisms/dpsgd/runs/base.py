@@ -312,10 +312,11 @@ class DPSGDRun(RunEngines, Mechanism):
         """The optimizer steps this run plans (and the train step allows): the ledger shows fewer as stopped early."""
         return int(getattr(self, "max_train_steps", self.steps))
 
-    def _release(self, basis: str, epsilon_provable: float, details: dict, event=None) -> Release:
+    def _release(self, basis: str, epsilon_provable: float, details: dict, event=None,
+                 mechanism: str = "dpsgd") -> Release:
         """The training run as one ledger entry: claimed = the calibrated ε, the optimiser in ``details``."""
         return Release(
-            component="dpsgd_training", mechanism="dpsgd", epsilon_claimed=self.epsilon_achieved,
+            component="dpsgd_training", mechanism=mechanism, epsilon_claimed=self.epsilon_achieved,
             epsilon_provable=epsilon_provable, event=event, basis=basis, delta=self.delta,
             neighbours="add_remove_user" if getattr(self, "users", None) is not None else "add_remove",
             protects="record", sensitivity=self.l2_norm_clip, noise_scale=self.noise_multiplier, per_epoch=False,

@@ -78,6 +78,7 @@ from ....accounting.gaussian import require_dp_accounting
 from ....accounting.ledger import PrivacyLedger, Release
 from ....validation import check_choice, check_delta, check_epsilon, check_positive_int, check_positive_real
 from ..clipping.chunked_clipping import check_physical_batch_size
+from .banded_run import BandedRun
 from .base import DPSGDRun
 from .optimizer_settings import LR_SCHEDULES, OptimizerSettings, resolve_optimizer
 from .paths import PATHS, rebuildable
@@ -105,7 +106,7 @@ __all__ = ["PoissonSampler", "DPSGD", "padded_batch_size", "pad_batch", "poisson
            "LR_SCHEDULES"]
 
 
-class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
+class DPSGD(BandedRun, PoissonCalibration, PoissonUnits, DPSGDRun):
     """DP-SGD with Poisson sampling, σ calibrated to a target (ε, δ), the ε recorded as **proven**.
 
     One object is one training run, as for :class:`~tfdpmech.mechanisms.dpsgd.ShuffledDPSGD` (both are a
@@ -148,6 +149,10 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
             one user id per record and k >= 1; n is then the number of users, each step samples users with
             q = L / n, a sampled user contributes up to k of their records, summed and clipped once; the ε is for
             adding or removing one user with all of their records.
+        bands: 1 (default): DP-SGD, independent noise every step. b > 1: BandMF (:mod:`.banded_run`): cyclic
+            Poisson sampling over b partitions of the units with q_b = L / floor(n / b), noise correlated across steps
+            by a b-banded strategy optimised for the run's steps, ε for ceil(steps / b) rounds at q_b. At most the
+            steps of an epoch; tfdpmech's engine on one machine.
         seed: seeds the sampler and the noise (None: OS entropy). Keep it secret outside experiments.
         layer_registry, use_xla, ledger: as for ``ShuffledDPSGD``.
 
@@ -164,7 +169,7 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
             default loss).
     """
 
-    settings = (*DPSGDRun.settings, "sampling_probability", "expected_batch_size", "accountant")
+    settings = (*DPSGDRun.settings, "sampling_probability", "expected_batch_size", "accountant", "bands")
     sampling = "poisson"
 
     def __init__(self, epsilon: float | None, delta: float, expected_batch_size: int | None = None, epochs: int = 1,
@@ -173,7 +178,8 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
                  optimizer: str | OptimizerSettings = "adam", path: str = "auto", accountant: str = "pld",
                  physical_batch_size: int | None = None, seed=None, layer_registry=None, use_xla: bool = False,
                  engine: str = "auto", ledger: PrivacyLedger | None = None, augmentation=None,
-                 augmentation_multiplicity: int = 1, user_ids=None, records_per_user: int | None = None):
+                 augmentation_multiplicity: int = 1, user_ids=None, records_per_user: int | None = None,
+                 bands: int = 1):
         optimizer = resolve_optimizer(optimizer)
         self._set_units(augmentation, augmentation_multiplicity, user_ids, records_per_user, n)
         seed = check_seed(seed)
@@ -203,6 +209,7 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
         self.accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
         self.physical_batch_size = check_physical_batch_size(physical_batch_size)
         self._check_unit_chunks()
+        self._set_bands(bands)
         self._defer_sizes(expected_batch_size, sampling_probability, noise_multiplier)
         if n is not None:  # else the first fit of a make_private model gives n (.poisson_calibration)
             self.calibrate(n)
@@ -233,8 +240,8 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
         if steps <= 0:
             return 0.0
         self._require_n("epsilon_after_steps")
-        return poisson_dpsgd_epsilon(self.noise_multiplier, self.delta, q=self.sampling_probability, steps=steps,
-                                     accountant=self.accountant)
+        q, events = self._accounted_steps(steps)  # ceil(steps / b) rounds at q_b for BandMF (.banded_run)
+        return poisson_dpsgd_epsilon(self.noise_multiplier, self.delta, q=q, steps=events, accountant=self.accountant)
 
     def allowed_steps_per_epoch(self) -> set:
         """``ceil(1/q)`` Poisson draws per epoch."""
@@ -332,7 +339,7 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
             dp_accounting.PoissonSampledDpEvent(self.sampling_probability,
                                                 dp_accounting.GaussianDpEvent(self.noise_multiplier)),
             self.steps)
-        return self._release(basis, self.epsilon_achieved, {
+        details = {
             "accountant": ACCOUNTANT_NAMES[self.accountant],
             "sampling": "poisson",
             "sampling_probability": self.sampling_probability,
@@ -351,7 +358,9 @@ class DPSGD(PoissonCalibration, PoissonUnits, DPSGDRun):
             "records_per_user": None if self.users is None else self.users.k,
             "records": self.n if self.users is None else self.users.n_records,
             "run_id": self.run_id,
-        }, event=event)
+        }
+        mechanism, basis, event, details = self._noise_release(basis, event, details)
+        return self._release(basis, self.epsilon_achieved, details, event=event, mechanism=mechanism)
 
     def __repr__(self) -> str:
         if self.n is None:

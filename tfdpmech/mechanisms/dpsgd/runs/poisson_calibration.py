@@ -70,10 +70,15 @@ class PoissonCalibration:
                 "accountant computes; pass a realistic number of epochs"
             )
         steps = self.epochs * steps_per_epoch
+        # what the accountant composes: (q, steps) for DP-SGD, (q_b, ceil(steps / b)) for BandMF (.banded_run)
+        q_accounted, events, padded_units = self._accounted_sampling(n, batch, steps_per_epoch, steps)
+        if self.bands == 1:
+            q_accounted = q  # the very q DP-SGD composes (not recomputed as L / n)
         if noise_multiplier is None:
-            noise_multiplier = poisson_dpsgd_noise_multiplier(self.target_epsilon, self.delta, q=q, steps=steps,
-                                                              accountant=self.accountant)
-        achieved = poisson_dpsgd_epsilon(noise_multiplier, self.delta, q=q, steps=steps, accountant=self.accountant)
+            noise_multiplier = poisson_dpsgd_noise_multiplier(self.target_epsilon, self.delta, q=q_accounted,
+                                                              steps=events, accountant=self.accountant)
+        achieved = poisson_dpsgd_epsilon(noise_multiplier, self.delta, q=q_accounted, steps=events,
+                                         accountant=self.accountant)
         # every check passed: set the run's sizes together (the settings are fixed outside construction, and
         # calibrating completes it)
         depth = self.__dict__.get("_constructing", 0)
@@ -83,9 +88,11 @@ class PoissonCalibration:
             self.sampling_probability, self.expected_batch_size = q, batch
             self.batch_size = max(1, int(round(batch)))  # the expected batch size, rounded (what messages read)
             self.steps_per_epoch, self.steps = steps_per_epoch, steps
-            self.padded_batch_size = padded_batch_size(n, q)
+            self.padded_batch_size = padded_batch_size(n, q) if self.bands == 1 else padded_batch_size(
+                padded_units, q_accounted)  # BandMF: the largest partition at q_b
             self.noise_multiplier, self.epsilon_achieved = noise_multiplier, achieved
             self.epsilon = achieved if self.target_epsilon is None else self.target_epsilon
+            self._set_strategy(q_accounted, events)
         finally:
             object.__setattr__(self, "_constructing", depth)
 

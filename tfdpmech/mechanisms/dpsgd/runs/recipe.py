@@ -185,6 +185,9 @@ def make_dpsgd(epsilon: float, delta: float, n: int, *, recipe: Recipe = RECIPE,
     if unsupported:
         raise ValueError(f"sampling='shuffled' has no {sorted(unsupported)} settings (got {unsupported}); use "
                          "sampling='poisson' or a recipe without them")
+    if kwargs.get("bands", 1) != 1:
+        raise ValueError(f"bands={kwargs['bands']} (BandMF) needs cyclic Poisson sampling: shuffled batches have no "
+                         "amplification argument for correlated noise. Pass sampling='poisson', or bands=1")
     batch = kwargs.pop("expected_batch_size")
     kwargs.setdefault("drop_remainder", True)  # the shuffled recipe keeps full batches; the ledger records the rest
     return ShuffledDPSGD(epsilon, delta, batch, kwargs.pop("epochs"), n, ledger=ledger, **kwargs)

@@ -12,7 +12,9 @@ The resumed run is the same release (nothing is recorded again): the same n, q, 
 budget, its ledger as saved, the optimizer's step count as saved. Its batches and noise are drawn from
 ``seed`` (the first part's seed gives the first part's stream, continued at the saved step) or from OS
 entropy: either way each remaining step is an independent Poisson draw, which is what the recorded ε
-assumes. What the proof protects is unchanged: add-or-remove-one-record neighbours over the n records (one
+assumes. A BandMF run (``DPSGD(..., bands=b)``) resumes only with the seed it started with: its cyclic partitions
+and its saved noise buffer belong to that key (another seed is refused before any step; see
+:mod:`.banded_run`). What the proof protects is unchanged: add-or-remove-one-record neighbours over the n records (one
 user, all of their records, for a user-level run). A run with augmentation multiplicity or at user level is
 given its augmentation or its user ids again (``resume(model, augmentation=fn)``, ``resume(model,
 user_ids=ids)``): code and data are not saved with a model; the multiplicity and k are, and must not change.
@@ -86,12 +88,13 @@ def run_from_state(state: dict, *, seed=None, augmentation=None, user_ids=None):
         dp = DPSGD(None, run["delta"], epochs=run["epochs"], n=run["n"], noise_multiplier=run["noise_multiplier"],
                    l2_norm_clip=run["l2_norm_clip"], accountant=run["accountant"], path=run["path"],
                    physical_batch_size=run["physical_batch_size"], seed=seed, ledger=ledger, **{given: run[given]},
-                   **units)
+                   bands=run.get("bands", 1), **units)
         first_step = run["first_step"]
     except (KeyError, IndexError, TypeError, StopIteration) as exc:
         raise _bad_state(f"{type(exc).__name__}: {exc}") from exc
     details = release.details
-    if (release.mechanism != "dpsgd" or details.get("steps") != dp.steps or release.noise_scale != dp.noise_multiplier
+    if (release.mechanism != ("dpsgd" if dp.bands == 1 else "dpsgd_bandmf") or details.get("bands", 1) != dp.bands
+            or details.get("steps") != dp.steps or release.noise_scale != dp.noise_multiplier
             or details.get("sampling_probability") != dp.sampling_probability
             or not isinstance(first_step, numbers.Integral) or first_step < 0):
         raise _bad_state("its release does not match its settings")

@@ -80,7 +80,8 @@ class RunEngines:
                               divisor=step_divisor(reduction, self._divisor()), clipping=self.path, noise_seed=self._noise_seed_for_engine(),
                               require_mask=self._poisson,
                               physical_batch_size=getattr(self, "physical_batch_size", None),
-                              group_size=getattr(self, "group_size", 1))
+                              group_size=getattr(self, "group_size", 1),
+                              correlated=self._correlated_noise() if hasattr(self, "_correlated_noise") else None)
         return model
 
     def _resolve_path(self, model) -> str:

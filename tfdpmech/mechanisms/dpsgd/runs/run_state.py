@@ -13,7 +13,11 @@ variables, same update), which
   module attributes, so Keras finds them without ``custom_objects``). The sampling and noise keys are
   secret and are **not** saved: a resumed run draws its remaining steps from the seed given to
   :func:`tfdpmech.resume` (the same stream as the first part when it is the same seed) or from OS
-  entropy (fresh independent Poisson draws: the same guarantee).
+  entropy (fresh independent Poisson draws: the same guarantee). A BandMF run (``bands > 1``) also keeps its noise
+  buffer (the b − 1 past noise vectors) and a fingerprint of its sampling key as variables of the optimizer
+  (:mod:`..noise.correlated_noise`, created by :meth:`_DPOptimizer.build`, so a loaded optimizer has the same
+  variables and Keras loads them): **a checkpoint saved mid-run is then as secret as the seed**. The run's last
+  planned step zeroes both; such a run resumes only with the seed it started with.
 * refuses to apply gradients outside the DP train step (:func:`dp_step`): a loaded model's own
   ``fit`` (Keras's train step) would train without privacy while the saved ledger shows a guarantee,
   so it raises, naming :func:`tfdpmech.resume`. Compiling the model again with another optimizer is
@@ -34,6 +38,7 @@ import keras
 
 from ....accounting.ledger import PrivacyLedger
 from ....accounting.ledger_file import _canonical
+from ..noise.correlated_noise import make_noise_buffers
 
 __all__ = ["DP_OPTIMIZERS", "dp_optimizer_class", "bind_run", "carried_run", "dp_step", "inner_optimizer",
            "RUN_STATE_FORMAT", "adopt_carried_releases", "saved_run"]
@@ -57,6 +62,7 @@ def saved_run(dp) -> dict | None:
             "first_step": dp.first_step, "one_hot_labels": dp._one_hot_labels, "sparse_labels": dp._sparse_labels,
             "augmentation_multiplicity": dp.augmentation_multiplicity,
             "records_per_user": None if dp.users is None else dp.users.k,
+            **({"bands": dp.bands} if dp.bands > 1 else {}),  # BandMF (its noise buffer: the optimizer's variables)
         },
         "ledger": dp.ledger.to_dict(),
         "release_index": [i for i, r in enumerate(dp.ledger.releases) if r is dp.release][0],
@@ -108,6 +114,22 @@ class _DPOptimizer:
             return live.run_state()
         saved = getattr(self, "_tfdpmech_saved", None)
         return None if saved is None else json.loads(saved)
+
+    def tfdpmech_bands(self) -> int:
+        """The bands of the run this optimizer carries (1: DP-SGD, no noise buffer)."""
+        live = getattr(self, "_tfdpmech_live", None)
+        if live is not None:
+            return int(getattr(live, "bands", 1))
+        state = self.tfdpmech_run_state() or {}
+        return int(state.get("run", {}).get("bands", 1))
+
+    def build(self, variables):
+        """Keras's build, then BandMF's noise buffer (:mod:`..noise.correlated_noise`) for a run with bands > 1:
+        a loaded model's optimizer has the same variables as the saved one, so Keras loads the buffer too."""
+        super().build(variables)
+        bands = self.tfdpmech_bands()
+        if bands > 1:
+            make_noise_buffers(self, variables, bands)
 
     def get_config(self):
         config = super().get_config()

@@ -119,7 +119,12 @@ class ShuffledDPSGD(DPSGDRun):
     def __init__(self, epsilon: float, delta: float, batch_size: int, epochs: int, n: int, *,
                  l2_norm_clip: float = 1.0, optimizer: str | OptimizerSettings = "adam", path: str = "auto",
                  num_microbatches: int | None = None, layer_registry=None, use_xla: bool = False,
-                 drop_remainder: bool = False, engine: str = "auto", ledger: PrivacyLedger | None = None):
+                 drop_remainder: bool = False, engine: str = "auto", ledger: PrivacyLedger | None = None,
+                 bands: int = 1):
+        if bands != 1:  # BandMF's accounting rests on cyclic Poisson sampling (DPSGD(..., bands=b))
+            raise ValueError(f"bands={bands!r}: correlated noise (BandMF) needs cyclic Poisson sampling, which "
+                             "shuffled batches are not (no amplification argument); use DPSGD(..., bands=b), or "
+                             "bands=1 here")
         optimizer = resolve_optimizer(optimizer)
         if not optimizer.plain:
             field, value = next(iter(optimizer.extras().items()))

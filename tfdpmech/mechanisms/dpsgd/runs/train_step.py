@@ -144,7 +144,7 @@ def _log_loss_and_metrics(model, loss_fn, x, y, y_pred, weights):
 
 def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier: float, divisor: float,
                           clipping: str, noise_seed=None, require_mask: bool = False, physical_batch_size=None,
-                          group_size: int = 1):
+                          group_size: int = 1, correlated=None):
     """Make ``model.fit`` train ``model`` with DP-SGD (see the module docstring).
 
     Args:
@@ -163,6 +163,9 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
             (:mod:`tfdpmech.mechanisms.dpsgd.clipping.chunked_clipping`).
         group_size: k: every k consecutive rows are one clipping unit (a record's views;
             :mod:`tfdpmech.mechanisms.dpsgd.sampling.augmentation`).
+        correlated: None (independent noise: DP-SGD), or a
+            :class:`~tfdpmech.mechanisms.dpsgd.noise.correlated_noise.BandedNoise` (BandMF): the step's draw, with
+            deviation ``σ·C·sens(C)``, goes through the strategy's inverse with the optimizer's noise buffer.
 
     Under ``mixed_float16`` Keras wraps the optimizer in a ``LossScaleOptimizer``, which divides the
     gradients it is given by its loss scale; the DP step scales its own backward pass instead
@@ -187,7 +190,14 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
         summed, y_pred, norms = chunked_clipped_gradient_sum(model, loss_fn, x, y, mask, l2_norm_clip, clipping,
                                                              physical_batch_size, group_size=group_size)
         first_replica = _on_first_replica()
-        noise = step_noise(key, model.optimizer.iterations, [(tf.shape(g), g.dtype) for g in summed], std)
+        step = model.optimizer.iterations
+        buffer_updates = []
+        if correlated is None:
+            noise = step_noise(key, step, [(tf.shape(g), g.dtype) for g in summed], std)
+        else:
+            noise = step_noise(key, step, [(tf.shape(g), g.dtype) for g in summed], std * correlated.sensitivity)
+            noise, buffer_updates = correlated(inner_optimizer(model.optimizer), model.trainable_variables, noise,
+                                               step)
         grads = [(g + z * tf.cast(first_replica, g.dtype)) / tf.cast(divisor, g.dtype) for g, z in zip(summed, noise)]
         if model.losses:  # weight regularisers (activity regularisers are refused by check_model)
             with tf.GradientTape() as tape:
@@ -201,6 +211,8 @@ def install_dp_train_step(model, *, loss, l2_norm_clip: float, noise_multiplier:
         # an embedding's table) changes nothing, so the run stays at its step and a corrected fit takes it again
         with tf.control_dependencies(grads), dp_step():  # the optimizer of a make_private model applies only here
             inner_optimizer(model.optimizer).apply_gradients(zip(grads, model.trainable_variables))
+            if correlated is not None:  # the noise buffer moves with the update, never without it
+                correlated.assign(buffer_updates)
         return _log_loss_and_metrics(model, loss_fn, x, y, y_pred, mask)
 
     model.train_step = train_step

@@ -140,13 +140,16 @@ def step_rng(key, step: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(list(key), spawn_key=(int(step),)))
 
 
-def poisson_batch(x, y, q: float, padded: int, key, step: int, weights: np.ndarray | None = None):
+def poisson_batch(x, y, q: float, padded: int, key, step: int, weights: np.ndarray | None = None, partitions=None):
     """The batch of global step ``step``: each of the n records joins independently with probability q.
 
     A pure function of the secret ``key`` (:func:`sampling_key`) and ``step``; ``(x, y, mask)`` padded to
     ``padded`` rows (or the next multiple, never cut), as :func:`pad_batch` (the mask holds the sampled
-    records' ``weights``, when given).
+    records' ``weights``, when given). ``partitions``: a :class:`~.cyclic_poisson.CyclicPartitions` (BandMF):
+    only the records of step t's partition may join, each with probability q.
     """
+    if partitions is not None:
+        return pad_batch(x, y, partitions.sample(q, key, step), padded, weights)
     return pad_batch(x, y, PoissonSampler(record_count(x), q, step_rng(key, step)).sample(), padded, weights)
 
 
@@ -211,9 +214,9 @@ def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_s
     return _stream(generate, signature, steps_per_epoch)
 
 
-def tagged_poisson_batch(x, y, q: float, padded: int, key, step: int, run_id: int, weights=None):
+def tagged_poisson_batch(x, y, q: float, padded: int, key, step: int, run_id: int, weights=None, partitions=None):
     """:func:`poisson_batch` plus its ticket: ``(x, y, mask, ticket)``, ``ticket`` = ``(run_id, step)`` on every row."""
-    xb, yb, mask = poisson_batch(x, y, q, padded, key, step, weights)
+    xb, yb, mask = poisson_batch(x, y, q, padded, key, step, weights, partitions)
     return xb, yb, mask, np.tile(np.array([run_id, step], np.int64), (len(mask), 1))
 
 
@@ -238,7 +241,8 @@ def is_run_dataset(data) -> bool:
 
 
 def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, first_step, run_id: int,
-                weights: np.ndarray | None = None, views: int = 1, augment=None, users=None) -> tf.data.Dataset:
+                weights: np.ndarray | None = None, views: int = 1, augment=None, users=None,
+                partitions=None) -> tf.data.Dataset:
     """The Poisson batches of one run: ``(x, y, (mask, ticket))``, ``steps_per_epoch`` per pass.
 
     Each new iterator (each Keras epoch, each ``fit``) starts at ``first_step()``, the run's global step
@@ -248,7 +252,8 @@ def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, 
     another step. ``weights``: each record's weight (:mod:`.record_weights`), carried in the mask. ``views``:
     each row repeated that many times, consecutively, its weight divided by it, and ``augment(x, steps)``
     applied to the batch's rows (augmentation multiplicity, :mod:`.augmentation`). ``users``: a
-    :class:`~.user_sampling.UserRecords`: users are sampled, each in k rows (user-level DP-SGD).
+    :class:`~.user_sampling.UserRecords`: users are sampled, each in k rows (user-level DP-SGD). ``partitions``: a
+    :class:`~.cyclic_poisson.CyclicPartitions` (BandMF): step t samples only the units of its partition.
     """
     x, y = _arrays(x, y)
     steps_per_epoch = check_positive_int(steps_per_epoch, "steps_per_epoch")
@@ -257,11 +262,11 @@ def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, 
         start = int(first_step())
         for step in range(start, start + steps_per_epoch):
             if users is not None:
-                xb, yb, mask = users.batch(x, y, q, padded_size, key, step, weights)
+                xb, yb, mask = users.batch(x, y, q, padded_size, key, step, weights, partitions)
                 yield run_element((xb, yb, mask, np.tile(np.array([run_id, step], np.int64), (len(mask), 1))))
                 continue
-            yield run_element(repeat_views(*tagged_poisson_batch(x, y, q, padded_size, key, step, run_id, weights),
-                                           views))
+            yield run_element(repeat_views(*tagged_poisson_batch(x, y, q, padded_size, key, step, run_id, weights,
+                                                                 partitions), views))
 
     ds = tf.data.Dataset.from_generator(generate, output_signature=run_signature(x, y))
     if augment is not None:

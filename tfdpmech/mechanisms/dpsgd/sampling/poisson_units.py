@@ -113,7 +113,8 @@ class PoissonUnits:
             return shared_dataset(self, x, y, seed if seed is not None else self._sampler_seed, poisson=True)
         return run_dataset(x, y, self.sampling_probability, self.steps_per_epoch, key=key,
                            padded_size=self.batch_rows(), first_step=self.global_step, run_id=self.run_id,
-                           weights=weights, views=self.augmentation_multiplicity, augment=augment, users=self.users)
+                           weights=weights, views=self.augmentation_multiplicity, augment=augment, users=self.users,
+                           partitions=self.partitions(key))
 
     def batch_rows(self) -> int:
         """The rows a Poisson batch is padded to a multiple of: :func:`row_multiple` of the expected batch on

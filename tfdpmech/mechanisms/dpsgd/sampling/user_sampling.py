@@ -19,7 +19,7 @@ import numbers
 
 import numpy as np
 
-from .poisson_sampling import PoissonSampler, step_rng
+from .cyclic_poisson import sample_units
 from .records import take_rows
 
 __all__ = ["UserRecords", "check_users"]
@@ -59,18 +59,19 @@ class UserRecords:
         self.largest = max(len(r) for r in self.records)
         self._cycle = (0, np.zeros(self.n, np.int64))  # (the next step, times each user was sampled before it)
 
-    def _counts(self, step: int, q: float, key) -> np.ndarray:
+    def _counts(self, step: int, q: float, key, partitions=None) -> np.ndarray:
         start, counts = self._cycle
         if start != step:  # another stream position: recount from the key
             counts = np.zeros(self.n, np.int64)
             for t in range(step):
-                counts[PoissonSampler(self.n, q, step_rng(key, t)).sample()] += 1
+                counts[sample_units(self.n, q, key, t, partitions)] += 1
         return counts.copy()
 
-    def rows(self, q: float, key, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(record index per row, 1/0 real per row)`` of step ``step``: k rows per sampled user."""
-        counts = self._counts(step, q, key)
-        users = PoissonSampler(self.n, q, step_rng(key, step)).sample()
+    def rows(self, q: float, key, step: int, partitions=None) -> tuple[np.ndarray, np.ndarray]:
+        """``(record index per row, 1/0 real per row)`` of step ``step``: k rows per sampled user (``partitions``:
+        BandMF's cyclic partitions of the users, :mod:`.cyclic_poisson`)."""
+        counts = self._counts(step, q, key, partitions)
+        users = sample_units(self.n, q, key, step, partitions)
         index = np.zeros(len(users) * self.k, np.int64)
         real = np.zeros(len(users) * self.k, np.float32)
         for g, u in enumerate(users):
@@ -83,9 +84,9 @@ class UserRecords:
         self._cycle = (step + 1, counts)
         return index, real
 
-    def batch(self, x, y, q: float, padded: int, key, step: int, weights=None):
+    def batch(self, x, y, q: float, padded: int, key, step: int, weights=None, partitions=None):
         """``(x, y, mask)`` of step ``step``: the sampled users' rows, padded to a multiple of ``padded`` users."""
-        index, real = self.rows(q, key, step)
+        index, real = self.rows(q, key, step, partitions)
         groups = len(index) // self.k
         rows = self.k * padded * max(1, -(-groups // padded))
         mask = np.zeros(rows, np.float32)
