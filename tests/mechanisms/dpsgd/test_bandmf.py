@@ -299,3 +299,19 @@ def test_sample_weight_and_mixed_precision_keep_the_buffer_through_save(tmp_path
         assert resumed.optimizer.iterations.numpy() == 24
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.skipif(not KERAS_3, reason="the average's warm-up is Keras 3's")
+def test_bands_with_a_warmed_up_weight_average_resume_as_an_uninterrupted_run(tmp_path):
+    from tfdpmech.mechanisms.dpsgd import OptimizerSettings
+
+    settings = OptimizerSettings("adam", learning_rate=0.05, ema_momentum=0.9, ema_warmup=True)
+    whole = _fit(_run(bands=3, optimizer=settings))
+    model = _fit(_run(bands=3, optimizer=settings), epochs=1)
+    model.save(tmp_path / "half.keras")
+    resumed = tfdpmech.resume(keras.models.load_model(tmp_path / "half.keras"), seed=7)
+    x, y = _data()
+    resumed.fit(x, y, verbose=0)
+    for got, want in zip(resumed.get_weights(), whole.get_weights()):  # the average, which fit leaves in the model
+        np.testing.assert_array_equal(got, want)
+    assert not any(np.array_equal(a, b) for a, b in zip(whole.get_weights(), _fit(_run(bands=3)).get_weights()))

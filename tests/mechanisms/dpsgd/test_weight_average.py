@@ -85,3 +85,27 @@ def test_no_swap_without_an_average_and_none_added_twice():
     plain.compile(optimizer=keras.optimizers.Adam(use_ema=True), loss="mse")
     (swap,) = with_averaged_evaluation(plain, [])
     assert isinstance(swap, keras.callbacks.SwapEMAWeights) and with_averaged_evaluation(plain, [swap]) == [swap]
+
+
+def test_a_run_fitted_in_two_parts_ends_as_one_fit_and_holds_its_raw_weights_between_them(mnist_sample):
+    x, y = np.asarray(mnist_sample.x_train[:400]), np.asarray(mnist_sample.y_train[:400])
+
+    def private():
+        keras.utils.set_random_seed(3)
+        model = make_private(
+            keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Flatten(), keras.layers.Dense(10)]),
+            DPSGD(2.0, 1e-5, n=400, expected_batch_size=100, epochs=2, seed=0,
+                  optimizer=OptimizerSettings("sgd", learning_rate=0.5, ema_momentum=0.9, ema_warmup=True)))
+        model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+        return model
+
+    whole = private()
+    whole.fit(x, y, verbose=0)
+    parts = private()
+    parts.fit(x, y, epochs=1, verbose=0)
+    average = parts.optimizer._model_variables_moving_average[0].numpy()
+    assert not np.allclose(parts.get_weights()[0], average)  # mid-run: the raw weights stay in the model
+    parts.fit(x, y, epochs=1, verbose=0)
+    for a, b in zip(parts.get_weights(), whole.get_weights()):  # the run's end: the average, as one fit gives
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(whole.get_weights()[0], whole.optimizer._model_variables_moving_average[0])

@@ -136,6 +136,15 @@ class _DPOptimizer:
         config["tfdpmech_run"] = self.tfdpmech_run_state()
         return config
 
+    def finalize_variable_values(self, var_list):
+        """Keras writes the weight average into the model when ``fit`` ends; a fit that leaves steps of the run for
+        a later one keeps the raw weights (the average stays in the optimizer), so the next fit continues the same
+        run as one fit would have. The average replaces the weights once the run's last step is taken."""
+        live = getattr(self, "_tfdpmech_live", None)
+        if live is not None and live.steps is not None and live.steps_taken() < live._planned_steps():
+            return
+        super().finalize_variable_values(var_list)
+
     def apply(self, *args, **kwargs):  # Keras 3: apply_gradients and LossScaleOptimizer come through here
         if not _in_dp_step():
             raise _refusal(self)

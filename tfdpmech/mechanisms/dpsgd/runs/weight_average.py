@@ -9,7 +9,8 @@ so the first steps' weights, far from the end of training, weigh little once man
 
 Validation during ``fit`` reads the average: a private model's ``fit`` adds Keras's ``SwapEMAWeights`` to its
 callbacks whenever the optimizer averages (:func:`with_averaged_evaluation`), and Keras writes the average into
-the model when ``fit`` ends. Between epochs the model holds its raw weights and the optimizer the average, so a
+the model when the fit that takes the run's last step ends. Between epochs, and between the fits of one run, the
+model holds its raw weights and the optimizer the average (``run_state``'s ``finalize_variable_values``), so a
 checkpoint or a saved run resumes exactly; a callback that scores the model mid-run does so inside
 :func:`scoring_the_average`. The average reads only the released noisy updates: post-processing, never charged;
 the ledger is unchanged.
