@@ -101,3 +101,20 @@ def test_the_calibration_composes_with_the_prior_release():
         dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
     spent = compose_events([prior, event], 1e-5)[0]
     assert 0.99 * 3.0 <= spent <= 3.0
+
+
+def test_the_sweep_grid_is_small_and_its_group_points_are_the_other_sweeps_stored_runs(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    monkeypatch.chdir(ROOT)  # the sweeps' folders are relative to the repository root
+    import scatter_tuning
+
+    grid = scatter_tuning.GRID["dpsgd_scatter"]
+    assert len(grid) <= 8 and {p.get("scatter_norm", "group") for p in grid} == {"group", "private_bn"}
+    assert {p["epochs"] for p in grid} >= {40, 60}
+    # the group points stored by tools/mnist_tuning.py (20 and 40 epochs at ε = 3) are found under the new
+    # sweep's keys: copied, not trained again
+    settings = {**scatter_tuning.DATASETS["mnist"], "out": str(tmp_path)}
+    assert scatter_tuning.copy_stored(settings, None) == 2
+    stored = RunStore(tmp_path, preset_config("mnist"))
+    assert len(stored) == 2
+    assert scatter_tuning.copy_stored(settings, None) == 0  # already there
