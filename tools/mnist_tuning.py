@@ -39,7 +39,7 @@ GRID = {"dpsgd": _EPOCHS + _SCHEDULES, "dpsgd_scatter": _EPOCHS + _LARGE_BATCH, 
         "dpsgd_augmult": _VIEWS}
 EPSILONS = (3.0, 1.0, 0.25, 0.5, 2.0)
 PREFIX = {"dpsgd": "dpsgd", "dpsgd_scatter": "scatter", "dpsgd_augmult": "dpsgd"}
-METHOD_OPTIONS = ("augmult_k",)  # grid keys that are options of the method, not changes to its recipe
+METHOD_OPTIONS = ("augmult_k", "scatter_norm")  # grid keys that are options of the method, not changes to its recipe
 
 
 def _options(method: str, point: dict) -> dict:

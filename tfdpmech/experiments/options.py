@@ -24,8 +24,9 @@ COUNT_OPTIONS = (
 # step counts (the authors'-settings rows): an integer >= 1, else ValueError naming the option, the value and the fix
 STEP_OPTIONS = {"steps": "the authors' code trains 80,001; pass a positive count such as --steps 8000",
                 "eval_every": "pass the steps between evaluations as a positive count, e.g. 500"}
-REAL_OPTIONS = ("gamma", "user_zipf")  # positive reals
-CHOICE_OPTIONS = {"augmentation": ("crop", "crop_flip")}  # one of the names listed
+REAL_OPTIONS = ("gamma", "user_zipf", "scatter_bn_noise")  # positive reals
+# one of the names listed (scatter_norm: tfdpmech.features.scatter_norm.NORMALISATIONS)
+CHOICE_OPTIONS = {"augmentation": ("crop", "crop_flip"), "scatter_norm": ("group", "private_bn")}
 
 
 def _per_epsilon(value) -> bool:

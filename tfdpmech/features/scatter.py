@@ -24,7 +24,8 @@ from ..validation import check_positive_int
 from .extractor import FeatureExtractor
 from .seeded_layer import SeededFeatureLayer
 
-__all__ = ["ScatteringProjection", "check_scattering_shape", "scatter_features", "scattering_coefficients"]
+__all__ = ["ScatteringProjection", "check_scattering_shape", "scatter_features", "scattering_channels",
+           "scattering_coefficients"]
 
 
 @keras.saving.register_keras_serializable(package="tfdpmech")
@@ -102,21 +103,39 @@ def scattering_coefficients(x, *, J: int = 2, groups: int = 27, batch_size: int 
     parameters). Every step is a fixed function of the one record (no statistic across records), so
     computing them releases nothing (ε = 0); DP-SGD then trains on them like on any input.
 
-    The last two results are kept in memory, keyed by the images' bytes, ``J`` and ``groups`` (the
-    whole MNIST takes minutes on a CPU and a comparison asks for the same features once per run);
-    each call returns its own copy.
+    The transform of the last two image arrays is kept in memory (:func:`scattering_channels`); each
+    call returns its own array.
+    """
+    coefficients = scattering_channels(x, J=J, batch_size=batch_size)  # (n, 81, H', W')
+    channels = coefficients.shape[1]
+    groups = check_positive_int(groups, "groups")
+    if channels % groups:
+        raise ValueError(f"groups={groups} must divide the {channels} scattering channels (e.g. 27, 9 or 3)")
+    grouped = coefficients.reshape(len(coefficients), groups, -1)
+    grouped = (grouped - grouped.mean(axis=2, keepdims=True)) / np.sqrt(grouped.var(axis=2, keepdims=True) + 1e-5)
+    return grouped.reshape(len(coefficients), -1).astype(np.float32)
+
+
+def scattering_channels(x, *, J: int = 2, batch_size: int = 1000) -> np.ndarray:
+    """The 2-D scattering transform of each image, not normalised: ``(n, 81, H/2^J, W/2^J)`` float32 (J = 2).
+
+    The channels in kymatio's order (order 0, the first-order paths, then the second-order ones). The last
+    two results are kept in memory, keyed by the images' bytes and ``J`` (the whole MNIST takes minutes on a
+    CPU and a comparison asks for the same features once per run); the array returned is shared with that
+    cache: read it, never write to it.
     """
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 4:
         raise ValueError(f"x must be (n, H, W, 1) images, got shape {x.shape}")
     check_scattering_shape(x.shape[1:], check_positive_int(J, "J"), "x's image shape")
-    key = (hashlib.sha1(np.ascontiguousarray(x).data).hexdigest(), x.shape, J, groups)
+    key = (hashlib.sha1(np.ascontiguousarray(x).data).hexdigest(), x.shape, J)
     if key not in _COEFFICIENTS:
-        _COEFFICIENTS[key] = _coefficients(x, J, groups, batch_size)
+        _COEFFICIENTS[key] = _coefficients(x, J, batch_size)
+        _COEFFICIENTS[key].flags.writeable = False
         while len(_COEFFICIENTS) > _KEEP:
             _COEFFICIENTS.popitem(last=False)
     _COEFFICIENTS.move_to_end(key)
-    return _COEFFICIENTS[key].copy()
+    return _COEFFICIENTS[key]
 
 
 def check_scattering_shape(shape, J: int, name: str) -> None:
@@ -149,16 +168,9 @@ _COEFFICIENTS: collections.OrderedDict = collections.OrderedDict()
 _KEEP = 2  # a comparison's private and test images
 
 
-def _coefficients(x, J, groups, batch_size) -> np.ndarray:
+def _coefficients(x, J, batch_size) -> np.ndarray:
     from .kymatio_compat import kymatio_tensorflow  # ImportError naming the extra when kymatio is missing
 
     scattering = kymatio_tensorflow.Scattering2D(J=check_positive_int(J, "J"), shape=x.shape[1:3])
     parts = [np.asarray(scattering(tf.constant(x[i:i + batch_size, ..., 0]))) for i in range(0, len(x), batch_size)]
-    coefficients = np.concatenate(parts)  # (n, 81, H', W')
-    channels = coefficients.shape[1]
-    groups = check_positive_int(groups, "groups")
-    if channels % groups:
-        raise ValueError(f"groups={groups} must divide the {channels} scattering channels (e.g. 27, 9 or 3)")
-    grouped = coefficients.reshape(len(x), groups, -1)
-    grouped = (grouped - grouped.mean(axis=2, keepdims=True)) / np.sqrt(grouped.var(axis=2, keepdims=True) + 1e-5)
-    return grouped.reshape(len(x), -1).astype(np.float32)
+    return np.concatenate(parts)  # (n, 81, H', W')

@@ -26,7 +26,9 @@ Tabular data: the bias-free linear model of the DP-ERM methods, δ = 1/n² as th
 ``options`` of the comparison: ``dpsgd_epochs`` overrides the number of epochs of the image
 methods, as an int or ``{ε: epochs}`` (the quick presets and the benchmark use it to keep runs short);
 ``scatter_epochs`` those of ``dpsgd_scatter``; ``dpsgd_recipe`` / ``scatter_recipe`` any other field of the
-``tanh_cnn`` / ScatterNet recipes (:func:`.mnist_recipes.recipe_for`).
+``tanh_cnn`` / ScatterNet recipes (:func:`.mnist_recipes.recipe_for`); ``scatter_norm`` the normalisation of
+``dpsgd_scatter``'s features (``"group"``, the default, or ``"private_bn"``: :mod:`.scatter_bn`) and
+``scatter_bn_noise`` the latter's noise multiplier (default 8).
 
 Model ``tanh_cnn`` (the whole-MNIST preset): ``dpsgd`` runs tfdpmech's own engine with Tramèr &
 Boneh's recipe (:mod:`.mnist_recipes`); ``dpsgd_tfprivacy`` is the same run through
@@ -34,6 +36,8 @@ tensorflow-privacy; ``dpsgd_scatter`` is DP-SGD on a linear model over ScatterNe
 """
 
 from __future__ import annotations
+
+import functools
 
 import keras
 import numpy as np
@@ -43,10 +47,13 @@ from ...contract import release
 from ...mechanisms.dpsgd import ShuffledDPSGD, RECIPE, FINETUNE_RECIPE, HEAD_RECIPE, OptimizerSettings, DPSGD, make_dpsgd, tanh_mlp
 from ...mechanisms.dpsgd.runs.paths import resolve_engine
 from ...features import scattering_coefficients
+from ...features.scatter import scattering_channels
+from ...features.scatter_norm import BN_NOISE_MULTIPLIER, check_normalisation, normalise_channels
 from ...layers import BatchMinMax, PerturbedBias
 from ...models import linear_model as erm_linear_model
 from ..registry import Build, register_mechanism
 from .baselines import tabular_labels, tabular_loss
+from .scatter_bn import private_bn_run
 from ..options import option_at
 from .mnist_recipes import (SCATTER_LINEAR_RECIPE, TANH_CNN_RECIPE, augmentation_kind, epochs_for,
                             image_augmentation, recipe_for)
@@ -153,29 +160,48 @@ def _tf_privacy(ctx, epsilon, seed) -> Build:
 
 
 def _scatter(ctx, epsilon, seed) -> Build:
-    """DP-SGD on a linear model over ScatterNet features normalised per record (ε = 0 for the features)."""
-    features = scattering_coefficients(ctx.x_private)
-    recipe = recipe_for(ctx.config.options, epsilon, SCATTER_LINEAR_RECIPE, "scatter")
-    dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech")
+    """DP-SGD on a linear model over ScatterNet features: normalised per record (``options["scatter_norm"]``
+    ``"group"``, the default: ε = 0 for the features) or by the private per-channel statistics (``"private_bn"``:
+    :mod:`.scatter_bn`, a proven release composed with DP-SGD's)."""
+    options = ctx.config.options
+    norm = check_normalisation(option_at(options, epsilon, "scatter_norm", "group"))
+    recipe = recipe_for(options, epsilon, SCATTER_LINEAR_RECIPE, "scatter")
+    notes = {"recipe": "tfdpmech.experiments.methods.mnist_recipes.SCATTER_LINEAR_RECIPE", "epochs": recipe.epochs,
+             **_changed(recipe, SCATTER_LINEAR_RECIPE)}
+    if norm == "group":
+        features = scattering_coefficients(ctx.x_private)
+        dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech")
+        notes = {"features": "ScatterNet (kymatio J = 2, 81 channels, per-record group norm, 27 groups)", **notes}
+        transform = scattering_coefficients
+    else:
+        bn_noise = option_at(options, epsilon, "scatter_bn_noise", BN_NOISE_MULTIPLIER)
+        dp, features, statistics = private_bn_run(ctx.x_private, epsilon, ctx.config.delta, seed, recipe,
+                                                  bn_noise=bn_noise)
+        notes = {"features": "ScatterNet (kymatio J = 2, 81 channels, private per-channel mean and variance: "
+                             f"Gaussian noise multiplier {bn_noise:g}, data-independent clipping; "
+                             f"DP-SGD noise multiplier {dp.noise_multiplier:.4g} for the rest of the budget)",
+                 "scatter_norm": norm, "scatter_bn_noise": bn_noise, **notes}
+        transform = functools.partial(_normalised, statistics=statistics)
     head = keras.Sequential([keras.Input((features.shape[1],)), keras.layers.Dense(ctx.num_classes)],
                             name="scatter_linear")
-    built = _build(dp, head, features, ctx.y_private,
-                   {"features": "ScatterNet (kymatio J = 2, 81 channels, per-record group norm, 27 groups)",
-                    "recipe": "tfdpmech.experiments.methods.mnist_recipes.SCATTER_LINEAR_RECIPE",
-                    "epochs": recipe.epochs, **_changed(recipe, SCATTER_LINEAR_RECIPE)},
-                   seed=seed)
-    built.prepared["model"] = _ScatterModel(head)
+    built = _build(dp, head, features, ctx.y_private, notes, seed=seed)
+    built.prepared["model"] = _ScatterModel(head, transform)
     return built
 
 
-class _ScatterModel:
-    """The evaluated model: per-record ScatterNet features, then the DP-trained linear head."""
+def _normalised(x, statistics):
+    return normalise_channels(scattering_channels(x), statistics)
 
-    def __init__(self, head):
+
+class _ScatterModel:
+    """The evaluated model: ScatterNet features (the run's normalisation), then the DP-trained linear head."""
+
+    def __init__(self, head, transform=scattering_coefficients):
         self.head = head
+        self.transform = transform
 
     def __call__(self, x, training=False):
-        return self.head(scattering_coefficients(np.asarray(x)), training=training)
+        return self.head(self.transform(np.asarray(x)), training=training)
 
 
 # --- public pre-training ------------------------------------------------------------------------
@@ -299,10 +325,11 @@ register_mechanism("dpsgd_tfprivacy", _tf_privacy,
                                                  "(make test-tfprivacy's stack)"),), options=_DPSGD_OPTIONS)
 register_mechanism("dpsgd_scatter", _scatter,
                 "DP-SGD (Poisson) on a linear model over ScatterNet features normalised per record (Tramèr & Boneh "
-                "2021; data-independent, no public data): proven",
+                "2021; data-independent, no public data), or with options['scatter_norm'] = 'private_bn' by a "
+                "private per-channel mean and variance (a Gaussian release composed with DP-SGD's): proven",
                 mode="private", paper="dpsgd",
                 requires=(("tfdpmech.features.kymatio_compat", "pip install 'tfdpmech[scatter]'"),),
-                options=("scatter_epochs", "scatter_recipe"))
+                options=("scatter_epochs", "scatter_recipe", "scatter_norm", "scatter_bn_noise"))
 register_mechanism("dpsgd_shuffled", _dpsgd("shuffled"),
                 "DP-SGD with shuffled fixed-size batches, same hyper-parameters as dpsgd: the Poisson ε is claimed, "
                 "the any-order ε (no amplification by sampling) is provable",

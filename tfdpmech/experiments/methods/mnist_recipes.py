@@ -6,7 +6,9 @@
   0.9 and step 0.5 on the mean clipped gradient (noisy sum / expected batch, as here), 40 epochs.
 - :data:`SCATTER_LINEAR_RECIPE`: their linear model on ScatterNet features (``baselines.py
   --dataset=mnist --batch_size=4096 --lr=8``), with the features normalised per record (a fixed,
-  data-independent map) instead of their privately estimated batch norm.
+  data-independent map) instead of their privately estimated batch norm (whose clipping thresholds are
+  medians of the private data); ``options["scatter_norm"] = "private_bn"`` takes a proven private
+  normalisation instead (:mod:`tfdpmech.features.scatter_norm`).
 - :data:`NONPRIVATE_CNN`: the same CNN without privacy: cross-entropy, SGD with momentum 0.9 and
   step 0.1, batch 512.
 
