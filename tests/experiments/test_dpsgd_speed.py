@@ -21,6 +21,21 @@ def test_variants_name_tensorflow_privacy_only_where_it_imports():
     assert "tensorflow_privacy fast_clipping" not in labels  # no Conv2D rule in tensorflow-privacy
 
 
+
+def test_the_five_applications_are_timed_at_the_batches_users_train_with():
+    from tfdpmech.experiments.speed_models import KERAS_3, MODELS
+
+    if not KERAS_3:
+        pytest.skip("the keras.applications entries are Keras 3's")
+    names = ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "resnet50", "convnext_tiny")
+    for rows in (32, 128):
+        for name in names:
+            spec = MODELS[f"{name}_b{rows}"]
+            assert (spec.kind, spec.expected) == ("image32", rows)
+            assert [label for label, _, _ in dpsgd_speed.variants(f"{name}_b{rows}")] == [
+                "nonprivate", "tfdpmech fast_clipping"]
+    assert any("physical batch" in label for label, _, _ in dpsgd_speed.variants("mobilenet_v2"))
+
 @pytest.mark.slow
 def test_a_tiny_run_reports_every_variant_with_ratios():
     result = dpsgd_speed.run(models=("mlp",), repeats=1, steps={"mlp": 2}, memory=False, log=lambda *_: None)

@@ -71,8 +71,9 @@ def variants(model: str) -> list[tuple[str, str | None, str | None]]:
     if MODELS[model].text:  # the per-record path would hold batch × parameters (the vocabulary's table each)
         return [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping")]
     if MODELS[model].kind == "image32":  # the per-record path of a 150-layer network takes minutes a step
+        chunks = [(f"tfdpmech fast_clipping, physical batch {PHYSICAL_BATCH}", "tfdpmech", "fast_clipping")]
         return [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
-                (f"tfdpmech fast_clipping, physical batch {PHYSICAL_BATCH}", "tfdpmech", "fast_clipping")]
+                *(chunks if MODELS[model].chunked else [])]
     out = [("nonprivate", None, None), ("tfdpmech fast_clipping", "tfdpmech", "fast_clipping"),
            ("tfdpmech fast_clipping, padded to P", "tfdpmech", "fast_clipping"),
            ("tfdpmech vectorized", "tfdpmech", "vectorized")]

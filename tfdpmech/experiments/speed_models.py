@@ -18,7 +18,7 @@ from ..mechanisms.dpsgd.sampling.position_weights import with_position_weights
 from ..models import standard_cnn, tanh_cnn
 from .text_models import TEXT_MODELS, keras_hub_available, text_batch
 
-__all__ = ["Model", "MODELS", "APPLICATIONS", "batch"]
+__all__ = ["Model", "MODELS", "APPLICATIONS", "SCALED_APPLICATIONS", "APPLICATION_BATCHES", "batch"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Model:
     n: int
     steps: int
     policy: str = "float32"
+    chunked: bool = True  # an image32 network also timed in physical batches (dpsgd_speed.PHYSICAL_BATCH)
 
     @property
     def text(self) -> str | None:
@@ -70,6 +71,9 @@ def _models() -> dict:
         })
         models.update({name: Model(_application(cls, **options), "image32", 64, 1024, 4)
                        for name, cls, options in APPLICATIONS})
+        models.update({f"{name}_b{rows}": Model(_application(cls, **options), "image32", rows, 1024,
+                                                4 if rows <= 32 else 2, chunked=False)
+                       for rows in APPLICATION_BATCHES for name, cls, options in SCALED_APPLICATIONS})
     if keras_hub_available():  # the text extra: keras-hub language models, sequence 128, expected batch 32
         models.update({name: Model(build, f"text:{task}", 32, 1024, 4) for name, (build, task) in TEXT_MODELS.items()})
     return models
@@ -78,6 +82,11 @@ def _models() -> dict:
 # keras.applications networks as fine-tuned under DP-SGD: 32×32×3, 10 classes, BatchNormalization replaced
 APPLICATIONS = (("mobilenet_v2", "MobileNetV2", {"alpha": 0.35}), ("efficientnet_b0", "EfficientNetB0", {}),
                 ("resnet50", "ResNet50", {}))
+# the same and two more at the expected batches users fine-tune with, in a plain process (``<name>_b32``,
+# ``<name>_b128``: a timed fit of 4 steps of 32 records or 2 of 128; DP-SGD and non-private only)
+SCALED_APPLICATIONS = APPLICATIONS + (("mobilenet_v3_small", "MobileNetV3Small", {}),
+                                      ("convnext_tiny", "ConvNeXtTiny", {}))
+APPLICATION_BATCHES = (32, 128)
 
 
 def _application(cls: str, **options):
