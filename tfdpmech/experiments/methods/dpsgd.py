@@ -21,6 +21,9 @@ engine (``notes["engine"]``) and the report states it.
   with or without a left-right flip: :func:`.mnist_recipes.augmentation_kind`) averaged, then clipped once; the
   same ε.
 
+``dpsgd_bandmf``, ``dpsgd_ema`` and ``dpsgd_augmult_combined`` (the ``dpsgd`` / ``dpsgd_augmult`` rows with BandMF's
+correlated noise or De et al.'s warmed-up weight average) are in :mod:`.dpsgd_variants`.
+
 Tabular data: the bias-free linear model of the DP-ERM methods, δ = 1/n² as theirs.
 
 ``options`` of the comparison: ``dpsgd_epochs`` overrides the number of epochs of the image
