@@ -9,7 +9,24 @@ the epochs and any other changes to the published recipe (``mnist_recipes``); fo
 noise-once head on scattering features, the random projection's dimension. Finished runs are
 kept in ``docs/results/mnist/tuning/runs.jsonl`` and not run again, so the sweep resumes after a kill.
 
-    python tools/mnist_tuning.py [--methods dpsgd,dpsgd_scatter,fm_head_scatter,dpsgd_augmult]
+``dpsgd_bandmf`` and ``dpsgd_ema`` (stated before any of their runs) train at ε = 3 and 1 only, each at the
+recipe the ``dpsgd`` row chose there (the preset's ``dpsgd_epochs`` / ``dpsgd_recipe``: 40 epochs at ε = 3, 20 at
+ε = 1), changing one thing:
+
+- ``dpsgd_bandmf``: bands b ∈ {4, 8} (b = 1 is the ``dpsgd`` row). ``python tools/bandmf_error.py --settings
+  60000,512,40,3 60000,512,20,1`` predicts the iterates' noise at the same ε, relative to DP-SGD's, at
+  b = 2, 4, 8, 16, 32: 0.908, 0.728, 0.690, 0.693, 0.739 at ε = 3 (4,720 steps) and 1.021, 0.897, 0.908, 0.967,
+  1.089 at ε = 1 (2,360 steps): the minimum lies at 4–8 at both, 16 is no better than 8 (and close to DP-SGD at
+  ε = 1), b = 2 gains little. The preset's default until the sweep has run: b = 4.
+- ``dpsgd_ema``: De et al.'s warmed-up weight average (decay ``min(d, (1 + t) / (10 + t))`` at step t), the
+  average scored, d ∈ {0.999, 0.99}. The warm-up reaches d only at step ``(10 d − 1) / (1 − d)``: 8,990 for
+  0.999, 890 for 0.99, so within these runs' 4,720 and 2,360 steps d = 0.999 (and 0.9999, the same run) is the
+  warm-up alone, whose average spans about the last ninth of the steps (some 520 at ε = 3), and d = 0.99 caps it
+  at about the last 100 steps from step 890 on. Default until the sweep has run: d = 0.999.
+
+The rule, as for the other rows: the best validation accuracy, ties to the earlier (cheaper or shorter-memory) point.
+
+    python tools/mnist_tuning.py [--methods dpsgd,dpsgd_scatter,fm_head_scatter,dpsgd_augmult,dpsgd_bandmf,dpsgd_ema]
                                  [--epsilons 3,1,0.25,0.5,2] [--points 0,1] [--stored-only]
 """
 
@@ -19,7 +36,7 @@ import argparse
 import json
 import os
 
-from tfdpmech.experiments import preset_config, run_comparison
+from tfdpmech.experiments import PRESETS, preset_config, run_comparison
 from tfdpmech.experiments.registry import METHODS
 from tuning_report import write_tuning
 
@@ -35,14 +52,24 @@ _UNITS = tuple({"units": units} for units in (64, 128, 256, 512))
 _LARGE_BATCH = tuple({**p, "expected_batch_size": 8192, "learning_rate": 16.0} for p in _EPOCHS)
 # augmentation multiplicity: the views per record (the preset's K = 4, and 8), at the epochs dpsgd chose at ε = 1
 _VIEWS = tuple({"epochs": 20, "augmult_k": k} for k in (4, 8))
+# the dpsgd row with correlated noise or a warmed-up weight average, at the recipe dpsgd chose at each ε: the bands
+# (bandmf_error's predicted minimum at the preset's steps, see above) and the average's decay
+BANDS_GRID = tuple({"bands": b} for b in (4, 8))
+EMA_GRID = tuple({"ema_decay": d} for d in (0.999, 0.99))
 GRID = {"dpsgd": _EPOCHS + _SCHEDULES, "dpsgd_scatter": _EPOCHS + _LARGE_BATCH, "fm_head_scatter": _UNITS,
-        "dpsgd_augmult": _VIEWS}
+        "dpsgd_augmult": _VIEWS, "dpsgd_bandmf": BANDS_GRID, "dpsgd_ema": EMA_GRID}
 EPSILONS = (3.0, 1.0, 0.25, 0.5, 2.0)
-PREFIX = {"dpsgd": "dpsgd", "dpsgd_scatter": "scatter", "dpsgd_augmult": "dpsgd"}
-METHOD_OPTIONS = ("augmult_k", "scatter_norm")  # grid keys that are options of the method, not changes to its recipe
+# the methods swept at some ε only (the preset's rows of them)
+METHOD_EPSILONS = {"dpsgd_bandmf": (3.0, 1.0), "dpsgd_ema": (3.0, 1.0)}
+PREFIX = {"dpsgd": "dpsgd", "dpsgd_scatter": "scatter", "dpsgd_augmult": "dpsgd", "dpsgd_bandmf": "dpsgd",
+          "dpsgd_ema": "dpsgd"}
+# grid keys that are options of the method, not changes to its recipe
+METHOD_OPTIONS = ("augmult_k", "scatter_norm", "bands", "ema_decay")
+# the methods whose grid points leave the recipe as the preset's dpsgd row has it (its chosen epochs and changes)
+ON_THE_DPSGD_ROW = ("dpsgd_bandmf", "dpsgd_ema")
 
 
-def _options(method: str, point: dict) -> dict:
+def _options(method: str, point: dict, preset: str = "mnist") -> dict:
     if "units" in point:
         return {"scatter_units": point["units"]}
     if method not in PREFIX:  # a method without a DP-SGD recipe (nonprivate): the point is its options
@@ -50,6 +77,9 @@ def _options(method: str, point: dict) -> dict:
     prefix = PREFIX[method]
     changes = {k: v for k, v in point.items() if k != "epochs" and k not in METHOD_OPTIONS}
     own = {k: v for k, v in point.items() if k in METHOD_OPTIONS}
+    if method in ON_THE_DPSGD_ROW:  # the preset's chosen dpsgd recipe, per ε, and the point's own option
+        row = PRESETS[preset].settings["options"]
+        return {**{k: row[k] for k in (f"{prefix}_epochs", f"{prefix}_recipe") if k in row}, **own}
     return {f"{prefix}_epochs": point["epochs"], **own, **({f"{prefix}_recipe": changes} if changes else {})}
 
 
@@ -64,13 +94,15 @@ def sweep(methods, epsilons, points=None, out=OUT, stored_only=False, *, preset=
     for method in methods:
         # a method without privacy runs once, listed at the first ε
         for epsilon in epsilons if METHODS[method].takes_epsilon else epsilons[:1]:
+            if epsilon not in METHOD_EPSILONS.get(method, (epsilon,)):
+                continue
             for index, point in enumerate(grid[method]):
                 if points is not None and index not in points and not stored_only:
                     continue
                 config = preset_config(preset, datasets=(dataset,), methods=(method,),
                                        epsilons=(epsilon,), seeds=(0,), audit=(), out=out, resume=True,
                                        stored_only=stored_only,
-                                       options={**(base_options or {}), **_options(method, point)})
+                                       options={**(base_options or {}), **_options(method, point, preset)})
                 try:
                     runs = run_comparison(config)["runs"]
                 except ValueError as exc:  # stored_only: this grid point has not run yet
@@ -106,7 +138,8 @@ def write(result: dict, out=OUT, header=MNIST_HEADER) -> None:
         mark = "yes" if result["chosen"][row["method"]][str(row["epsilon"])] == row["point"] else ""
         changes = ", ".join(f"{k} {v}" for k, v in row["point"].items() if k != "epochs") or "none"
         epsilon = "no ε" if row["epsilon"] is None else f"{row['epsilon']:g}"
-        lines.append(f"| `{row['method']}` | {epsilon} | {row['point'].get('epochs', '–')} | {changes} | "
+        epochs = row["point"].get("epochs", "as `dpsgd`" if row["method"] in ON_THE_DPSGD_ROW else "–")
+        lines.append(f"| `{row['method']}` | {epsilon} | {epochs} | {changes} | "
                      f"{100 * row['validation_accuracy']:.2f} % | {row['seconds']:.0f} | {mark} |")
     write_tuning(out, result, lines)
 

@@ -190,3 +190,56 @@ def test_the_fashion_preset_takes_the_recipe_chosen_on_the_validation_split():
     views = recorded["chosen"]["nonprivate_augmented"]["None"]["augmentation"]
     assert option_at(settings["options"], 3.0, "augmentation", None) == views == "crop"
     assert settings["datasets"] == ("fashion_mnist",)
+
+
+# the rows whose one setting the validation sweeps choose: (the option, the stated default before the sweep)
+def _variant_settings():
+    from tfdpmech.experiments.methods.dpsgd_variants import BANDMF_BANDS, EMA_DECAY
+
+    return {"dpsgd_bandmf": ("bands", BANDMF_BANDS), "dpsgd_ema": ("ema_decay", EMA_DECAY)}
+
+
+def _tuning_grid(tool: str) -> dict:
+    """The GRID stated in tools/<tool>.py (tools/ is not a package)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    folder = str(Path(__file__).resolve().parents[2] / "tools")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(tool).GRID
+    finally:
+        sys.path.remove(folder)
+
+
+@pytest.mark.parametrize("name, tool, folder", [("mnist", "mnist_tuning", "mnist"),
+                                                ("fashion", "fashion_tuning", "fashion-mnist")])
+def test_the_bandmf_and_ema_rows_take_the_setting_chosen_on_the_validation_split(name, tool, folder):
+    """dpsgd_bandmf's bands and dpsgd_ema's decay: at each ε of the row where its grid (stated in the tool) has run
+    in full, the preset takes the chosen value; elsewhere the default stated before the sweep, and the test says
+    so (a warning naming the command that decides it)."""
+    import warnings
+    from pathlib import Path
+
+    from tfdpmech.experiments.options import option_at
+
+    tuning = Path(__file__).resolve().parents[2] / "docs" / "results" / folder / "tuning" / "tuning.json"
+    recorded = json.loads(tuning.read_text())
+    grid = _tuning_grid(tool)
+    settings = PRESETS[name].settings
+    for method, (option, default) in _variant_settings().items():
+        assert method in settings["methods"] and {option: default} in grid[method]  # the default is a grid point
+        epsilons = settings.get("subsets", {}).get(method, {}).get("epsilons", settings["epsilons"])
+        assert tuple(sorted(epsilons)) == (1.0, 3.0), (name, method)
+        for eps in epsilons:
+            ran = {json.dumps(r["point"], sort_keys=True) for r in recorded["runs"]
+                   if r["method"] == method and r["epsilon"] == eps}
+            if ran >= {json.dumps(p, sort_keys=True) for p in grid[method]}:
+                expected = recorded["chosen"][method][str(eps)][option]
+            else:
+                expected = default
+                warnings.warn(f"{name}: {method} at ε = {eps:g} keeps the stated default {option} = {default}: its "
+                              f"validation grid has not run in full (python tools/{tool}.py --methods {method} "
+                              f"--epsilons {eps:g})")
+            assert option_at(settings["options"], eps, option, default) == expected, (name, method, eps)

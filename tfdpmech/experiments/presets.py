@@ -135,11 +135,15 @@ MNIST_PUBLISHED = (
     {"label": "pSGD (DP-SGD of Phan et al. 2017)", "dpsgd_of": ("adlm", "ilm"), "epsilon": 0.25, "accuracy": 0.8209,
      "source": _PHAN},
 )
+# dpsgd_bandmf and dpsgd_ema (methods.dpsgd_variants): the dpsgd row with BandMF's correlated noise or De et al.'s
+# warmed-up weight average, at ε = 1 and 3; their bands and decay (options "bands", "ema_decay") are the stated
+# defaults (BANDMF_BANDS, EMA_DECAY) until tools/mnist_tuning.py has chosen them on mnist_validation
 MNIST_METHODS = ("nonprivate", "nonprivate_augmented", "dpsgd", "dpsgd_tfprivacy", "dpsgd_scatter", "fm_head_scatter",
-                 "outpert_head_scatter", "dpsgd_augmult")
+                 "outpert_head_scatter", "dpsgd_augmult", "dpsgd_bandmf", "dpsgd_ema")
 register_preset(
     "mnist", "the whole MNIST (60,000 private training images, 10,000 test images, no public data): DP-SGD's tanh "
-             "CNN on tfdpmech's engine and on tensorflow-privacy, DP-SGD and the noise-once heads on ScatterNet "
+             "CNN on tfdpmech's engine and on tensorflow-privacy, with augmentation multiplicity, BandMF's correlated "
+             "noise or a warmed-up weight average, DP-SGD and the noise-once heads on ScatterNet "
              "features; δ = 1e-5; resumes from docs/results/mnist/runs.jsonl",
     {"datasets": ("mnist",), "methods": MNIST_METHODS, "epsilons": (0.25, 0.5, 1.0, 2.0, 3.0), "seeds": (0, 1, 2),
      "model": "tanh_cnn", "public": 0, "delta": 1e-5, "epochs": 40, "batch_size": 512, "audit": ("mia",),
@@ -153,7 +157,8 @@ register_preset(
      "published": tuple({k: v for k, v in p.items() if k not in ("paper", "dpsgd_of")} for p in MNIST_PUBLISHED),
      # tensorflow-privacy clips this CNN's Conv2D layers per example by its vectorized path only (no ghost norms)
      "subsets": {"dpsgd_tfprivacy": {"epsilons": (1.0, 3.0), "seeds": (0,)},
-                 "dpsgd_augmult": {"epsilons": (1.0, 3.0)}}},
+                 "dpsgd_augmult": {"epsilons": (1.0, 3.0)}, "dpsgd_bandmf": {"epsilons": (1.0, 3.0)},
+                 "dpsgd_ema": {"epsilons": (1.0, 3.0)}}},
     {"seeds": (0,), "epsilons": (1.0,), "out": "results", "resume": False,
      "options": {"max_private": 600, "max_test": 400, "dpsgd_epochs": 2, "scatter_epochs": 2, "nonprivate_epochs": 30}})
 
@@ -267,7 +272,10 @@ register_preset(
 # repository: the CNN at batch 2,048, SGD 4 with momentum 0.9; ScatterNet + linear at batch 8,192, SGD 16; C = 0.1,
 # 40 epochs: FASHION_PUBLISHED, where tools/fashion_tuning.py starts on the validation split). Finished runs are
 # kept in docs/results/fashion-mnist/runs.jsonl as they end, so the preset resumes.
-FASHION_METHODS = ("nonprivate", "nonprivate_augmented", "dpsgd", "dpsgd_augmult", "dpsgd_scatter")
+# dpsgd_bandmf and dpsgd_ema: as in the mnist preset, their bands and decay the stated defaults until
+# tools/fashion_tuning.py has chosen them on fashion_mnist_validation
+FASHION_METHODS = ("nonprivate", "nonprivate_augmented", "dpsgd", "dpsgd_augmult", "dpsgd_scatter", "dpsgd_bandmf",
+                   "dpsgd_ema")
 FASHION_PUBLISHED = {"dpsgd_epochs": 40, "scatter_epochs": 40,
                      "dpsgd_recipe": {"expected_batch_size": 2048, "learning_rate": 4.0},
                      "scatter_recipe": {"expected_batch_size": 8192, "learning_rate": 16.0}}
@@ -278,8 +286,8 @@ FASHION_CHOSEN = {"scatter_epochs": {3.0: 20, 1.0: FASHION_PUBLISHED["scatter_ep
                                    3.0: FASHION_PUBLISHED["dpsgd_recipe"]}}
 register_preset(
     "fashion", "the whole Fashion-MNIST (60,000 private training images, 10,000 test images, no public data): the "
-               "tanh CNN without privacy (also on augmented views), with DP-SGD and with DP-SGD and augmentation "
-               "multiplicity (K = 4), and "
+               "tanh CNN without privacy (also on augmented views), with DP-SGD, with DP-SGD and augmentation "
+               "multiplicity (K = 4), BandMF's correlated noise or a warmed-up weight average, and "
                "DP-SGD on ScatterNet features, at Tramèr & Boneh's published Fashion-MNIST recipes; δ = 1e-5; "
                "resumes from docs/results/fashion-mnist/runs.jsonl",
     {"datasets": ("fashion_mnist",), "methods": FASHION_METHODS, "epsilons": (1.0, 3.0), "seeds": (0, 1, 2),

@@ -2,6 +2,6 @@
 functional head); each module registers its methods when imported."""
 
 from . import (  # noqa: F401
-    adlm, adlm_authors, application_finetune, architectures, baselines, dpsgd, functional_head, input_perturbation,
-    output_perturbation, pcdbn, text_finetune, user_level,
+    adlm, adlm_authors, application_finetune, architectures, baselines, dpsgd, dpsgd_variants, functional_head,
+    input_perturbation, output_perturbation, pcdbn, text_finetune, user_level,
 )

@@ -21,6 +21,9 @@ engine (``notes["engine"]``) and the report states it.
   with or without a left-right flip: :func:`.mnist_recipes.augmentation_kind`) averaged, then clipped once; the
   same ε.
 
+``dpsgd_bandmf``, ``dpsgd_ema`` and ``dpsgd_augmult_combined`` (the ``dpsgd`` / ``dpsgd_augmult`` rows with BandMF's
+correlated noise or De et al.'s warmed-up weight average) are in :mod:`.dpsgd_variants`.
+
 Tabular data: the bias-free linear model of the DP-ERM methods, δ = 1/n² as theirs.
 
 ``options`` of the comparison: ``dpsgd_epochs`` overrides the number of epochs of the image
@@ -103,13 +106,18 @@ def _tabular(ctx, epsilon, seed, sampling) -> Build:
                   metrics=(), seed=seed)
 
 
-def _image(ctx, epsilon, seed, sampling, engine="auto") -> Build:
+def _image(ctx, epsilon, seed, sampling, engine="auto", overrides=None) -> Build:
+    """The ``dpsgd`` row on an image family; ``overrides``: further ``make_dpsgd`` arguments (the rows that add to
+    it: :mod:`.dpsgd_variants`), each run then on tfdpmech's engine."""
     cfg = ctx.config
+    extra = dict(overrides or {})
+    if extra and engine == "auto":
+        engine = "tfdpmech"
     if cfg.model == "tanh_cnn":  # DP-SGD's MNIST baseline with its published recipe (mnist_recipes)
         recipe = recipe_for(cfg.options, epsilon, TANH_CNN_RECIPE)
         model = ctx.build("standard")
         dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling,
-                        engine="tfdpmech" if engine == "auto" else engine)
+                        engine="tfdpmech" if engine == "auto" else engine, **extra)
         notes = {"recipe": "Tramèr & Boneh 2021 (tfdpmech.experiments.methods.mnist_recipes.TANH_CNN_RECIPE)",
                  "network": model.name, "epochs": recipe.epochs, **_changed(recipe, TANH_CNN_RECIPE)}
         return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
@@ -126,7 +134,9 @@ def _image(ctx, epsilon, seed, sampling, engine="auto") -> Build:
     chunked = cfg.model == "mobilenet_v2" and sampling == "poisson" and resolve_engine("auto") == "tfdpmech"
     # only the Poisson run on tfdpmech's engine clips in physical chunks (the shuffled run has no such argument)
     physical = {"physical_batch_size": APPLICATION_PHYSICAL_BATCH} if chunked else {}
-    dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling, **physical)
+    chosen = {"engine": engine} if extra else {}  # the rows with overrides train on tfdpmech's engine
+    dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, sampling=sampling, **physical,
+                    **chosen, **extra)
     return _build(dp, model, ctx.x_private, ctx.y_private, notes, seed=seed)
 
 
@@ -136,18 +146,20 @@ def _dpsgd(sampling):
     return build
 
 
-def _augmult(ctx, epsilon, seed) -> Build:
-    """``dpsgd`` on the tanh CNN with each sampled record's K views one clipping unit (De et al. 2022)."""
+def _augmult(ctx, epsilon, seed, overrides=None, name="dpsgd_augmult") -> Build:
+    """``dpsgd`` on the tanh CNN with each sampled record's K views one clipping unit (De et al. 2022);
+    ``overrides``: further ``make_dpsgd`` arguments (:mod:`.dpsgd_variants`)."""
     cfg = ctx.config
     if ctx.kind != "image" or ctx.x_private.ndim != 4:
-        raise ValueError("dpsgd_augmult augments images (height, width, channels): run it on an image dataset with "
+        raise ValueError(f"{name} augments images (height, width, channels): run it on an image dataset with "
                          "a convolutional model (--model tanh_cnn)")
     recipe = recipe_for(cfg.options, epsilon, TANH_CNN_RECIPE)
     k = option_at(cfg.options, epsilon, "augmult_k", AUGMULT_K)
     kind = augmentation_kind(ctx.dataset, option_at(cfg.options, epsilon, "augmentation", None))
     model = ctx.build("standard")
     dp = make_dpsgd(epsilon, cfg.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech",
-                    augmentation=image_augmentation(ctx.dataset, kind), augmentation_multiplicity=k)
+                    augmentation=image_augmentation(ctx.dataset, kind), augmentation_multiplicity=k,
+                    **(overrides or {}))
     notes = {"recipe": "Tramèr & Boneh 2021 (mnist_recipes.TANH_CNN_RECIPE) with augmentation multiplicity",
              "network": model.name, "epochs": recipe.epochs, "augmentation_multiplicity": k, "augmentation": kind,
              **_changed(recipe, TANH_CNN_RECIPE)}
