@@ -252,3 +252,48 @@ def test_a_lora_layer_gets_the_lora_rule_through_its_flag_and_a_flag_rule_needs_
         register_flag_rule("lora enabled", ALONE)
     with pytest.raises(TypeError, match="rule must be a tfdpmech LayerRule instance, got str"):
         register_flag_rule("lora_enabled", "alone")
+
+
+@pytest.mark.parametrize("layer, shape", [
+    (lambda: keras.layers.Conv2D(6, 3, padding="same", groups=3), (6, 5, 3)),  # two kernels per channel
+    (lambda: keras.layers.Conv2D(3, (3, 2), strides=2, padding="valid", groups=3), (7, 6, 3)),
+    (lambda: keras.layers.Conv1D(4, 3, padding="same", groups=4), (9, 4)),
+])
+def test_a_convolution_with_one_input_channel_per_group_is_exact_by_the_depthwise_norms(layer, shape):
+    if not KERAS_3:
+        pytest.skip("grouped convolutions on a CPU are Keras 3's (XLA)")
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input(shape)
+    grouped = layer()
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(grouped(inputs))))
+    assert layer_paths(model)[grouped.name] == "convolution"  # not handled alone
+    rng = np.random.default_rng(4)
+    _exact(model, rng.normal(size=(7, *shape)).astype(np.float32), rng.integers(0, 3, 7))
+
+
+def test_other_groupings_are_handled_alone_and_stay_exact():
+    if not KERAS_3:
+        pytest.skip("grouped convolutions on a CPU are Keras 3's (XLA)")
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5, 5, 4))
+    grouped = keras.layers.Conv2D(4, 3, padding="same", groups=2)  # two input channels per group
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(grouped(inputs))))
+    assert layer_paths(model)[grouped.name] == "alone"
+    rng = np.random.default_rng(5)
+    _exact(model, rng.normal(size=(6, 5, 5, 4)).astype(np.float32), rng.integers(0, 3, 6))
+
+
+def test_convnext_layer_scale_is_exact_and_convnext_tiny_has_no_layer_handled_alone():
+    if not KERAS_3:
+        pytest.skip("keras.applications ConvNeXt is Keras 3's here")
+    from keras.src.applications.convnext import LayerScale
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4, 4, 3))
+    scale = LayerScale(0.5, 3)
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(scale(inputs))))
+    assert layer_paths(model)[scale.name] == "layer_scale"
+    rng = np.random.default_rng(6)
+    _exact(model, rng.normal(size=(6, 4, 4, 3)).astype(np.float32), rng.integers(0, 3, 6))
+    convnext = keras.applications.ConvNeXtTiny(weights=None, input_shape=(32, 32, 3), classes=10)
+    assert "alone" not in set(layer_paths(convnext).values())

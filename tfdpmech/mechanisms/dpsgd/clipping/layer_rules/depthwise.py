@@ -7,6 +7,11 @@ A depthwise convolution filters each input channel c with its own ``M`` kernels:
 record's channel); dilated or unequally strided kernels, which that op does not take on CPU, from the
 patches (:func:`.convolution.patches`).
 
+A ``Conv1D`` or ``Conv2D`` with one input channel per group (``groups`` = input channels, as ConvNeXt's 7×7
+convolutions) is the same depthwise convolution written as a grouped one: its kernel ``(k, 1, C·M)`` holds the
+depthwise kernel's numbers in the same order (output channel ``c·M + m`` reads input channel c), so its norms are
+the depthwise ones (:class:`GroupedConvolutionRule`; other groupings are handled alone).
+
 A separable convolution is a depthwise convolution (strides, padding, dilation) followed by a pointwise
 (1×1) one: the rule computes the two steps itself and taps both, the depthwise output ``d`` for the
 depthwise kernel and ``z`` for the pointwise kernel and the bias (a Dense over the positions of ``d``).
@@ -17,12 +22,12 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from .convolution import patches, pre_activation
+from .convolution import ConvolutionRule, patches, pre_activation
 from .groups import unit_sq_norms, unit_zeros
 from .linear_algebra import bias_sq_norms, flatten_positions, linear_sq_norms, trains
 from .registry import KERAS_3, LayerRule, Tapped, compute_dtype, exact_dtype, register_layer_rule, select_rows
 
-__all__ = ["DepthwiseConvolutionRule", "SeparableConvolutionRule"]
+__all__ = ["DepthwiseConvolutionRule", "SeparableConvolutionRule", "GroupedConvolutionRule"]
 
 
 def _depthwise_sq_norms(layer_geometry, a, g, multiplier: int):
@@ -129,9 +134,43 @@ class SeparableConvolutionRule(LayerRule):
         return total
 
 
+def _one_channel_per_group(layer) -> bool:
+    kernel = getattr(layer, "kernel", None)
+    return (kernel is not None and int(kernel.shape[-2]) == 1 and len(layer.kernel_size) <= 2
+            and layer.padding in ("same", "valid") and _channels_last(layer))
+
+
+class GroupedConvolutionRule(ConvolutionRule):
+    """``Conv1D``, ``Conv2D``, ``Conv3D`` as :class:`.convolution.ConvolutionRule` with one group, and a ``Conv1D`` or
+    ``Conv2D`` with one input channel per group (channels last, padding same or valid) by the depthwise norms."""
+
+    def applies(self, layer) -> bool:
+        return super().applies(layer) if getattr(layer, "groups", 1) == 1 else _one_channel_per_group(layer)
+
+    def forward(self, layer, inputs, keep, args, kwargs) -> Tapped:
+        if getattr(layer, "groups", 1) == 1:
+            return super().forward(layer, inputs, keep, args, kwargs)
+        a, z, out = pre_activation(layer, inputs, keep)  # Keras's own grouped convolution
+        return Tapped(out, [(z, list(layer.trainable_variables))], {"a": a})
+
+    def sq_norms(self, layer, saved, tap_grads):
+        if getattr(layer, "groups", 1) == 1:
+            return super().sq_norms(layer, saved, tap_grads)
+        g = tf.cast(tap_grads[0], tf.float32)
+        total = unit_zeros(g)
+        if trains(layer, layer.kernel):
+            total += _depthwise_sq_norms(_geometry(layer), tf.cast(saved["a"], tf.float32), g,
+                                         int(layer.filters) // int(layer.groups))
+        if trains(layer, getattr(layer, "bias", None)):
+            total += bias_sq_norms(flatten_positions(g))
+        return total
+
+
 for _name in ("DepthwiseConv1D", "DepthwiseConv2D"):
     if hasattr(keras.layers, _name):
         register_layer_rule(getattr(keras.layers, _name), DepthwiseConvolutionRule())
 for _name in ("SeparableConv1D", "SeparableConv2D"):
     if hasattr(keras.layers, _name):
         register_layer_rule(getattr(keras.layers, _name), SeparableConvolutionRule())
+for _cls in (keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D):  # after .convolution's, in its place
+    register_layer_rule(_cls, GroupedConvolutionRule())
