@@ -270,9 +270,10 @@ def test_bands_with_what_the_amplification_does_not_cover():
         with pytest.raises(ValueError, match="bands=3 .BandMF. trains on tfdpmech's engine"):
             _run(bands=3, engine="tensorflow_privacy")
     dp = _run(bands=3)
-    with pytest.raises(ValueError, match="gradient_accumulation_steps"):
-        _fit(dp, optimizer=keras.optimizers.SGD(0.1, gradient_accumulation_steps=2))
-    assert len(dp.ledger.releases) == 0
+    if keras.__version__.startswith("3"):  # Keras 2's optimizers have no gradient accumulation to refuse
+        with pytest.raises(ValueError, match="gradient_accumulation_steps"):
+            _fit(dp, optimizer=keras.optimizers.SGD(0.1, gradient_accumulation_steps=2))
+        assert len(dp.ledger.releases) == 0
     x, y = _data()
     y = keras.utils.to_categorical(y, 2)
     with pytest.raises(ValueError, match="partitions are fixed.*drop dataset"):
