@@ -23,7 +23,10 @@ Each model runs in a fresh process (:func:`run_isolated`). Every variant is buil
 once, then fitted once more untimed after all are built (each build sets the random seed, which clears
 TensorFlow's kernel cache: a variant built earlier then instantiates its step again in its next fit, 45–66 s
 against 1.2–2.6 s for a 4-step fit of MobileNetV2's ghost-norm step); then ``repeats`` rounds each time one ``fit`` of ``steps``
-steps per variant, in a rotated order, and every ratio is taken within a round. The table gives median and
+steps per variant, in a rotated order, and every ratio is taken within a round. A fit's time is its training
+loop's (``on_train_begin`` to ``on_train_end``): the teardown of Keras's ``tf.data`` iterator can wait for
+tf.data's autotuning thread to wake (10 ms · (2ᵏ − 1) after the iterator began), which would round a short fit
+up to 0.31, 0.63, ..., 10.23, 20.47 s whatever its steps cost. The table gives median and
 min–max over rounds; examples/s count the L records of a step. Peak memory: the growth of a
 fresh process's peak RSS over one variant's build, warm-up and timed fit
 (:func:`~tfdpmech.experiments.peak_rss.peak_rss_mib`): TensorFlow's traced graphs and, for DP-SGD, the
@@ -120,10 +123,21 @@ class _Variant:
             lambda t: (x, y, (mask, tf.tile(tf.stack([tf.constant(run_id, tf.int64), t])[None], [rows, 1]))))
 
     def timed_fit(self, steps: int) -> float:
-        ds = self.dataset(steps).prefetch(2)
-        start = time.perf_counter()
-        self.model.fit(ds, epochs=1, verbose=0)
-        return time.perf_counter() - start
+        """Seconds of the training loop of one ``fit`` of ``steps`` steps (from ``on_train_begin`` to
+        ``on_train_end``): without the teardown of its ``tf.data`` iterator, which waits for the autotuning
+        thread's next wake-up where autotuning is on (Keras's own input; see
+        :func:`~tfdpmech.input_pipeline.without_autotune`)."""
+        clock = _TrainingLoopClock()
+        self.model.fit(self.dataset(steps).prefetch(2), epochs=1, verbose=0, callbacks=[clock])
+        return clock.seconds
+
+
+class _TrainingLoopClock(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.start = time.perf_counter()
+
+    def on_train_end(self, logs=None):
+        self.seconds = time.perf_counter() - self.start
 
 
 def _variant(name: str, label: str, engine, path, spec: Model | None = None) -> _Variant:

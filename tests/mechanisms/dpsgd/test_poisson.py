@@ -146,6 +146,7 @@ def test_dataset_yields_padded_poisson_batches_of_real_records():
     sizes = np.array(sizes)
     assert abs(sizes.mean() - n * q) < 6 * math.sqrt(n * q * (1 - q) / len(sizes))
     assert sizes.std() > 1  # sizes vary
+    assert ds.options().autotune.enabled is False  # fixed buffers: no tuning thread for a fit's end to wait on
 
 
 # --- accounting -----------------------------------------------------------------------------

@@ -150,3 +150,12 @@ def test_the_run_compiles_without_xla_and_refuses_a_step_traced_with_it():
     with pytest.raises(ValueError, match="jit_compile=True, but XLA drops the train step's checks"):
         model.fit(dp.dataset(x, y), verbose=0)
     assert dp.steps_taken() == 0
+
+
+def test_the_run_stream_runs_no_autotuning_thread():
+    """Its buffers are fixed; with tf.data's autotuning on, the end of a fit can wait for the tuning thread."""
+    dp = DPSGD(epsilon=3.0, delta=1e-3, n=N, expected_batch_size=15, epochs=2, seed=1)
+    make_private(_model(), dp).compile(optimizer=keras.optimizers.SGD(0.1), loss=LOSS)
+    x, y = _data()
+    assert dp.dataset(x, y).options().autotune.enabled is False
+    assert tf.data.Dataset.range(3).options().autotune.enabled is not False  # tf.data's own default differs

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from ...accounting.callbacks import PrivacyBudget
 from ...contract import Mechanism
+from ...input_pipeline import without_autotune
 from ...released_data import ReleasedData, ReleasedDataGuard
 
 __all__ = ["PrivateData", "AdLMBudget"]
@@ -73,7 +74,7 @@ class PrivateData:
         if shuffle:
             ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
         # drop_remainder: every batch has exactly |L| records (every noise scale has 1/|L|, lines 12-19)
-        return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        return without_autotune(ds.batch(self.batch_size, drop_remainder=True).prefetch(2))
 
 
 def _remainder_message(n: int, batch_size: int) -> str:

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from ....distribute import is_chief
+from ....input_pipeline import without_autotune
 from ..sampling.poisson_sampling import (
     poisson_batch,
     record_spec,
@@ -156,7 +157,8 @@ class SharedBatches:
                         yield self.arrange(replica_slice(batch, worker * local + r, workers * local))
                     step += 1
 
-            return tf.data.Dataset.from_generator(generate, output_signature=self.signature).prefetch(2)
+            stream = tf.data.Dataset.from_generator(generate, output_signature=self.signature)
+            return without_autotune(stream.prefetch(2))
 
         self.dataset = strategy.distribute_datasets_from_function(dataset_fn)
         return self.dataset

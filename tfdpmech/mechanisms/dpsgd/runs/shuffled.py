@@ -48,6 +48,7 @@ from ....accounting.dpsgd import (
     epsilon_any_order,
 )
 from ....accounting.ledger import PrivacyLedger, Release, format_epsilon
+from ....input_pipeline import without_autotune
 from ....validation import check_epsilon
 from .base import DEFAULT_LEARNING_RATES, MAX_STEPS, OPTIMIZERS, DPSGDRun  # noqa: F401  (importable from here)
 from .callback import DPSGDBudget
@@ -306,7 +307,7 @@ class ShuffledDPSGD(DPSGDRun):
             return shared_dataset(self, x, y, seed, poisson=False)
         ds = tf.data.Dataset.from_tensor_slices((x.astype(np.float32), y))
         ds = ds.shuffle(self.n, seed=seed, reshuffle_each_iteration=True)
-        return ds.batch(self.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        return without_autotune(ds.batch(self.batch_size, drop_remainder=True).prefetch(2))
 
     def __repr__(self) -> str:
         return (f"ShuffledDPSGD(target epsilon={self.epsilon:g}, delta={self.delta:g}, batch_size={self.batch_size}, "

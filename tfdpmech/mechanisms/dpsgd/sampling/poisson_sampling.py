@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from ....accounting.poisson_dpsgd import check_sampling_probability
+from ....input_pipeline import without_autotune
 from ....validation import check_positive_int
 from .augmentation import repeat_views
 from .record_sources import LazyRows
@@ -179,7 +180,7 @@ def record_spec(a: np.ndarray) -> tf.TensorSpec:
 
 def _stream(generate, signature, steps_per_epoch: int) -> tf.data.Dataset:
     ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
-    return ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch)).prefetch(2)
+    return without_autotune(ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch)).prefetch(2))
 
 
 def poisson_dataset(x, y, q: float, steps_per_epoch: int, *, seed=None, padded_size: int | None = None
@@ -271,4 +272,4 @@ def run_dataset(x, y, q: float, steps_per_epoch: int, *, key, padded_size: int, 
     ds = tf.data.Dataset.from_generator(generate, output_signature=run_signature(x, y))
     if augment is not None:
         ds = ds.map(lambda xb, yb, tagged: (augment(xb, tagged[1][:, 1]), yb, tagged))
-    return ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch)).prefetch(2)
+    return without_autotune(ds.apply(tf.data.experimental.assert_cardinality(steps_per_epoch)).prefetch(2))

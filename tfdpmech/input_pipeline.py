@@ -1,0 +1,19 @@
+"""The options of the ``tf.data`` pipelines tfdpmech builds for ``fit``."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+__all__ = ["without_autotune"]
+
+
+def without_autotune(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """``ds`` with tf.data's autotuning off: for pipelines whose buffers are fixed (nothing to tune).
+
+    With autotuning on, an iterator runs a tuning thread that sleeps 10 ms, 20 ms, 40 ms, ... (doubling), and the
+    iterator's teardown at the end of ``fit`` can wait for its next wake-up, 10 ms · (2ᵏ − 1) after the iterator
+    began: a fit whose steps take 3.1 s returns after 5.14 s. Off, ``fit`` returns when its last step ends.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.with_options(options)
