@@ -14,7 +14,12 @@ def without_autotune(ds: tf.data.Dataset) -> tf.data.Dataset:
     iterator's teardown at the end of ``fit`` can wait for its next wake-up, 10 ms · (2ᵏ − 1) after the iterator
     began (docs/results/fit_teardown: a fit whose steps took 2.77 s returned after 5.17 s). Off, ``fit`` returns
     when its last step ends.
+
+    Raises:
+        TypeError: ``ds`` is not a ``tf.data.Dataset``.
     """
+    if not isinstance(ds, tf.data.Dataset):
+        raise TypeError(f"ds must be a tf.data.Dataset, got {type(ds).__name__}: build the pipeline with tf.data first")
     options = tf.data.Options()
     options.autotune.enabled = False
     return ds.with_options(options)

@@ -22,19 +22,11 @@ import numpy as np
 import tensorflow as tf
 
 from tfdpmech import DPSGD, make_private
-from tfdpmech.experiments.measuring import device_description, median_range
+from tfdpmech.experiments.measuring import TrainingLoopClock, device_description, format_median_range, median_range
 from tfdpmech.mechanisms.dpsgd.sampling import poisson_sampling
 
 N, BATCH = 640, 32
 VARIANTS = ("non-private (Keras's pipeline)", "DP-SGD (autotuning off)", "DP-SGD with autotuning on")
-
-
-class _LoopClock(keras.callbacks.Callback):
-    def on_train_begin(self, logs=None):
-        self.start = time.perf_counter()
-
-    def on_train_end(self, logs=None):
-        self.seconds = time.perf_counter() - self.start
 
 
 def _model():
@@ -62,7 +54,7 @@ def _timed(name: str, model, x, y) -> tuple[float, float]:
     if name == VARIANTS[2]:
         poisson_sampling.without_autotune = lambda ds: ds
     try:
-        clock, start = _LoopClock(), time.perf_counter()
+        clock, start = TrainingLoopClock(), time.perf_counter()
         model.fit(x, y, epochs=1, verbose=0, callbacks=[clock], **_batching(name))
         return time.perf_counter() - start, clock.seconds
     finally:
@@ -95,7 +87,6 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=1)
-    cell = lambda m: f"{m['median']:.3g} [{m['min']:.3g}–{m['max']:.3g}]"  # noqa: E731
     lines = ["# The wait at the end of fit", "",
              f"Command: `python tools/fit_teardown_wait.py --repeats {args.repeats} --out {args.out}`. "
              f"{device_description()}; TensorFlow {result['tensorflow']}, Keras {result['keras']}. One epoch of "
@@ -103,6 +94,7 @@ def main(argv=None) -> int:
              f"{args.repeats} repeats in one process.", "",
              "| variant | fit, call to return (s) | training loop (s) | wait after the last step (s) |",
              "|---|---|---|---|"]
+    cell = format_median_range
     lines += [f"| {name} | {cell(r['fit_seconds'])} | {cell(r['loop_seconds'])} | {cell(r['wait_seconds'])} |"
               for name, r in rows.items()]
     lines += ["", "Each repeat's (fit, training loop) seconds:", ""]

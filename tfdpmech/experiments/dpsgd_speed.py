@@ -43,7 +43,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import keras
 import numpy as np
@@ -54,7 +53,7 @@ from ..mechanisms.dpsgd.runs.paths import tf_privacy_available
 from ..mechanisms.dpsgd.runs.train_step import KERAS_3  # noqa: F401  (the tests read it here)
 from ..mechanisms.dpsgd.sampling.poisson_sampling import padded_batch_size, row_multiple
 from ..mechanisms.dpsgd.sampling.position_weights import split_position_weights
-from .measuring import device_description, median_range
+from .measuring import TrainingLoopClock, device_description, format_median_range as cell, median_range
 from .speed_models import APPLICATIONS, MODELS, Model, batch as _batch  # noqa: F401  (the models timed)
 from .text_models import keras_hub_available  # noqa: F401  (the tests read it here)
 
@@ -123,21 +122,10 @@ class _Variant:
             lambda t: (x, y, (mask, tf.tile(tf.stack([tf.constant(run_id, tf.int64), t])[None], [rows, 1]))))
 
     def timed_fit(self, steps: int) -> float:
-        """Seconds of the training loop of one ``fit`` of ``steps`` steps (from ``on_train_begin`` to
-        ``on_train_end``): without the teardown of its ``tf.data`` iterator, which waits for the autotuning
-        thread's next wake-up where autotuning is on (Keras's own input; see
-        :func:`~tfdpmech.input_pipeline.without_autotune`)."""
-        clock = _TrainingLoopClock()
+        """Seconds of the training loop of one ``fit`` of ``steps`` steps (:class:`.measuring.TrainingLoopClock`)."""
+        clock = TrainingLoopClock()
         self.model.fit(self.dataset(steps).prefetch(2), epochs=1, verbose=0, callbacks=[clock])
         return clock.seconds
-
-
-class _TrainingLoopClock(keras.callbacks.Callback):
-    def on_train_begin(self, logs=None):
-        self.start = time.perf_counter()
-
-    def on_train_end(self, logs=None):
-        self.seconds = time.perf_counter() - self.start
 
 
 def _variant(name: str, label: str, engine, path, spec: Model | None = None) -> _Variant:
@@ -280,9 +268,6 @@ def format_table(result: dict) -> str:
              "| model | variant | rows | examples/s | ÷ non-private | ÷ tensorflow-privacy's fastest | peak memory (MiB) | "
              "memory per record (KiB) |",
              "|---|---|---|---|---|---|---|---|"]
-
-    def cell(s):
-        return "–" if not s else f"{s['median']:.3g} [{s['min']:.3g}–{s['max']:.3g}]"
 
     for name, m in result["models"].items():
         policy = "" if m.get("policy", "float32") == "float32" else f", {m['policy']}"

@@ -17,7 +17,8 @@ from ..cpu_malloc import malloc_description
 from .peak_rss import peak_rss_mib, reset_peak_rss
 from ..mechanisms.dpsgd.runs.weight_average import scoring_the_average
 
-__all__ = ["device_description", "PeakMemory", "EpochRecorder"]
+__all__ = ["device_description", "PeakMemory", "EpochRecorder", "TrainingLoopClock", "median_range",
+           "format_median_range"]
 
 
 def device_description() -> str:
@@ -33,6 +34,25 @@ def median_range(values) -> dict:
     """``{"median", "min", "max"}`` of repeated measurements."""
     v = np.asarray(values, float)
     return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
+
+
+def format_median_range(summary: dict | None) -> str:
+    """A :func:`median_range` as ``"median [min–max]"`` (3 significant digits); ``"–"`` for none."""
+    if not summary:
+        return "–"
+    return f"{summary['median']:.3g} [{summary['min']:.3g}–{summary['max']:.3g}]"
+
+
+class TrainingLoopClock(keras.callbacks.Callback):
+    """The seconds of one ``fit``'s training loop, ``on_train_begin`` to ``on_train_end`` (``seconds``): without
+    the teardown of its ``tf.data`` iterator, which can wait for tf.data's autotuning thread
+    (:func:`~tfdpmech.input_pipeline.without_autotune`)."""
+
+    def on_train_begin(self, logs=None):
+        self.start = time.perf_counter()
+
+    def on_train_end(self, logs=None):
+        self.seconds = time.perf_counter() - self.start
 
 
 def _release_freed_memory() -> None:

@@ -159,3 +159,10 @@ def test_the_run_stream_runs_no_autotuning_thread():
     x, y = _data()
     assert dp.dataset(x, y).options().autotune.enabled is False
     assert tf.data.Dataset.range(3).options().autotune.enabled is not False  # tf.data's own default differs
+
+
+def test_without_autotune_takes_only_a_dataset():
+    from tfdpmech.input_pipeline import without_autotune
+
+    with pytest.raises(TypeError, match="ds must be a tf.data.Dataset, got ndarray"):
+        without_autotune(np.zeros(3))
