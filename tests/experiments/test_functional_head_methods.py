@@ -99,3 +99,34 @@ def test_a_second_context_on_the_same_public_records_reuses_the_trained_public_m
     other_seed = build_context(CompareConfig(model="mlp", public=200, options=small), "mnist_sample").public_model(1)
     other_records = build_context(CompareConfig(model="mlp", public=300, options=small), "mnist_sample").public_model(0)
     assert len(fits) == 3 and other_seed is not None and other_records is not None
+
+
+def test_a_resumable_comparison_keeps_its_public_model_for_the_processes_that_continue_it(monkeypatch, tmp_path):
+    import keras
+    import numpy as np
+    from tfdpmech.experiments import context as context_module
+
+    monkeypatch.setattr(context_module, "_TRAINED_PUBLIC", {})
+    monkeypatch.setitem(context_module.PUBLIC_RECIPES, "image", {"epochs": 1, "learning_rate": 1e-3, "batch_size": 32})
+    fits = []
+    real_fit = keras.Model.fit
+    monkeypatch.setattr(keras.Model, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
+    small = {"max_private": 300, "max_test": 100}
+
+    def public(out, resume=True, public=200):
+        config = CompareConfig(model="mlp", public=public, options=small, out=str(out), resume=resume)
+        return build_context(config, "mnist_sample").public_model(0)
+
+    first = public(tmp_path)
+    kept = list((tmp_path / "parts").glob("public-*.npz"))
+    assert len(fits) == 1 and len(kept) == 1
+    context_module._TRAINED_PUBLIC.clear()  # as in a new process
+    again = public(tmp_path)
+    assert len(fits) == 1  # loaded, not trained again
+    assert all(np.array_equal(a, b) for a, b in zip(first.get_weights(), again.get_weights()))
+    context_module._TRAINED_PUBLIC.clear()
+    public(tmp_path, public=300)  # other public records: another model, kept beside the first
+    assert len(fits) == 2 and len(list((tmp_path / "parts").glob("public-*.npz"))) == 2
+    context_module._TRAINED_PUBLIC.clear()
+    public(tmp_path / "fresh", resume=False)  # without resume nothing is kept
+    assert len(fits) == 3 and not (tmp_path / "fresh").exists()

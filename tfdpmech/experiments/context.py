@@ -12,6 +12,7 @@ import numpy as np
 from .. import data as image_data
 from .. import data_tabular, data_text, models
 from ..released_data import array_fingerprint
+from .public_cache import load_public_weights, public_weights_path, save_public_weights
 from .text_data import text_context
 from .users import user_ids_for
 
@@ -129,6 +130,7 @@ class Context:
         Recipe (fixed, chosen on a validation fifth of the public records only, among
         {Taylor loss, cross-entropy} × {20, 60} epochs for the MLP and the CNN): softmax
         cross-entropy, Adam 1e-3, batch 32, 20 epochs; text: :data:`PUBLIC_RECIPES` ``["text"]``.
+        A resumable comparison keeps its weights beside its runs (:mod:`.public_cache`).
         """
         self.require_public("public_model")
         if seed not in self._public_models:
@@ -142,14 +144,21 @@ class Context:
             model = self.build("private")
             model.compile(keras.optimizers.Adam(recipe["learning_rate"]),
                           loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+            # a resumable comparison keeps it beside its runs: every process continuing it starts from the same one
+            kept = public_weights_path(self.config.out, key, model) if self.config.resume else None
             if key in _TRAINED_PUBLIC:
                 weights, self._public_seconds[seed] = _TRAINED_PUBLIC[key]
                 model.set_weights(weights)
+            elif kept is not None and (seconds := load_public_weights(kept, model)) is not None:
+                self._public_seconds[seed] = seconds
+                _TRAINED_PUBLIC[key] = (model.get_weights(), seconds)
             else:
                 model.fit(self.x_public, self.y_public, epochs=recipe["epochs"], batch_size=recipe["batch_size"],
                           verbose=0)
                 self._public_seconds[seed] = time.perf_counter() - started
                 _TRAINED_PUBLIC[key] = (model.get_weights(), self._public_seconds[seed])
+                if kept is not None:
+                    save_public_weights(kept, model, self._public_seconds[seed])
             self._public_models[seed] = model
         return self._public_models[seed]
 
