@@ -38,7 +38,7 @@ GRID = {part: tuple(round(TEXT_LEARNING_RATES[part] * f, 10) for f in FACTORS) f
 
 def sweep(parts, out=OUT, stored_only=False) -> dict:
     """Run (or, with ``stored_only``, only tabulate) the grid of ``parts``."""
-    rows = []
+    rows, public_only = [], None
     for part in parts:
         for learning_rate in GRID[part]:
             config = preset_config("text", datasets=("sentiment_snippets_validation",),
@@ -46,6 +46,8 @@ def sweep(parts, out=OUT, stored_only=False) -> dict:
                                    resume=True, stored_only=stored_only,
                                    options={"text_recipe": {"epochs": EPOCHS, "learning_rate": learning_rate}})
             for run in run_comparison(config)["runs"]:
+                if run["method"] == "public_only":  # the same public model in every comparison of the sweep
+                    public_only = run["accuracy"]
                 if run["method"] == f"dpsgd_text_{part}":
                     rows.append({"part": part, "epochs": EPOCHS, "learning_rate": learning_rate,
                                  "validation_accuracy": run["accuracy"]})
@@ -53,7 +55,7 @@ def sweep(parts, out=OUT, stored_only=False) -> dict:
     for row in rows:  # in grid order: ties go to the earlier point
         if row["part"] not in chosen or row["validation_accuracy"] > chosen[row["part"]]["validation_accuracy"]:
             chosen[row["part"]] = row
-    return {"epsilon": EPSILON, "epochs": EPOCHS, "grid": GRID, "runs": rows,
+    return {"epsilon": EPSILON, "epochs": EPOCHS, "grid": GRID, "runs": rows, "public_only": public_only,
             "chosen": {part: {"epochs": row["epochs"], "learning_rate": row["learning_rate"]}
                        for part, row in chosen.items()}}
 
@@ -87,6 +89,9 @@ def write(result: dict, out=OUT) -> None:
         mark = "yes" if (pick["epochs"], pick["learning_rate"]) == (row["epochs"], row["learning_rate"]) else ""
         lines.append(f"| `dpsgd_text_{row['part']}` | {row['epochs']} | {row['learning_rate']:g} | "
                      f"{100 * row['validation_accuracy']:.2f} % | {mark} |")
+    if result.get("public_only") is not None:
+        lines += ["", f"The public model alone (`public_only`, where every row starts) scores "
+                      f"{100 * result['public_only']:.2f} % on the 1,000."]
     if result.get("head_ceiling"):
         best = max(result["head_ceiling"].values())
         lines += ["", f"A non-private logistic regression on the public model's features (the head alone, no noise) "

@@ -353,13 +353,9 @@ register_preset(
 # movie-review snippets (positive vs negative; the 2,114 held out are the test set), the other three domains' 12,752
 # snippets public: they train the WordPiece vocabulary and a small BERT (2 layers, hidden 128) without privacy.
 # Rows: that public model alone, fine-tuned without privacy, and DP-SGD on its head, its LoRA adapters or every
-# weight, at ε = 1, 3 and 8 (δ = 1e-5, add/remove one snippet), three seeds, each at a recipe stated before any run.
-# Expected before the runs: the public model alone at 65–75 % (another domain's sentiment, a small model); without
-# privacy the private snippets add several points; under DP the head alone (258 weights, little noise per weight)
-# gains a point or two over public_only at every ε, LoRA (5,890 weights) more at ε = 8 and about as much at
-# ε = 1, and every weight (895,234, noise in each) the least at ε = 1, because the noise's norm grows with
-# the square root of the weights trained while the clipped signal does not. Finished runs are kept in
-# docs/results/text/runs.jsonl as they end, so the preset resumes.
+# weight, at ε = 1, 3 and 8 (δ = 1e-5, add/remove one snippet), three seeds. The DP rows train at each part's epochs
+# and step chosen on a validation split (text_finetune.TEXT_CHOSEN; the expectations stated before the runs are in
+# docs/results.md). Finished runs are kept in docs/results/text/runs.jsonl as they end, so the preset resumes.
 TEXT_METHODS = ("nonprivate_text", "dpsgd_text_head", "dpsgd_text_lora", "dpsgd_text_all")
 register_preset(
     "text", "private fine-tuning of a small BERT on real text: 8,454 private movie-review snippets (positive vs "
