@@ -77,7 +77,7 @@ def _dpsgd_text(part: str):
 
         ctx.require_public(f"dpsgd_text_{part}")
         model = set_text_trainable_part(public_copy(ctx, seed), part)
-        stated = TEXT_DPSGD_RECIPE.replace(learning_rate=TEXT_LEARNING_RATES[part], **TEXT_CHOSEN.get(part, {}))
+        stated = TEXT_DPSGD_RECIPE.replace(**{"learning_rate": TEXT_LEARNING_RATES[part], **TEXT_CHOSEN.get(part, {})})
         recipe = recipe_for(ctx.config.options, epsilon, stated, "text")
         dp = make_dpsgd(epsilon, ctx.config.delta, ctx.n_private, recipe=recipe, seed=seed, engine="tfdpmech")
         release(dp.ledger, _public_release(ctx))
