@@ -1,8 +1,8 @@
 """The public model's weights kept beside a resumable comparison's runs.
 
-A comparison with ``resume`` on may be trained over several processes (it is stopped and started again). Each
-process used to train the public model again, and training on a CPU with several threads need not give the same
-weights twice, so the rows of one seed could start from different public models. With ``resume`` on, the first
+A comparison with ``resume`` on may be trained over several processes (it is stopped and started again). Were each
+process to train the public model again, the rows of one seed could start from different public models (training
+on a CPU with several threads need not give the same weights twice). With ``resume`` on, the first
 process saves the trained weights (and the seconds they took) to ``<out>/parts/public-<key>.npz``; every later
 process of the same comparison loads them. The key covers what makes the model: the data kind, the family and its
 arguments, the seed, the recipe, the public records' fingerprints, the model's layer classes and weight shapes and the
