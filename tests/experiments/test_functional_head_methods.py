@@ -81,9 +81,10 @@ def test_a_bad_projection_dimension_is_refused_naming_the_option_before_any_run(
         config.validate()
 
 
-def test_a_second_context_on_the_same_public_records_reuses_the_trained_public_model(monkeypatch):
+@pytest.fixture
+def public_fits(monkeypatch):
+    """The public models trained from here on (one entry per ``fit``), none kept in this process yet; 1 epoch."""
     import keras
-    import numpy as np
     from tfdpmech.experiments import context as context_module
 
     monkeypatch.setattr(context_module, "_TRAINED_PUBLIC", {})
@@ -91,6 +92,13 @@ def test_a_second_context_on_the_same_public_records_reuses_the_trained_public_m
     fits = []
     real_fit = keras.Model.fit
     monkeypatch.setattr(keras.Model, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
+    return fits
+
+
+def test_a_second_context_on_the_same_public_records_reuses_the_trained_public_model(public_fits):
+    import numpy as np
+
+    fits = public_fits
     small = {"max_private": 300, "max_test": 100}
     first = build_context(CompareConfig(model="mlp", public=200, options=small), "mnist_sample").public_model(0)
     again = build_context(CompareConfig(model="mlp", public=200, options=small), "mnist_sample").public_model(0)
@@ -101,16 +109,11 @@ def test_a_second_context_on_the_same_public_records_reuses_the_trained_public_m
     assert len(fits) == 3 and other_seed is not None and other_records is not None
 
 
-def test_a_resumable_comparison_keeps_its_public_model_for_the_processes_that_continue_it(monkeypatch, tmp_path):
-    import keras
+def test_a_resumable_comparison_keeps_its_public_model_for_the_processes_that_continue_it(public_fits, tmp_path):
     import numpy as np
     from tfdpmech.experiments import context as context_module
 
-    monkeypatch.setattr(context_module, "_TRAINED_PUBLIC", {})
-    monkeypatch.setitem(context_module.PUBLIC_RECIPES, "image", {"epochs": 1, "learning_rate": 1e-3, "batch_size": 32})
-    fits = []
-    real_fit = keras.Model.fit
-    monkeypatch.setattr(keras.Model, "fit", lambda self, *a, **k: fits.append(1) or real_fit(self, *a, **k))
+    fits = public_fits
     small = {"max_private": 300, "max_test": 100}
 
     def public(out, resume=True, public=200):
