@@ -63,7 +63,7 @@ def test_the_adapter_turns_prepare_into_the_runners_record():
             return PreparedFit(model, data="batches", callbacks=["budget"], epochs=3)
 
     class Ctx:
-        def public_training_seconds(self, seed):
+        def public_seconds_spent(self, seed):
             return None
 
     def build(ctx, epsilon, seed):
@@ -135,7 +135,7 @@ def test_the_adapter_runs_the_make_private_shape_as_a_user_would():
     Mechanism.register(Stub)  # a virtual subclass: make_private takes it, the walks over subclasses do not see it
 
     class Ctx:
-        def public_training_seconds(self, seed):
+        def public_seconds_spent(self, seed):
             return None
 
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
@@ -155,3 +155,47 @@ def test_the_adapter_runs_the_make_private_shape_as_a_user_would():
     assert calls[-1] == ("fit", "x", "y", 3, ["recorder"])  # fit(x, y) with the runner's epochs and callbacks
     assert prepared.notes_after_fit() == {"noise_scale": 2.5, "release_seconds": 0.25, "recipe": "r"}
     assert prepared.seconds_in_fit() == 0.25  # moved from training to preprocessing by the runner
+
+
+def test_a_public_model_trained_elsewhere_takes_nothing_off_the_methods_own_time():
+    """Loaded (a resumed comparison) or copied (a sweep's earlier comparison), the public model cost this prepare
+    only the load: that is what leaves its time, not the 500 s its training once took."""
+    import time
+
+    from tfdpmech.accounting.ledger import PrivacyLedger
+    from tfdpmech.contract import PreparedFit
+
+    class Stub:
+        kind = "training"
+        described = {}
+        seconds = {}
+
+        def __init__(self):
+            self.ledger = PrivacyLedger()
+
+        def describe(self):
+            return {}
+
+        def prepare(self, model=None, x=None, y=None, **options):
+            return PreparedFit(model, data="batches", epochs=1)
+
+    class Ctx:
+        spent = None
+
+        def public_seconds_spent(self, seed):
+            return self.spent
+
+        def public_training_seconds(self, seed):
+            return None if self.spent is None else 500.0
+
+    def build(ctx, epsilon, seed):
+        time.sleep(0.02)
+        ctx.spent = 0.01  # of which the public model's load took half; it was trained elsewhere
+        return Build(Stub(), "model", "x", "y", {})
+
+    register_mechanism("x_stub_public", build, "a stub", mode="private")
+    try:
+        prepared = METHODS["x_stub_public"].prepare(Ctx(), 1.0, 0)
+    finally:
+        del METHODS["x_stub_public"]
+    assert 0.005 <= prepared.preprocessing_seconds < 1.0

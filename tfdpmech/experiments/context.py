@@ -92,6 +92,7 @@ class Context:
     model_kwargs: dict = dataclasses.field(default_factory=dict)  # what the family's builder needs (a vocabulary size)
     _public_models: dict = dataclasses.field(default_factory=dict, repr=False)
     _public_seconds: dict = dataclasses.field(default_factory=dict, repr=False)
+    _public_spent: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def labels_private(self) -> np.ndarray:
@@ -160,12 +161,18 @@ class Context:
                 if kept is not None:
                     save_public_weights(kept, model, self._public_seconds[seed])
             self._public_models[seed] = model
+            self._public_spent[seed] = time.perf_counter() - started
         return self._public_models[seed]
 
     def public_training_seconds(self, seed: int) -> float | None:
         """Wall-clock seconds the public model of ``seed`` took to train (once; ε = 0 for the private set),
         or None when it has not been trained. No method's own time includes it: it is reported beside."""
         return self._public_seconds.get(seed)
+
+    def public_seconds_spent(self, seed: int) -> float | None:
+        """Wall-clock seconds this context spent getting the public model of ``seed``: its training, or only a
+        copy or a load where it was trained before (:data:`_TRAINED_PUBLIC`, :mod:`.public_cache`); None before."""
+        return self._public_spent.get(seed)
 
 
 def _one_hot(labels, num_classes) -> np.ndarray:

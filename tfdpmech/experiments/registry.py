@@ -234,13 +234,13 @@ def mechanism_prepare(build: Callable, mode: str) -> Callable:
     training excluded: it is reported beside), turned into a :class:`Prepared` with the mechanism's own
     ledger and notes."""
     def prepare(ctx, epsilon, seed) -> Prepared:
-        public_before = ctx.public_training_seconds(seed)
+        public_before = ctx.public_seconds_spent(seed)
         start = time.perf_counter()
         built = build(ctx, epsilon, seed)
         fields = _through_entry_point(built)
         seconds = time.perf_counter() - start
-        public_after = ctx.public_training_seconds(seed)
-        if public_before is None and public_after is not None:
+        public_after = ctx.public_seconds_spent(seed)
+        if public_before is None and public_after is not None:  # what getting it took here, not its training
             seconds -= public_after
         mech = built.mechanism
         fields.update(ledger=None if mode == "none" else mech.ledger, per="query" if mech.kind == "query" else "training",
