@@ -185,7 +185,7 @@ def test_a_public_model_trained_elsewhere_takes_nothing_off_the_methods_own_time
         def public_seconds_spent(self, seed):
             return self.spent
 
-        def public_training_seconds(self, seed):
+        def public_training_seconds(self, seed):  # its training elsewhere: reported beside, never subtracted
             return None if self.spent is None else 500.0
 
     def build(ctx, epsilon, seed):
