@@ -6,7 +6,8 @@ on a CPU with several threads need not give the same weights twice). With ``resu
 process saves the trained weights (and the seconds they took) to ``<out>/parts/public-<key>.npz``; every later
 process of the same comparison loads them. The key covers what makes the model: the data kind, the family and its
 arguments, the seed, the recipe, the public records' fingerprints, the model's layer classes and weight shapes and the
-Keras version. Public records only: nothing private is saved here.
+Keras version. Public records only: nothing private is saved here, so a committed report keeps its public models
+(``docs/results/<preset>/parts/public-*.npz``) and a preset resumed on another machine starts from the same ones.
 """
 
 from __future__ import annotations
